@@ -1,0 +1,31 @@
+# Developer entry points. CI runs .ci/run, which uses the same targets.
+BIN := $(CURDIR)/.bin
+export PATH := $(BIN):/usr/local/go/bin:$(PATH)
+
+.PHONY: all build test generate check-generated lint tools bench
+
+all: build
+
+build:
+	go build ./...
+
+test:
+	go test -race ./...
+
+tools: ## Install the pinned code generators and linter into .bin (see tools/go.mod).
+	cd tools && GOBIN=$(BIN) go install tool
+
+generate: tools
+	cd api && buf generate
+
+check-generated: generate
+	@git diff --exit-code -- gen || (echo "gen/ is stale: run 'make generate' and commit the result" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- gen)" || (echo "gen/ has files not committed: run 'make generate' and commit" >&2; git status --porcelain -- gen >&2; exit 1)
+
+lint: tools
+	gofmt -l $$(git ls-files '*.go' | grep -v '^gen/') | tee /dev/stderr | (! read)
+	go vet ./...
+	golangci-lint run ./...
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./endpoint ./registry/...

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// backendFlags adds --registry-backend and one flag per declared backend parameter
+// (--nats-url, --etcd-endpoints, …) to a command, and opens the chosen backend.
+type backendFlags struct {
+	name  string
+	flags *pflag.FlagSet
+}
+
+func addBackendFlags(cmd *cobra.Command, defaultBackend string) *backendFlags {
+	b := &backendFlags{flags: cmd.Flags()}
+	var names []string
+	for _, be := range registry.Backends() {
+		names = append(names, be.Name)
+	}
+	usage := "registry backend: " + strings.Join(names, ", ")
+	if defaultBackend == "" {
+		usage += " (empty: none)"
+	}
+	cmd.Flags().StringVar(&b.name, "registry-backend", defaultBackend, usage)
+	_ = cmd.RegisterFlagCompletionFunc("registry-backend", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+	// Parameters shared by several backends (aws-region) become one flag.
+	seen := map[string][]string{}
+	params := map[string]registry.Param{}
+	for _, be := range registry.Backends() {
+		for _, p := range be.Params {
+			if _, ok := params[p.Name]; !ok {
+				params[p.Name] = p
+			}
+			seen[p.Name] = append(seen[p.Name], be.Name)
+		}
+	}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := params[k]
+		f := cmd.Flags().VarPF(newStringValue(p.Default), p.Name, "", fmt.Sprintf("%s [%s]", p.Usage, strings.Join(seen[k], ", ")))
+		if p.Default == "false" {
+			f.NoOptDefVal = "true" // a bare --flag switches it on
+		}
+	}
+	return b
+}
+
+// params returns the backend parameters the user set explicitly; defaults come from
+// the backend itself, and registry.Open reports a flag of another backend set by
+// mistake.
+func (b *backendFlags) params() map[string]string {
+	out := map[string]string{}
+	b.flags.Visit(func(f *pflag.Flag) {
+		if isBackendParam(f.Name) {
+			out[f.Name] = f.Value.String()
+		}
+	})
+	return out
+}
+
+func isBackendParam(name string) bool {
+	for _, be := range registry.Backends() {
+		for _, p := range be.Params {
+			if p.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// open opens the chosen backend. An unknown backend name is a usage error.
+func (b *backendFlags) open(ctx context.Context, log *slog.Logger) (registry.Registry, error) {
+	if _, err := registry.Lookup(b.name); err != nil {
+		return nil, usageError{fmt.Errorf("--registry-backend: %w", err)}
+	}
+	return registry.Open(ctx, b.name, b.params(), log)
+}
+
+type stringValue struct{ v string }
+
+func newStringValue(def string) *stringValue { return &stringValue{def} }
+func (s *stringValue) String() string       { return s.v }
+func (s *stringValue) Set(v string) error   { s.v = v; return nil }
+func (s *stringValue) Type() string         { return "string" }

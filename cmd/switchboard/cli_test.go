@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run executes the CLI in-process and returns stdout, stderr and the exit code main
+// would use.
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := newRootCmd(&out, &errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	code := 0
+	if err != nil {
+		errOut.WriteString(err.Error())
+		code = exitCode(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "switchboard ") {
+		t.Fatalf("version: %q, exit %d", out, code)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	out, _, code := run(t, "completion", "bash")
+	if code != 0 || !strings.Contains(out, "bash completion") {
+		t.Fatalf("completion bash: exit %d, %d bytes", code, len(out))
+	}
+}
+
+func TestRegistryExitCodes(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"register ok", []string{"registry", "register", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080", "--annotation", "team=edge", "--ttl", "30s"}, 0, ""},
+		{"invalid service", []string{"registry", "register", "--registry-backend", "memory", "--cluster", "prod", "--service", "9web", "--protocol", "http", "--address", "10.0.0.2"}, 2, "service"},
+		{"bad ttl", []string{"registry", "register", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--ttl", "soon"}, 2, "--ttl"},
+		{"bad annotation", []string{"registry", "register", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--annotation", "novalue"}, 2, "--annotation"},
+		{"missing flags", []string{"registry", "register", "--registry-backend", "memory"}, 2, "required flag"},
+		{"unknown backend", []string{"registry", "lookup", "--registry-backend", "nope"}, 2, "unknown registry backend"},
+		{"bad output", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "yaml"}, 2, "--output"},
+		{"bad filter", []string{"registry", "lookup", "--registry-backend", "memory", "--address", "host"}, 2, "address"},
+		{"lookup ok", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "json"}, 0, ""},
+		{"unregister ok", []string{"registry", "unregister", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080"}, 0, ""},
+		{"init without storage", []string{"registry", "init", "--registry-backend", "memory"}, 1, "no storage"},
+		{"bad log level", []string{"--log-level", "loud", "version"}, 2, "--log-level"},
+		{"unknown command", []string{"nope"}, 2, "unknown command"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := run(t, c.args...)
+			if code != c.code || !strings.Contains(errOut, c.msg) {
+				t.Fatalf("exit %d (want %d), stderr %q (want it to contain %q), stdout %q", code, c.code, errOut, c.msg, out)
+			}
+		})
+	}
+}
+
+func TestLookupJSONIsAList(t *testing.T) {
+	out, _, code := run(t, "registry", "lookup", "--registry-backend", "memory", "-o", "json")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("empty lookup printed %q", out)
+	}
+}

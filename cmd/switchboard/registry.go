@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+func init() { subcommands = append(subcommands, newRegistryCmd) }
+
+// registryExtras are further `registry` subcommands defined in other files.
+var registryExtras []func(*app) *cobra.Command
+
+// defaultCLIBackend is the backend `switchboard dev` serves, so the registry commands
+// work right after it starts.
+const defaultCLIBackend = "jetstream"
+
+func newRegistryCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Register, look up and watch endpoints in any registry backend",
+		Long: `Drive a registry backend directly. Choose it with --registry-backend; every
+backend's connection flags are listed under each command.`,
+	}
+	cmd.AddCommand(newRegisterCmd(a), newUnregisterCmd(a), newLookupCmd(a), newWatchCmd(a), newInitCmd(a))
+	for _, extra := range registryExtras {
+		cmd.AddCommand(extra(a))
+	}
+	return cmd
+}
+
+// keyFlags binds the flags that identify an endpoint.
+func keyFlags(cmd *cobra.Command, e *endpoint.Endpoint) {
+	cmd.Flags().StringVar(&e.Cluster, "cluster", "", "cluster the endpoint belongs to (required)")
+	cmd.Flags().StringVar(&e.Service, "service", "", "service name (required)")
+	cmd.Flags().StringVar(&e.Protocol, "protocol", "", "protocol, e.g. http, grpc, tcp (required)")
+	cmd.Flags().StringVar(&e.Address, "address", "", "IPv4 or IPv6 address (required)")
+	cmd.Flags().IntVar(&e.Port, "port", 0, "port, 0..65535 (0: no port)")
+	for _, f := range []string{"cluster", "service", "protocol", "address"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+}
+
+func newRegisterCmd(a *app) *cobra.Command {
+	var (
+		e           endpoint.Endpoint
+		ttl         string
+		annotations []string
+	)
+	cmd := &cobra.Command{
+		Use:   "register",
+		Short: "Register (or update) one endpoint",
+		Example: `  switchboard registry register --cluster prod --service web --protocol http \
+    --address 10.0.0.2 --port 8080 --ttl 30s --annotation team=edge`,
+		Args: cobra.NoArgs,
+	}
+	keyFlags(cmd, &e)
+	cmd.Flags().StringVar(&e.Node, "node", "", "node that serves the endpoint")
+	cmd.Flags().IntVar(&e.Priority, "priority", 1, "priority, 1..255")
+	cmd.Flags().IntVar(&e.Weight, "weight", 0, "weight, 0..65535")
+	cmd.Flags().StringVar(&ttl, "ttl", "", `how long the entry lives unless refreshed: a duration such as 30s, or "never" (default: the backend's)`)
+	cmd.Flags().StringArrayVar(&annotations, "annotation", nil, "annotation key=value (repeatable)")
+	bf := addBackendFlags(cmd, defaultCLIBackend)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var err error
+		if e.TTL, err = endpoint.ParseTTL(ttl); err != nil {
+			return usagef("--ttl: %v", err)
+		}
+		if e.Annotations, err = parseAnnotations(annotations); err != nil {
+			return err
+		}
+		e.Normalize()
+		if err := e.Validate(); err != nil {
+			return err
+		}
+		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
+			if err := r.Apply(cmd.Context(), []registry.Op{registry.Register(e)}); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.out, "registered %s (instance %s)\n", e.Key(), e.InstanceID())
+			return err
+		})
+	}
+	return cmd
+}
+
+func newUnregisterCmd(a *app) *cobra.Command {
+	var e endpoint.Endpoint
+	cmd := &cobra.Command{
+		Use:   "unregister",
+		Short: "Remove one endpoint (not an error if it is absent)",
+		Args:  cobra.NoArgs,
+	}
+	keyFlags(cmd, &e)
+	bf := addBackendFlags(cmd, defaultCLIBackend)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		e.Normalize()
+		if err := e.Key().Validate(); err != nil {
+			return err
+		}
+		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
+			if err := r.Apply(cmd.Context(), []registry.Op{registry.Unregister(e)}); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.out, "unregistered %s\n", e.Key())
+			return err
+		})
+	}
+	return cmd
+}
+
+// filterFlags binds the flags that select endpoints; unset or "*" matches any.
+func filterFlags(cmd *cobra.Command, f *endpoint.Filter) {
+	cmd.Flags().StringVar(&f.Cluster, "cluster", "", "only this cluster (empty or * = any)")
+	cmd.Flags().StringVar(&f.Service, "service", "", "only this service (empty or * = any)")
+	cmd.Flags().StringVar(&f.Protocol, "protocol", "", "only this protocol (empty or * = any)")
+	cmd.Flags().StringVar(&f.Address, "address", "", "only this address (empty or * = any)")
+}
+
+func newLookupCmd(a *app) *cobra.Command {
+	var (
+		f      endpoint.Filter
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:     "lookup",
+		Short:   "List the endpoints that match a filter, sorted by address then port",
+		Example: "  switchboard registry lookup --service web -o json",
+		Args:    cobra.NoArgs,
+	}
+	filterFlags(cmd, &f)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	bf := addBackendFlags(cmd, defaultCLIBackend)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if output != "table" && output != "json" {
+			return usagef("--output %q: want table or json", output)
+		}
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
+			eps, err := r.List(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(a.out, eps)
+			}
+			return writeTable(a.out, eps)
+		})
+	}
+	return cmd
+}
+
+func newWatchCmd(a *app) *cobra.Command {
+	var f endpoint.Filter
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print the matching endpoints, then every change, as one JSON event per line",
+		Long: `Print one JSON object per line: first {"type":"added",...} for every matching
+endpoint, then {"type":"synced"}, then each change as it happens. Runs until
+interrupted. Backends without a change feed (dynamodb, cloudmap) are refused.`,
+		Args: cobra.NoArgs,
+	}
+	filterFlags(cmd, &f)
+	bf := addBackendFlags(cmd, defaultCLIBackend)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
+			w, ok := r.(registry.Watcher)
+			if !ok {
+				return fmt.Errorf("--registry-backend %s: %w; poll it with 'switchboard registry lookup'", bf.name, registry.ErrNoWatch)
+			}
+			ch, err := w.Watch(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(a.out)
+			for ev := range ch {
+				if err := enc.Encode(eventJSON(ev)); err != nil {
+					return err
+				}
+			}
+			if cmd.Context().Err() != nil {
+				return nil // interrupted: a normal end
+			}
+			return errors.New("watch ended: the backend closed the change feed")
+		})
+	}
+	return cmd
+}
+
+func newInitCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create or update the backend's storage (JetStream stream, DynamoDB table, Cloud Map namespace)",
+		Example: `  switchboard registry init --replicas 3 --max-age 24h --storage file
+  switchboard registry init --registry-backend dynamodb --dynamodb-table endpoints`,
+		Args: cobra.NoArgs,
+	}
+	bf := addBackendFlags(cmd, defaultCLIBackend)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := registry.Lookup(bf.name); err != nil {
+			return usageError{err}
+		}
+		if err := registry.Init(cmd.Context(), bf.name, bf.params(), a.logger()); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(a.out, "%s registry initialised\n", bf.name)
+		return err
+	}
+	return cmd
+}
+
+func withRegistry(ctx context.Context, a *app, bf *backendFlags, fn func(registry.Registry) error) error {
+	r, err := bf.open(ctx, a.logger())
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return fn(r)
+}
+
+func parseAnnotations(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--annotation %q: want key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+type jsonEvent struct {
+	Type     string             `json:"type"`
+	Endpoint *endpoint.Endpoint `json:"endpoint,omitempty"`
+}
+
+func eventJSON(ev registry.Event) jsonEvent {
+	out := jsonEvent{Type: ev.Type.String()}
+	if ev.Type != registry.Synced {
+		e := ev.Endpoint
+		out.Endpoint = &e
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, eps []endpoint.Endpoint) error {
+	if eps == nil {
+		eps = []endpoint.Endpoint{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(eps)
+}
+
+func writeTable(w io.Writer, eps []endpoint.Endpoint) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tSERVICE\tPROTOCOL\tADDRESS\tPORT\tPRIORITY\tTTL\tNODE")
+	for _, e := range eps {
+		ttl := e.TTL.String()
+		if ttl == "" {
+			ttl = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Cluster, e.Service, e.Protocol, e.Address, e.Port, e.Priority, ttl, e.Node)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,69 @@
+package endpoint
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func FuzzParseTTL(f *testing.F) {
+	for _, s := range []string{"", "never", "30s", "1m", "0.5s", "-1s", "1h2m3s", "9999999999h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ttl, err := ParseTTL(s)
+		if err != nil {
+			return
+		}
+		if ttl.check() != nil {
+			t.Fatalf("ParseTTL(%q) accepted %v, which check rejects", s, ttl)
+		}
+		back, err := ParseTTL(ttl.String())
+		if err != nil || back != ttl {
+			t.Fatalf("ParseTTL(String(%v)) = %v, %v", ttl, back, err)
+		}
+	})
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add([]byte(`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.2","port":8080,"priority":1,"annotations":{"a":"b"},"ttl":"30s"}`))
+	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"::1","port":0,"priority":255,"ttl":"never"}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeJSON(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes and validates must survive the JSON and proto forms intact.
+		out, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeJSON(out)
+		if err != nil || !Equal(back, e) {
+			t.Fatalf("JSON round trip of %s: %+v, %v", out, back, err)
+		}
+		p, err := FromProto(e.ToProto())
+		if err != nil || !Equal(p, e) {
+			t.Fatalf("proto round trip of %+v: %+v, %v", e, p, err)
+		}
+	})
+}
+
+func FuzzValidate(f *testing.F) {
+	f.Add("prod", "web", "http", "10.0.0.2", 8080, 1, "k", "v")
+	f.Add("", "9", "a.b", "::ffff:1.2.3.4", -1, 0, "bad key", "\xff")
+	f.Fuzz(func(t *testing.T, cluster, service, protocol, address string, port, priority int, k, v string) {
+		e := Endpoint{Cluster: cluster, Service: service, Protocol: protocol, Address: address, Port: port, Priority: priority, Annotations: map[string]string{k: v}}
+		if err := e.Validate(); err != nil {
+			if _, ok := err.(*FieldError); !ok {
+				t.Fatalf("Validate returned %T, want *FieldError", err)
+			}
+			return
+		}
+		// A valid endpoint has a usable key: 16 hex digits, stable.
+		if id := e.InstanceID(); len(id) != 16 || id != e.Key().InstanceID() {
+			t.Fatalf("InstanceID = %q", id)
+		}
+	})
+}

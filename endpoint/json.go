@@ -1,0 +1,50 @@
+package endpoint
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// payload is the JSON form of an endpoint: the body of a JetStream message and the
+// value stored by the etcd backend. Field names are part of the wire format.
+type payload struct {
+	Cluster     string            `json:"cluster"`
+	Service     string            `json:"service"`
+	Protocol    string            `json:"protocol"`
+	Address     string            `json:"address"`
+	Port        int               `json:"port"`
+	Node        string            `json:"node,omitempty"`
+	Priority    int               `json:"priority"`
+	Weight      int               `json:"weight,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	TTL         TTL               `json:"ttl,omitempty"`
+}
+
+// MarshalJSON writes the JSON payload form.
+func (e Endpoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal(payload(e))
+}
+
+// UnmarshalJSON reads the JSON payload form. Unknown fields are ignored so that a
+// reader keeps working when a newer writer adds one; the result is not validated (call
+// Validate or use DecodeJSON).
+func (e *Endpoint) UnmarshalJSON(b []byte) error {
+	var p payload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("endpoint JSON: %w", err)
+	}
+	*e = Endpoint(p)
+	return nil
+}
+
+// DecodeJSON parses and validates one endpoint in the JSON payload form.
+func DecodeJSON(b []byte) (Endpoint, error) {
+	var e Endpoint
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Endpoint{}, err
+	}
+	if err := e.Validate(); err != nil {
+		return Endpoint{}, err
+	}
+	return e, nil
+}

@@ -1,0 +1,58 @@
+package endpoint
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+)
+
+// Sort orders endpoints the way every List returns them: by address in numeric IP
+// order (IPv4 before IPv6), then port, then cluster, service and protocol so the order
+// is total.
+func Sort(eps []Endpoint) {
+	if len(eps) < 2 {
+		return
+	}
+	// Parse each address once rather than once per comparison.
+	keys := make([]sortKey, len(eps))
+	for i := range eps {
+		keys[i] = sortKey{addr: parseOrZero(eps[i].Address), i: i}
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int { return compare(a.addr, &eps[a.i], b.addr, &eps[b.i]) })
+	sorted := make([]Endpoint, len(eps))
+	for j, k := range keys {
+		sorted[j] = eps[k.i]
+	}
+	copy(eps, sorted)
+}
+
+// Compare orders two endpoints as Sort does.
+func Compare(a, b Endpoint) int {
+	return compare(parseOrZero(a.Address), &a, parseOrZero(b.Address), &b)
+}
+
+type sortKey struct {
+	addr netip.Addr
+	i    int
+}
+
+func compare(aa netip.Addr, a *Endpoint, ba netip.Addr, b *Endpoint) int {
+	// netip orders the zero Addr first, then IPv4, then IPv6.
+	if c := aa.Compare(ba); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Address, b.Address); c != 0 {
+		return c
+	}
+	return cmp.Or(
+		cmp.Compare(a.Port, b.Port),
+		cmp.Compare(a.Cluster, b.Cluster),
+		cmp.Compare(a.Service, b.Service),
+		cmp.Compare(a.Protocol, b.Protocol),
+	)
+}
+
+func parseOrZero(s string) netip.Addr {
+	a, _ := netip.ParseAddr(s)
+	return a
+}

@@ -1,0 +1,137 @@
+package endpoint
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrInvalid is matched (errors.Is) by every validation error of this package.
+var ErrInvalid = errors.New("invalid endpoint")
+
+// FieldError says which field of an endpoint broke which rule.
+type FieldError struct {
+	Field string // e.g. "service", "annotations[team]"
+	Value string
+	Rule  string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("invalid endpoint: %s %q: %s", e.Field, e.Value, e.Rule)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for field errors.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+const (
+	maxNameLen       = 253
+	maxAnnotations   = 64
+	maxAnnotationKey = 253
+	maxAnnotationVal = 4096
+	namePattern      = `^[a-zA-Z][a-zA-Z0-9_-]*$`
+)
+
+var (
+	nameRE    = regexp.MustCompile(namePattern)
+	annoKeyRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9._/-]*[a-zA-Z0-9])?$`)
+)
+
+// Validate checks every field and returns the first broken rule as a *FieldError.
+func (e Endpoint) Validate() error {
+	if err := e.Key().Validate(); err != nil {
+		return err
+	}
+	if e.Node != "" && (len(e.Node) > maxNameLen || strings.ContainsFunc(e.Node, isSpaceOrControl) || !utf8.ValidString(e.Node)) {
+		return &FieldError{"node", e.Node, fmt.Sprintf("must be at most %d printable characters without spaces", maxNameLen)}
+	}
+	if e.Priority < 1 || e.Priority > 255 {
+		return &FieldError{"priority", fmt.Sprint(e.Priority), "must be 1..255"}
+	}
+	if e.Weight < 0 || e.Weight > 65535 {
+		return &FieldError{"weight", fmt.Sprint(e.Weight), "must be 0..65535"}
+	}
+	if err := validateAnnotations(e.Annotations); err != nil {
+		return err
+	}
+	if err := e.TTL.check(); err != nil {
+		return &FieldError{"ttl", e.TTL.String(), err.Error()}
+	}
+	return nil
+}
+
+// Validate checks the identity fields: what an unregister needs.
+func (k Key) Validate() error {
+	for _, f := range [...]struct{ name, value string }{
+		{"cluster", k.Cluster}, {"service", k.Service}, {"protocol", k.Protocol},
+	} {
+		if err := validateName(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	if err := validateAddress(k.Address); err != nil {
+		return err
+	}
+	if k.Port < 0 || k.Port > 65535 {
+		return &FieldError{"port", fmt.Sprint(k.Port), "must be 0..65535"}
+	}
+	return nil
+}
+
+// ValidateName checks a cluster, service or protocol name; field names the field in
+// the error.
+func ValidateName(field, value string) error { return validateName(field, value) }
+
+func validateName(field, value string) error {
+	switch {
+	case value == "":
+		return &FieldError{field, value, "is required"}
+	case len(value) > maxNameLen:
+		return &FieldError{field, value[:32] + "…", fmt.Sprintf("must be at most %d characters", maxNameLen)}
+	case !nameRE.MatchString(value):
+		return &FieldError{field, value, "must match " + namePattern + " (a letter, then letters, digits, '_' or '-')"}
+	}
+	return nil
+}
+
+func validateAddress(s string) error {
+	if s == "" {
+		return &FieldError{"address", s, "is required"}
+	}
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return &FieldError{"address", s, "must be an IPv4 or IPv6 address"}
+	case a.Zone() != "":
+		return &FieldError{"address", s, "must not carry an IPv6 zone"}
+	case a.String() != s:
+		return &FieldError{"address", s, "must be in canonical form (" + a.String() + ")"}
+	}
+	return nil
+}
+
+func validateAnnotations(m map[string]string) error {
+	if len(m) > maxAnnotations {
+		return &FieldError{"annotations", fmt.Sprintf("%d entries", len(m)), fmt.Sprintf("at most %d are allowed", maxAnnotations)}
+	}
+	for k, v := range m {
+		if len(k) > maxAnnotationKey || !annoKeyRE.MatchString(k) {
+			return &FieldError{"annotations", k, "key must be letters, digits, '.', '_', '/', '-', starting and ending with a letter or digit"}
+		}
+		if len(v) > maxAnnotationVal || !utf8.ValidString(v) {
+			return &FieldError{"annotations[" + k + "]", truncate(v), fmt.Sprintf("value must be valid UTF-8 of at most %d bytes", maxAnnotationVal)}
+		}
+	}
+	return nil
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}

@@ -1,0 +1,202 @@
+package registrytest_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+	"github.com/switchboard-mesh/switchboard/registry/memory"
+	"github.com/switchboard-mesh/switchboard/registry/registrytest"
+)
+
+// broken wraps the memory backend and breaks one rule; each case names the check
+// that must catch it. A suite that passed a broken backend would be worthless.
+type broken struct {
+	*memory.Registry
+	apply   func(r *memory.Registry, ctx context.Context, ops []registry.Op) error
+	list    func(r *memory.Registry, ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error)
+	watch   func(r *memory.Registry, ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error)
+	close   func(r *memory.Registry) error
+	noWatch bool
+}
+
+func (b *broken) Apply(ctx context.Context, ops []registry.Op) error {
+	if b.apply != nil {
+		return b.apply(b.Registry, ctx, ops)
+	}
+	return b.Registry.Apply(ctx, ops)
+}
+
+func (b *broken) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	if b.list != nil {
+		return b.list(b.Registry, ctx, f)
+	}
+	return b.Registry.List(ctx, f)
+}
+
+func (b *broken) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+	if b.noWatch {
+		return nil, registry.ErrNoWatch
+	}
+	if b.watch != nil {
+		return b.watch(b.Registry, ctx, f)
+	}
+	return b.Registry.Watch(ctx, f)
+}
+
+func (b *broken) Close() error {
+	if b.close != nil {
+		return b.close(b.Registry)
+	}
+	return b.Registry.Close()
+}
+
+// filterEvents passes through the memory watch but drops events that skip says to.
+func filterEvents(skip func(registry.Event) bool) func(*memory.Registry, context.Context, endpoint.Filter) (<-chan registry.Event, error) {
+	return func(r *memory.Registry, ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+		in, err := r.Watch(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out := make(chan registry.Event)
+		go func() {
+			defer close(out)
+			for ev := range in {
+				if !skip(ev) {
+					out <- ev
+				}
+			}
+		}()
+		return out, nil
+	}
+}
+
+func TestSuiteCatchesBrokenBackends(t *testing.T) {
+	cases := []struct {
+		name    string
+		b       broken
+		catches []string
+	}{
+		{"unsorted list", broken{list: func(r *memory.Registry, ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+			eps, err := r.List(ctx, f)
+			slices.Reverse(eps)
+			return eps, err
+		}}, []string{"SortOrder", "Filters"}},
+		{"filter ignored", broken{list: func(r *memory.Registry, ctx context.Context, _ endpoint.Filter) ([]endpoint.Endpoint, error) {
+			return r.List(ctx, endpoint.Filter{})
+		}}, []string{"Filters"}},
+		{"unregister ignored", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			ops = slices.DeleteFunc(slices.Clone(ops), func(op registry.Op) bool { return op.Kind == registry.OpUnregister })
+			return r.Apply(ctx, ops)
+		}}, []string{"Unregister", "BatchNetsOut", "LargeBatch"}},
+		{"unregister of missing key fails", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			for _, op := range ops {
+				if op.Kind == registry.OpUnregister {
+					if eps, _ := r.List(ctx, endpoint.Filter{Address: op.Endpoint.Address}); len(eps) == 0 {
+						return errors.New("not found")
+					}
+				}
+			}
+			return r.Apply(ctx, ops)
+		}}, []string{"UnregisterMissing"}},
+		{"ops applied one by one, last first", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			for _, op := range slices.Backward(ops) {
+				if err := r.Apply(ctx, []registry.Op{op}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, []string{"BatchNetsOut"}},
+		{"partial writes on invalid batch", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			var firstErr error
+			for _, op := range ops {
+				if err := r.Apply(ctx, []registry.Op{op}); err != nil && firstErr == nil {
+					firstErr = err
+				}
+			}
+			return firstErr
+		}}, []string{"InvalidRejected"}},
+		{"no validation", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			ops = slices.DeleteFunc(slices.Clone(ops), func(op registry.Op) bool { return registry.Validate([]registry.Op{op}) != nil })
+			return r.Apply(ctx, ops)
+		}}, []string{"InvalidRejected"}},
+		{"ttl ignored", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			ops = slices.Clone(ops)
+			for i := range ops {
+				if ops[i].Endpoint.TTL > 0 {
+					ops[i].Endpoint.TTL = 0
+				}
+			}
+			return r.Apply(ctx, ops)
+		}}, []string{"TTLExpiry", "WatchExpiry"}},
+		{"fields dropped", broken{list: func(r *memory.Registry, ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+			eps, err := r.List(ctx, f)
+			for i := range eps {
+				eps[i].Annotations = nil
+			}
+			return eps, err
+		}}, []string{"FieldsRoundTrip", "ReregisterUpdatesInPlace"}},
+		{"updates not watched", broken{watch: filterEvents(func(ev registry.Event) bool { return ev.Type == registry.Updated })}, []string{"WatchChangesInOrder"}},
+		{"removals not watched", broken{watch: filterEvents(func(ev registry.Event) bool { return ev.Type == registry.Removed })}, []string{"WatchChangesInOrder", "WatchExpiry"}},
+		{"no synced marker", broken{watch: filterEvents(func(ev registry.Event) bool { return ev.Type == registry.Synced })}, []string{"WatchInitialState", "WatchChangesInOrder"}},
+		{"initial state missing", broken{watch: filterEvents(func(ev registry.Event) bool { return ev.Type == registry.Added && ev.Endpoint.Address == "10.0.0.2" })}, []string{"WatchInitialState"}},
+		{"close not idempotent", broken{close: func(r *memory.Registry) error {
+			if _, err := r.List(context.Background(), endpoint.Filter{}); errors.Is(err, registry.ErrClosed) {
+				return errors.New("already closed")
+			}
+			return r.Close()
+		}}, []string{"CloseIdempotent"}},
+		{"writes after close accepted", broken{apply: func(r *memory.Registry, ctx context.Context, ops []registry.Op) error {
+			if err := r.Apply(ctx, ops); errors.Is(err, registry.ErrClosed) {
+				return nil
+			}
+			return r.Apply(ctx, ops)
+		}}, []string{"CloseIdempotent"}},
+	}
+	opts := registrytest.Options{Wait: 2 * time.Second}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			failed := registrytest.Check(func() (registry.Registry, error) {
+				b := c.b
+				b.Registry = memory.New()
+				return &b, nil
+			}, opts)
+			for _, name := range c.catches {
+				if failed[name] == nil {
+					t.Errorf("check %s passed a backend with %q", name, c.name)
+				}
+			}
+		})
+	}
+}
+
+func TestWatchChecksSkipWithoutChangeFeed(t *testing.T) {
+	failed := registrytest.Check(func() (registry.Registry, error) {
+		return &broken{Registry: memory.New(), noWatch: true}, nil
+	}, registrytest.Options{Wait: 2 * time.Second})
+	for _, name := range []string{"WatchInitialState", "WatchChangesInOrder", "WatchExpiry"} {
+		if !errors.Is(failed[name], registrytest.ErrSkipped) {
+			t.Errorf("%s = %v, want ErrSkipped", name, failed[name])
+		}
+	}
+	for name, err := range failed {
+		if !errors.Is(err, registrytest.ErrSkipped) {
+			t.Errorf("%s failed on a healthy backend without watch: %v", name, err)
+		}
+	}
+}
+
+func TestMemoryPassesEveryCheck(t *testing.T) {
+	failed := registrytest.Check(func() (registry.Registry, error) { return memory.New(), nil }, registrytest.Options{})
+	for name, err := range failed {
+		t.Errorf("%s: %v", name, err)
+	}
+	if len(registrytest.Checks()) < 16 {
+		t.Fatalf("suite has only %d checks", len(registrytest.Checks()))
+	}
+}
