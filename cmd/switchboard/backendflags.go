@@ -95,6 +95,6 @@ func (b *backendFlags) open(ctx context.Context, log *slog.Logger) (registry.Reg
 type stringValue struct{ v string }
 
 func newStringValue(def string) *stringValue { return &stringValue{def} }
-func (s *stringValue) String() string       { return s.v }
-func (s *stringValue) Set(v string) error   { s.v = v; return nil }
-func (s *stringValue) Type() string         { return "string" }
+func (s *stringValue) String() string        { return s.v }
+func (s *stringValue) Set(v string) error    { s.v = v; return nil }
+func (s *stringValue) Type() string          { return "string" }

@@ -192,10 +192,10 @@ interrupted. Backends without a change feed (dynamodb, cloudmap) are refused.`,
 					return err
 				}
 			}
-			if cmd.Context().Err() != nil {
-				return nil // interrupted: a normal end
+			if cmd.Context().Err() == nil {
+				return errors.New("watch ended: the backend closed the change feed")
 			}
-			return errors.New("watch ended: the backend closed the change feed")
+			return nil // interrupted: a normal end
 		})
 	}
 	return cmd
