@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// syncBuffer lets the test read what the running command has printed so far.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDev runs `switchboard dev` in the background on free ports and returns its
+// output and a function that stops it (like SIGTERM) and waits for it to exit.
+func startDev(t *testing.T, extra ...string) (*syncBuffer, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	cmd := newRootCmd(out, out)
+	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	stop := func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("dev did not stop within 30s of being interrupted")
+			return nil
+		}
+	}
+	t.Cleanup(func() { cancel() })
+	return out, stop
+}
+
+// waitFor polls the output for a line containing want.
+func waitFor(t *testing.T, out *syncBuffer, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, want) {
+				return line
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no line with %q in output:\n%s", want, out.String())
+	return ""
+}
+
+func fieldAfter(line, label string) string {
+	f := strings.Fields(strings.SplitN(line, label, 2)[1])
+	return f[0]
+}
+
+func TestDevServesNATSAndStops(t *testing.T) {
+	out, stop := startDev(t)
+	url := fieldAfter(waitFor(t, out, "NATS JetStream"), "NATS JetStream")
+	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("connect to dev NATS at %s: %v", url, err)
+	}
+	nc.Close()
+	if err := stop(); err != nil {
+		t.Fatalf("dev exited with %v", err)
+	}
+	if !strings.Contains(out.String(), "shutting down") {
+		t.Fatalf("no shutdown message:\n%s", out)
+	}
+}
