@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+)
+
+func init() { subcommands = append(subcommands, newCtlCmd) }
+
+// ctlOptions are the flags every `ctl` command shares.
+type ctlOptions struct {
+	server  string
+	output  string
+	timeout time.Duration
+	tls     clientTLSFlags
+}
+
+func newCtlCmd(a *app) *cobra.Command {
+	o := &ctlOptions{}
+	cmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Manage a control plane: nodes, links, routes, segments",
+		Long: `Talk to a control plane's northbound API. Topology changes (segment and link
+add/remove) are refused when the control plane takes its topology from its config file.`,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.validateLogFlags(); err != nil {
+				return err
+			}
+			if o.output != "table" && o.output != "json" {
+				return usagef("--output %q: want table or json", o.output)
+			}
+			return nil
+		},
+	}
+	cmd.PersistentFlags().StringVar(&o.server, "server", "127.0.0.1:50051", "control plane northbound address")
+	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 15*time.Second, "how long one request may take")
+	o.tls.register(cmd.PersistentFlags(), "")
+	cmd.AddCommand(
+		ctlNodeCmd(a, o), ctlLinkCmd(a, o), ctlSegmentCmd(a, o), ctlRouteCmd(a, o),
+		ctlConnectionCmd(a, o), ctlSubscriptionCmd(a, o),
+	)
+	return cmd
+}
+
+// call dials the control plane and runs fn with a bounded context.
+func (o *ctlOptions) call(ctx context.Context, fn func(context.Context, controlplanev1.ControlPlaneServiceClient) error) error {
+	creds, err := o.tls.credentials()
+	if err != nil {
+		return err
+	}
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient(o.server, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return usagef("--server %q: %v", o.server, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return fn(ctx, controlplanev1.NewControlPlaneServiceClient(conn))
+}
+
+func ctlNodeCmd(a *app, o *ctlOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "Data-plane nodes"}
+	cmd.AddCommand(&cobra.Command{
+		Use: "list", Short: "List registered nodes", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+				resp, err := c.ListNodes(ctx, &controlplanev1.ListNodesRequest{})
+				if err != nil {
+					return err
+				}
+				return o.print(a.out, resp, []string{"ID", "GROUP", "CONNECTED", "ENDPOINTS"}, len(resp.GetNodes()), func(i int) []string {
+					n := resp.GetNodes()[i]
+					var eps []string
+					for _, d := range n.GetConnectionDetails() {
+						ep := d.GetEndpoint()
+						if d.GetExternalEndpoint() != "" {
+							ep += " (external " + d.GetExternalEndpoint() + ")"
+						}
+						eps = append(eps, ep)
+					}
+					return []string{n.GetId(), n.GetGroup(), fmt.Sprint(n.GetConnected()), strings.Join(eps, ", ")}
+				})
+			})
+		},
+	})
+	return cmd
+}
+
+func ctlLinkCmd(a *app, o *ctlOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "link", Short: "Links between nodes, and topology links between groups"}
+	var src, dst, segment string
+	list := &cobra.Command{
+		Use: "list", Short: "List links (node to node connections)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+				resp, err := c.ListLinks(ctx, &controlplanev1.ListLinksRequest{SourceNodeId: src, DestNodeId: dst})
+				if err != nil {
+					return err
+				}
+				return o.print(a.out, resp, []string{"LINK", "SOURCE", "DEST GROUP", "DEST NODE", "ENDPOINT", "STATUS", "MESSAGE"}, len(resp.GetLinks()), func(i int) []string {
+					l := resp.GetLinks()[i]
+					return []string{l.GetLinkId(), l.GetSourceNodeId(), l.GetDestGroup(), dash(l.GetDestNodeId()), l.GetDestEndpoint(), l.GetStatus(), l.GetStatusMessage()}
+				})
+			})
+		},
+	}
+	list.Flags().StringVar(&src, "source", "", "only links from this node")
+	list.Flags().StringVar(&dst, "dest", "", "only links to this node")
+	mutate := func(use, short string, add bool) *cobra.Command {
+		c := &cobra.Command{
+			Use: use + " GROUP_A GROUP_B", Short: short, Args: cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				req := &controlplanev1.TopologyLinkRequest{Segment: segment, GroupA: args[0], GroupB: args[1]}
+				return o.mutate(cmd.Context(), a.out, func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) (*controlplanev1.MutationResponse, error) {
+					if add {
+						return c.AddTopologyLink(ctx, req)
+					}
+					return c.RemoveTopologyLink(ctx, req)
+				})
+			},
+		}
+		c.Flags().StringVar(&segment, "segment", "", "segment the topology link belongs to (required)")
+		_ = c.MarkFlagRequired("segment")
+		return c
+	}
+	cmd.AddCommand(list, mutate("add", "Connect two groups in a segment (API mode)", true), mutate("remove", "Disconnect two groups in a segment (API mode)", false))
+	return cmd
+}
+
+func ctlSegmentCmd(a *app, o *ctlOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "segment", Short: "Segments: isolated routing domains"}
+	cmd.AddCommand(&cobra.Command{
+		Use: "list", Short: "List segments and their topology links", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+				resp, err := c.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{})
+				if err != nil {
+					return err
+				}
+				return o.print(a.out, resp, []string{"SEGMENT", "LINKS"}, len(resp.GetSegments()), func(i int) []string {
+					s := resp.GetSegments()[i]
+					var links []string
+					for _, l := range s.GetLinks() {
+						links = append(links, l.GetGroupA()+"<->"+l.GetGroupB())
+					}
+					return []string{s.GetName(), strings.Join(links, " ")}
+				})
+			})
+		},
+	})
+	for _, add := range []bool{true, false} {
+		use, short := "remove NAME", "Remove a segment and its links (API mode)"
+		if add {
+			use, short = "add NAME", "Add a segment (API mode)"
+		}
+		cmd.AddCommand(&cobra.Command{
+			Use: use, Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return o.mutate(cmd.Context(), a.out, func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) (*controlplanev1.MutationResponse, error) {
+					if add {
+						return c.AddSegment(ctx, &controlplanev1.SegmentRequest{Name: args[0]})
+					}
+					return c.RemoveSegment(ctx, &controlplanev1.SegmentRequest{Name: args[0]})
+				})
+			},
+		})
+	}
+	return cmd
+}
+
+func ctlRouteCmd(a *app, o *ctlOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "route", Short: "Routes: subscriptions for a name over a link"}
+	var node, dest string
+	list := &cobra.Command{
+		Use: "list", Short: "List routes (templates have source *)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+				resp, err := c.ListRoutes(ctx, &controlplanev1.ListRoutesRequest{SourceNodeId: node, DestNodeId: dest})
+				if err != nil {
+					return err
+				}
+				return o.print(a.out, resp, []string{"ID", "SOURCE", "DEST", "NAME", "LINK", "STATUS", "MESSAGE"}, len(resp.GetRoutes()), func(i int) []string {
+					r := resp.GetRoutes()[i]
+					name := r.GetName()
+					if r.ComponentId != nil {
+						name += fmt.Sprintf(" (id %d)", r.GetComponentId())
+					}
+					return []string{fmt.Sprint(r.GetId()), r.GetSourceNodeId(), r.GetDestNodeId(), name, dash(r.GetLinkId()), r.GetStatus(), r.GetStatusMessage()}
+				})
+			})
+		},
+	}
+	list.Flags().StringVar(&node, "node", "", "only routes installed on this node")
+	list.Flags().StringVar(&dest, "dest", "", "only routes toward this node")
+	var componentID int64 = -1
+	var destNode string
+	mutate := func(use, short string, add bool) *cobra.Command {
+		c := &cobra.Command{
+			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
+			Example: "  switchboard ctl route " + use + " org/ns/service --dest cloud/node-1",
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if strings.Count(args[0], "/") != 2 {
+					return usagef("route name %q: want three components c0/c1/c2", args[0])
+				}
+				req := &controlplanev1.RouteRequest{Name: args[0], DestNodeId: destNode}
+				if componentID >= 0 {
+					id := uint64(componentID)
+					req.ComponentId = &id
+				}
+				return o.mutate(cmd.Context(), a.out, func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) (*controlplanev1.MutationResponse, error) {
+					if add {
+						return c.AddRoute(ctx, req)
+					}
+					return c.DeleteRoute(ctx, req)
+				})
+			},
+		}
+		c.Flags().StringVar(&destNode, "dest", "", "the node that serves the name, {group}/{node} (required)")
+		c.Flags().Int64Var(&componentID, "component-id", -1, "optional component id (-1: none)")
+		_ = c.MarkFlagRequired("dest")
+		return c
+	}
+	cmd.AddCommand(list, mutate("add", "Announce a name: a wildcard route every reachable node gets", true),
+		mutate("delete", "Withdraw a wildcard route", false))
+	return cmd
+}
+
+func ctlConnectionCmd(a *app, o *ctlOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "connection", Short: "Connections live on a node (asked from the node)"}
+	var node string
+	list := &cobra.Command{
+		Use: "list", Short: "List a node's live connections", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+				resp, err := c.ListNodeConnections(ctx, &controlplanev1.NodeRequest{NodeId: node})
+				if err != nil {
+					return err
+				}
+				return o.print(a.out, resp, []string{"LINK", "ENDPOINT", "CONN ID"}, len(resp.GetEntries()), func(i int) []string {
+					e := resp.GetEntries()[i]
+					return []string{e.GetLinkId(), e.GetEndpoint(), fmt.Sprint(e.GetConnId())}
+				})
+			})
+		},
+	}
+	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (required)")
+	_ = list.MarkFlagRequired("node")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func ctlSubscriptionCmd(a *app, o *ctlOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "subscription", Short: "Subscriptions live on a node (asked from the node)"}
+	var node string
+	list := &cobra.Command{
+		Use: "list", Short: "List a node's live subscriptions", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+				resp, err := c.ListNodeSubscriptions(ctx, &controlplanev1.NodeRequest{NodeId: node})
+				if err != nil {
+					return err
+				}
+				return o.print(a.out, resp, []string{"NAME", "COMPONENT ID", "LINK"}, len(resp.GetSubscriptions()), func(i int) []string {
+					s := resp.GetSubscriptions()[i]
+					id := "-"
+					if s.ComponentId != nil {
+						id = fmt.Sprint(s.GetComponentId())
+					}
+					return []string{s.GetComponent_0() + "/" + s.GetComponent_1() + "/" + s.GetComponent_2(), id, dash(s.GetLinkId())}
+				})
+			})
+		},
+	}
+	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (required)")
+	_ = list.MarkFlagRequired("node")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func (o *ctlOptions) mutate(ctx context.Context, out io.Writer, fn func(context.Context, controlplanev1.ControlPlaneServiceClient) (*controlplanev1.MutationResponse, error)) error {
+	return o.call(ctx, func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
+		resp, err := fn(ctx, c)
+		if err != nil {
+			return err
+		}
+		if o.output == "json" {
+			return writeProtoJSON(out, resp)
+		}
+		_, err = fmt.Fprintln(out, resp.GetMessage())
+		return err
+	})
+}
+
+// print writes a response as JSON, or as a table of n rows built by row.
+func (o *ctlOptions) print(out io.Writer, resp proto.Message, header []string, n int, row func(int) []string) error {
+	if o.output == "json" {
+		return writeProtoJSON(out, resp)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for i := range n {
+		fmt.Fprintln(tw, strings.Join(row(i), "\t"))
+	}
+	return tw.Flush()
+}
+
+func writeProtoJSON(out io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, string(b))
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
