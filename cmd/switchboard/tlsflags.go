@@ -54,4 +54,3 @@ func (f *clientTLSFlags) credentials() (credentials.TransportCredentials, error)
 	}
 	return credentials.NewTLS(cfg), nil
 }
-
