@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
 )
 
 // run executes the CLI in-process and returns stdout, stderr and the exit code main
@@ -75,5 +77,31 @@ func TestLookupJSONIsAList(t *testing.T) {
 	out, _, code := run(t, "registry", "lookup", "--registry-backend", "memory", "-o", "json")
 	if code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("empty lookup printed %q", out)
+	}
+}
+
+func TestRegistryCommandsAgainstDynamoDB(t *testing.T) {
+	srv := dynamotest.Start(t)
+	dynamotest.SetEnv(t)
+	flags := []string{"--registry-backend", "dynamodb", "--dynamodb-endpoint", srv.URL, "--dynamodb-table", "cli-test"}
+	if _, errOut, code := run(t, append([]string{"registry", "init"}, flags...)...); code != 0 {
+		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	reg := append([]string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080"}, flags...)
+	if _, errOut, code := run(t, reg...); code != 0 {
+		t.Fatalf("register: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := run(t, append([]string{"registry", "lookup", "--service", "web", "-o", "json"}, flags...)...)
+	if code != 0 || !strings.Contains(out, `"address": "10.0.0.2"`) {
+		t.Fatalf("lookup: exit %d, out %q, err %q", code, out, errOut)
+	}
+	_, errOut, code = run(t, append([]string{"registry", "watch"}, flags...)...)
+	if code != 1 || !strings.Contains(errOut, "no change feed") {
+		t.Fatalf("watch on a polled backend: exit %d, %q", code, errOut)
+	}
+	// A flag of another backend is refused, not ignored.
+	_, errOut, code = run(t, "registry", "lookup", "--registry-backend", "memory", "--aws-region", "eu-west-1")
+	if code != 2 || !strings.Contains(errOut, "no parameter") {
+		t.Fatalf("foreign flag: exit %d, %q", code, errOut)
 	}
 }
