@@ -4,5 +4,6 @@ package main
 // drivers; every command that takes --registry-backend can use any of them.
 import (
 	_ "github.com/switchboard-mesh/switchboard/registry/dynamodb"
+	_ "github.com/switchboard-mesh/switchboard/registry/etcd"
 	_ "github.com/switchboard-mesh/switchboard/registry/memory"
 )

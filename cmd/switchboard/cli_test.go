@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
+	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
 )
 
 // run executes the CLI in-process and returns stdout, stderr and the exit code main
@@ -103,5 +104,39 @@ func TestRegistryCommandsAgainstDynamoDB(t *testing.T) {
 	_, errOut, code = run(t, "registry", "lookup", "--registry-backend", "memory", "--aws-region", "eu-west-1")
 	if code != 2 || !strings.Contains(errOut, "no parameter") {
 		t.Fatalf("foreign flag: exit %d, %q", code, errOut)
+	}
+}
+
+func TestRegistryCommandsAgainstEtcd(t *testing.T) {
+	cluster := embedetcd.New(t, embedetcd.Options{})
+	flags := []string{"--registry-backend", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints(), ","), "--etcd-prefix", "/cli-test/"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// watch runs until interrupted: start it first, then register and look up.
+	watchOut := &syncBuffer{}
+	watch := newRootCmd(watchOut, watchOut)
+	watch.SetArgs(append([]string{"registry", "watch", "--service", "web"}, flags...))
+	watchDone := make(chan error, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	go func() { watchDone <- watch.ExecuteContext(wctx) }()
+	waitFor(t, watchOut, `"type":"synced"`)
+
+	reg := append([]string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "2001:db8::5", "--port", "8080", "--ttl", "never"}, flags...)
+	if _, errOut, code := run(t, reg...); code != 0 {
+		t.Fatalf("register: exit %d: %s", code, errOut)
+	}
+	out, _, code := run(t, append([]string{"registry", "lookup", "--service", "web"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "2001:db8::5") || !strings.Contains(out, "never") {
+		t.Fatalf("lookup: exit %d, %q", code, out)
+	}
+	waitFor(t, watchOut, `"type":"added"`)
+	if _, _, code := run(t, append([]string{"registry", "unregister", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "2001:db8::5", "--port", "8080"}, flags...)...); code != 0 {
+		t.Fatal("unregister failed")
+	}
+	waitFor(t, watchOut, `"type":"removed"`)
+	stopWatch()
+	if err := <-watchDone; err != nil {
+		t.Fatalf("interrupted watch returned %v", err)
 	}
 }
