@@ -151,7 +151,10 @@ func TestSweepQueuesAllKeys(t *testing.T) {
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Sweep(ctx, 10*time.Millisecond, func() []string { return []string{"g/a", "g/b"} }, q); close(done) }()
+	go func() {
+		Sweep(ctx, 10*time.Millisecond, func() []string { return []string{"g/a", "g/b"} }, q)
+		close(done)
+	}()
 	waitCount(t, c, "g/a", 2)
 	waitCount(t, c, "g/b", 2)
 	cancel()
