@@ -113,7 +113,7 @@ type Link struct {
 	DestNodeId       string `protobuf:"bytes,4,opt,name=dest_node_id,json=destNodeId,proto3" json:"dest_node_id,omitempty"`
 	DestEndpoint     string `protobuf:"bytes,5,opt,name=dest_endpoint,json=destEndpoint,proto3" json:"dest_endpoint,omitempty"`
 	ConnectionConfig string `protobuf:"bytes,6,opt,name=connection_config,json=connectionConfig,proto3" json:"connection_config,omitempty"`
-	// Pending, Connecting, Applied, Failed or Deleted.
+	// pending, connecting, applied, failed or deleted.
 	Status        string                 `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
 	StatusMessage string                 `protobuf:"bytes,8,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	Deleted       bool                   `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
@@ -232,7 +232,7 @@ type Route struct {
 	Name        string  `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	ComponentId *uint64 `protobuf:"varint,5,opt,name=component_id,json=componentId,proto3,oneof" json:"component_id,omitempty"`
 	LinkId      string  `protobuf:"bytes,6,opt,name=link_id,json=linkId,proto3" json:"link_id,omitempty"`
-	// Pending, Applied, Failed or Deleted.
+	// pending, applied, failed or deleted.
 	Status        string                 `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
 	StatusMessage string                 `protobuf:"bytes,8,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	Deleted       bool                   `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
