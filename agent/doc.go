@@ -1,0 +1,15 @@
+// Package agent is Switchboard's per-node agent: the rest of spec/registration.md
+// beyond the JetStream stream itself.
+//
+//   - Registration as a side effect of health ("The publish gate"): an Agent publishes
+//     the entries of its manifest (package manifest) while their health checks
+//     (package check) pass, keeps them alive by re-publishing before their TTL runs
+//     out, removes them when a check fails, and removes what it registered on
+//     shutdown. Without a registry backend it runs with a no-op publisher ("A missing
+//     registration publisher is tolerated, not fatal").
+//   - Lookup from templates and Prometheus file_sd ("From a template", "Prometheus"):
+//     a Discovery mirrors the registry (package mirror) and keeps rendered files
+//     (package render) and file_sd files (package filesd) current.
+//
+// Run wires both together with metrics and /healthz; `switchboard agent` calls it.
+package agent

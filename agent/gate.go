@@ -1,0 +1,39 @@
+package agent
+
+// GateInput is what the publish gate looks at for one entry.
+type GateInput struct {
+	// Entries is how many entries the manifest lists.
+	Entries int
+	// NoOp is dry-run mode: the agent decides but never writes.
+	NoOp bool
+	// ApplyFailed says the last (re)load of the manifest failed.
+	ApplyFailed bool
+	// ChecksOK says every health check of the entry passes; an entry without checks
+	// passes.
+	ChecksOK bool
+}
+
+// Reasons the gate stays closed.
+const (
+	ReasonNoEntries   = "no entries"
+	ReasonNoOp        = "dry-run"
+	ReasonApplyFailed = "last apply failed"
+	ReasonUnhealthy   = "health checks failing"
+)
+
+// Gate is the publish gate of spec/registration.md: publish only when there are
+// entries, the agent is not in no-op mode, the last apply did not fail, and every
+// health check is OK. It is conservative: when it says no, it says why.
+func Gate(in GateInput) (open bool, reason string) {
+	switch {
+	case in.Entries == 0:
+		return false, ReasonNoEntries
+	case in.NoOp:
+		return false, ReasonNoOp
+	case in.ApplyFailed:
+		return false, ReasonApplyFailed
+	case !in.ChecksOK:
+		return false, ReasonUnhealthy
+	}
+	return true, ""
+}

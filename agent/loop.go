@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/agent/check"
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// result is one check run, reported by a check goroutine to the loop.
+type result struct {
+	e   *entry
+	i   int
+	err error
+}
+
+// loop is the state Run owns.
+type loop struct {
+	*Agent
+	entries   []*entry
+	byKey     map[endpoint.Key]*entry
+	orphans   map[endpoint.Key]*entry // left the manifest, still to be removed
+	applyErr  error
+	results   chan result
+	checksCtx context.Context
+	checks    sync.WaitGroup
+}
+
+// Run runs checks and publishes until ctx ends, then removes what it registered and
+// returns. The error reports only a failure of that final removal.
+func (a *Agent) Run(ctx context.Context) error {
+	checksCtx, stopChecks := context.WithCancel(ctx)
+	l := &loop{Agent: a, byKey: map[endpoint.Key]*entry{}, orphans: map[endpoint.Key]*entry{},
+		results: make(chan result), checksCtx: checksCtx}
+	defer func() {
+		stopChecks()
+		l.checks.Wait()
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if r := a.takePending(); r != nil {
+			l.reload(r)
+		}
+		l.reconcile(ctx, time.Now())
+		l.publishStatus()
+		timer.Reset(l.nextWake(time.Now()))
+		select {
+		case <-ctx.Done():
+			stopChecks()
+			l.checks.Wait()
+			return l.shutdown(ctx)
+		case r := <-l.results:
+			l.observe(r)
+		case <-a.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// reload applies a new manifest, or records a failed load.
+func (l *loop) reload(r *reload) {
+	if r.err != nil {
+		l.applyErr = r.err
+		l.log.Error("manifest apply failed: publishing paused until a good manifest loads", "err", r.err)
+		l.opts.Metrics.applyFailed(true)
+		return
+	}
+	if l.applyErr != nil {
+		l.log.Info("manifest applied: publishing resumes")
+	}
+	l.applyErr = nil
+	l.opts.Metrics.applyFailed(false)
+	next := make([]*entry, 0, len(r.m.Entries))
+	byKey := make(map[endpoint.Key]*entry, len(r.m.Entries))
+	for _, me := range r.m.Entries {
+		k := me.Endpoint.Key()
+		e := l.byKey[k]
+		switch {
+		case e != nil && reflect.DeepEqual(e.m.Checks, me.Checks):
+			e.m = me // same checks: keep their state; a changed endpoint is re-published
+		default:
+			if e != nil {
+				e.stop()
+			}
+			ne := newEntry(me)
+			if e != nil {
+				ne.registered, ne.maybe, ne.written = e.registered, e.maybe, e.written
+			}
+			e = ne
+			l.startChecks(e)
+		}
+		next = append(next, e)
+		byKey[k] = e
+		delete(l.orphans, k)
+	}
+	for k, e := range l.byKey {
+		if byKey[k] == nil {
+			e.stop()
+			l.opts.Metrics.forget(e.m.Endpoint)
+			if e.maybe {
+				e.retryAt, e.failures = time.Time{}, 0
+				l.orphans[k] = e
+			}
+		}
+	}
+	l.entries, l.byKey = next, byKey
+	l.opts.Metrics.setEntries(len(next))
+}
+
+func (l *loop) startChecks(e *entry) {
+	ctx, cancel := context.WithCancel(l.checksCtx)
+	e.stop = cancel
+	for i, spec := range e.m.Checks {
+		c, err := check.New(spec)
+		if err != nil {
+			// The manifest validated the spec; if it still fails the check counts as failing.
+			e.lastErr[i] = err
+			continue
+		}
+		l.checks.Add(1)
+		go func() {
+			defer l.checks.Done()
+			runCheck(ctx, e, i, spec, c, l.results)
+		}()
+	}
+}
+
+// runCheck probes at once, then every interval, and reports each result.
+func runCheck(ctx context.Context, e *entry, i int, spec check.Spec, c check.Checker, out chan<- result) {
+	ticker := time.NewTicker(spec.Interval)
+	defer ticker.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+		err := c.Check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case out <- result{e: e, i: i, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// observe feeds one check result to its tracker; results of replaced entries are
+// dropped.
+func (l *loop) observe(r result) {
+	if l.byKey[r.e.m.Endpoint.Key()] != r.e {
+		return
+	}
+	spec := r.e.m.Checks[r.i]
+	r.e.lastErr[r.i] = r.err
+	l.opts.Metrics.checkResult(spec.Kind, r.err == nil)
+	if !r.e.trackers[r.i].Observe(r.err == nil) {
+		return
+	}
+	key := r.e.m.Endpoint.Key().String()
+	if r.err == nil {
+		l.log.Info("check passing", "entry", key, "check", spec.String())
+	} else {
+		l.log.Warn("check failing", "entry", key, "check", spec.String(), "err", r.err)
+	}
+}
+
+func (l *loop) backoff(n int) time.Duration {
+	ceiling := l.opts.RetryMin << min(n, 20)
+	if ceiling <= 0 || ceiling > l.opts.RetryMax {
+		ceiling = l.opts.RetryMax
+	}
+	return time.Duration(rand.Int64N(int64(ceiling)) + 1)
+}
+
+// nextWake is how long until a refresh or retry is due.
+func (l *loop) nextWake(now time.Time) time.Duration {
+	next := time.Hour
+	consider := func(t time.Time) {
+		if !t.IsZero() {
+			next = min(next, max(t.Sub(now), 0))
+		}
+	}
+	for _, e := range l.entries {
+		consider(e.refreshAt)
+		consider(e.retryAt)
+	}
+	for _, e := range l.orphans {
+		consider(e.retryAt)
+	}
+	return next
+}
+
+func (l *loop) publishStatus() {
+	st := make([]EntryStatus, len(l.entries))
+	for i, e := range l.entries {
+		st[i] = e.status()
+		l.opts.Metrics.entryState(e.m.Endpoint, st[i].Healthy, e.registered)
+	}
+	l.mu.Lock()
+	l.statuses = st
+	l.mu.Unlock()
+}
+
+// shutdown removes every entry this agent may have registered, with a fresh deadline:
+// ctx is already done.
+func (l *loop) shutdown(ctx context.Context) error {
+	var ops []registry.Op
+	for _, e := range l.entries {
+		if e.maybe {
+			ops = append(ops, registry.Unregister(e.m.Endpoint))
+		}
+	}
+	for _, e := range l.orphans {
+		ops = append(ops, registry.Unregister(e.m.Endpoint))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ShutdownTimeout)
+	defer cancel()
+	err := l.pub.Apply(wctx, ops)
+	l.opts.Metrics.write("unregister", len(ops), err)
+	if err != nil {
+		return fmt.Errorf("unregister %d entries on shutdown: %w", len(ops), err)
+	}
+	l.log.Info("unregistered on shutdown", "entries", len(ops))
+	return nil
+}

@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/switchboard-mesh/switchboard/agent/manifest"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Config is everything `switchboard agent` runs.
+type Config struct {
+	// Manifest lists the entries to register; nil registers nothing.
+	Manifest *manifest.Manifest
+	// ManifestPath is read again on each Reload signal.
+	ManifestPath string
+	// Registry is the backend; nil runs the no-op publisher and allows no outputs.
+	Registry registry.Registry
+	// Outputs are kept current from the registry.
+	Outputs []Output
+	// Agent options; Publisher, Logger and Metrics are filled in by Run.
+	Agent     Options
+	Discovery DiscoveryOptions
+	// HTTP, when set, serves /metrics and /healthz; Run closes it.
+	HTTP net.Listener
+	// Reload makes Run load ManifestPath again and re-render the outputs (SIGHUP).
+	Reload <-chan struct{}
+	Logger *slog.Logger
+}
+
+// Run runs the agent until ctx ends: it publishes the manifest's entries through the
+// publish gate, keeps the outputs current, and serves metrics. On the way out it
+// removes what it registered.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Registry == nil && len(cfg.Outputs) > 0 {
+		return errors.New("rendered outputs read the registry: a registry backend is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := NewMetrics(reg)
+
+	ao := cfg.Agent
+	ao.Logger, ao.Metrics = log, metrics
+	if cfg.Registry != nil {
+		ao.Publisher = cfg.Registry
+	}
+	ag := New(cfg.Manifest, ao)
+	var disc *Discovery
+	if len(cfg.Outputs) > 0 {
+		do := cfg.Discovery
+		do.Logger, do.Metrics = log, metrics
+		disc = NewDiscovery(cfg.Registry, cfg.Outputs, do)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var g group
+	g.spawn(cancel, func() error { return ag.Run(ctx) })
+	if disc != nil {
+		g.spawn(cancel, func() error { return disc.Run(ctx) })
+	}
+	if cfg.HTTP != nil {
+		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg)) })
+	}
+	if cfg.Reload != nil {
+		g.spawn(cancel, func() error { reloadLoop(ctx, cfg, ag, disc, log); return nil })
+	}
+	return g.wait()
+}
+
+func reloadLoop(ctx context.Context, cfg Config, ag *Agent, disc *Discovery, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cfg.Reload:
+		}
+		log.Info("reloading")
+		if cfg.ManifestPath != "" {
+			if m, err := manifest.Load(cfg.ManifestPath); err != nil {
+				ag.ReloadFailed(err)
+			} else {
+				ag.Reload(m)
+			}
+		}
+		if disc != nil {
+			disc.Trigger()
+		}
+	}
+}
+
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics server: %w", err)
+	}
+	return nil
+}
+
+// group runs goroutines, cancels the rest when one fails, and returns the first error.
+type group struct {
+	wg   sync.WaitGroup
+	once sync.Once
+	err  error
+}
+
+func (g *group) spawn(cancel context.CancelFunc, fn func() error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := fn(); err != nil {
+			g.once.Do(func() { g.err = err; cancel() })
+		}
+	}()
+}
+
+func (g *group) wait() error {
+	g.wg.Wait()
+	return g.err
+}

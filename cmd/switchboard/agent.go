@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-mesh/switchboard/agent"
+	"github.com/switchboard-mesh/switchboard/agent/filesd"
+	"github.com/switchboard-mesh/switchboard/agent/manifest"
+	"github.com/switchboard-mesh/switchboard/agent/render"
+)
+
+func init() { subcommands = append(subcommands, newAgentCmd) }
+
+type agentFlags struct {
+	manifest          string
+	renders           []string
+	prometheusSD      string
+	dryRun            bool
+	removeOnUnhealthy bool
+	debounce          time.Duration
+	pollInterval      time.Duration
+	shutdownTimeout   time.Duration
+	resync            time.Duration
+	metricsListen     string
+}
+
+func newAgentCmd(a *app) *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Register this node's endpoints while healthy, and render discovery files",
+		Long: `Run the per-node agent.
+
+With --manifest it registers the manifest's entries while their health checks pass,
+re-publishes them before their TTL runs out, removes an entry as soon as a check fails
+(unless --remove-on-unhealthy=false), and removes everything it registered on SIGTERM.
+Without --registry-backend it runs with a no-op publisher: the same manifest works on
+nodes with and without a registry.
+
+With --render and --prometheus-sd it keeps files current from the registry: Go
+text/template files rendered with registrations CLUSTER PROTOCOL SERVICE IP (empty or
+"*" matches any), and Prometheus file_sd JSON. Files are written atomically and only
+when their content changes; a failing template keeps the last good output.
+
+SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
+--metrics-listen.`,
+		Example: `  switchboard agent --manifest /etc/switchboard/agent.yaml \
+    --registry-backend jetstream --nats-url nats://nats:4222 \
+    --render /etc/nginx/upstream.tmpl:/etc/nginx/conf.d/upstream.conf:"nginx -s reload" \
+    --prometheus-sd /etc/prometheus/targets/switchboard.json`,
+		Args: cobra.NoArgs,
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.manifest, "manifest", "", "YAML manifest of the entries to register (top-level entries: list)")
+	fl.StringArrayVar(&f.renders, "render", nil, "TEMPLATE:OUT[:COMMAND]: keep OUT rendered from TEMPLATE, run COMMAND (sh -c) after each change (repeatable)")
+	fl.StringVar(&f.prometheusSD, "prometheus-sd", "", "keep this Prometheus file_sd JSON file current")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "run checks and the publish gate but write nothing to the registry")
+	fl.BoolVar(&f.removeOnUnhealthy, "remove-on-unhealthy", true, "remove an entry at once when a check fails (false: stop refreshing and let its TTL expire)")
+	fl.DurationVar(&f.debounce, "debounce", 250*time.Millisecond, "gather registry changes for this long before rendering")
+	fl.DurationVar(&f.pollInterval, "poll-interval", 10*time.Second, "how often to list a registry backend that has no change feed")
+	fl.DurationVar(&f.resync, "resync-interval", 5*time.Minute, "re-publish entries without a TTL this often while healthy, in case the registry lost them")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics and /healthz (empty: off)")
+	_ = cmd.MarkFlagFilename("manifest", "yaml", "yml")
+	bf := addBackendFlags(cmd, "")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), a, bf, f) }
+	return cmd
+}
+
+func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	cfg := agent.Config{
+		ManifestPath: f.manifest,
+		Agent:        agent.Options{DryRun: f.dryRun, KeepWhenUnhealthy: !f.removeOnUnhealthy, ShutdownTimeout: f.shutdownTimeout, Resync: f.resync},
+		Discovery:    agent.DiscoveryOptions{Debounce: f.debounce, PollInterval: f.pollInterval},
+		Logger:       a.logger(),
+	}
+	var err error
+	if f.manifest != "" {
+		if cfg.Manifest, err = manifest.Load(f.manifest); err != nil {
+			return usageError{err}
+		}
+	}
+	if cfg.Outputs, err = f.outputs(); err != nil {
+		return err
+	}
+	if bf.name == "" && len(cfg.Outputs) > 0 {
+		return usagef("--render and --prometheus-sd read the registry: set --registry-backend")
+	}
+	if bf.name != "" {
+		r, err := bf.open(ctx, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		cfg.Registry = r
+	}
+	if f.metricsListen != "" {
+		ln, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		cfg.HTTP = ln
+		cfg.Logger.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	}
+	reload := make(chan struct{}, 1)
+	cfg.Reload = reload
+	stop := forwardSignal(ctx, syscall.SIGHUP, reload)
+	defer stop()
+	return agent.Run(ctx, cfg)
+}
+
+func (f agentFlags) validate() error {
+	switch {
+	case f.manifest == "" && len(f.renders) == 0 && f.prometheusSD == "":
+		return usagef("nothing to do: give --manifest, --render or --prometheus-sd")
+	case f.debounce <= 0:
+		return usagef("--debounce %s: must be positive", f.debounce)
+	case f.pollInterval <= 0:
+		return usagef("--poll-interval %s: must be positive", f.pollInterval)
+	case f.resync <= 0:
+		return usagef("--resync-interval %s: must be positive", f.resync)
+	case f.shutdownTimeout <= 0:
+		return usagef("--shutdown-timeout %s: must be positive", f.shutdownTimeout)
+	}
+	return nil
+}
+
+// outputs parses --render and --prometheus-sd; a template that does not parse is bad
+// input, reported with its file and line before anything starts.
+func (f agentFlags) outputs() ([]agent.Output, error) {
+	var outs []agent.Output
+	seen := map[string]bool{}
+	for _, s := range f.renders {
+		spec, err := render.ParseSpec(s)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--render: %w", err)}
+		}
+		if seen[spec.Out] {
+			return nil, usagef("--render %s: %s is already an output", s, spec.Out)
+		}
+		seen[spec.Out] = true
+		o, err := render.NewOutput(spec)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--render %s: %w", s, err)}
+		}
+		outs = append(outs, o)
+	}
+	if f.prometheusSD != "" {
+		if seen[f.prometheusSD] {
+			return nil, usagef("--prometheus-sd %s: already a --render output", f.prometheusSD)
+		}
+		outs = append(outs, &filesd.Output{Path: f.prometheusSD})
+	}
+	return outs, nil
+}
+
+// forwardSignal turns sig into sends on ch until ctx ends or stop is called.
+func forwardSignal(ctx context.Context, sig os.Signal, ch chan<- struct{}) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, sig)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sigs:
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
+}
