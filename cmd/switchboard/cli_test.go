@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/internal/cloudmaptest"
 	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
 )
@@ -138,5 +139,27 @@ func TestRegistryCommandsAgainstEtcd(t *testing.T) {
 	stopWatch()
 	if err := <-watchDone; err != nil {
 		t.Fatalf("interrupted watch returned %v", err)
+	}
+}
+
+func TestRegistryCommandsAgainstCloudMap(t *testing.T) {
+	srv := cloudmaptest.NewServer(cloudmaptest.Options{})
+	defer srv.Close()
+	cloudmaptest.SetCredentialsEnv(t)
+	flags := []string{"--registry-backend", "cloudmap", "--cloudmap-endpoint", srv.URL(), "--cloudmap-namespace", "cli-test"}
+	if _, errOut, code := run(t, append([]string{"registry", "init"}, flags...)...); code != 0 {
+		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	reg := append([]string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.7", "--port", "80", "--ttl", "60s"}, flags...)
+	if _, errOut, code := run(t, reg...); code != 0 {
+		t.Fatalf("register: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := run(t, append([]string{"registry", "lookup", "--service", "web"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "10.0.0.7") || !strings.Contains(out, "1m0s") {
+		t.Fatalf("lookup: exit %d, out %q, err %q", code, out, errOut)
+	}
+	_, errOut, code = run(t, append([]string{"registry", "watch"}, flags...)...)
+	if code != 1 || !strings.Contains(errOut, "no change feed") {
+		t.Fatalf("watch on a polled backend: exit %d, %q", code, errOut)
 	}
 }
