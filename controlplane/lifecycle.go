@@ -1,0 +1,211 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+)
+
+// Registration is what a node says when it registers.
+type Registration struct {
+	// NodeID is the node's own id; the effective id is NodeID(Group, NodeID).
+	NodeID      string
+	Group       string
+	ConnDetails []store.ConnectionDetails
+	// Connections are the links the data plane reports, for the link state sync.
+	Connections []ConnectionReport
+}
+
+// ConnectionReport is one link the data plane knows: Alive says whether its connection
+// is up. A link the node does not mention is "not reported".
+type ConnectionReport struct {
+	LinkID string
+	Alive  bool
+}
+
+// Registered is the outcome of NodeRegistered.
+type Registered struct {
+	Result
+	// NodeID is the effective id ("{group}/{node_id}").
+	NodeID string
+	// Session identifies this registration; pass it to NodeDeregistered and
+	// NodeDisconnected so that the end of an old stream cannot remove a new one.
+	Session uint64
+}
+
+var nodeIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:-]*$`)
+
+func (r Registration) validate() error {
+	if len(r.NodeID) > config.MaxNameLen || !nodeIDRE.MatchString(r.NodeID) {
+		return fmt.Errorf("%w: node id %q (letters, digits, '.', '_', ':', '-')", ErrInvalidArgument, r.NodeID)
+	}
+	if r.Group != "" {
+		if err := config.ValidGroupName(r.Group); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	for i, cd := range r.ConnDetails {
+		if cd.Endpoint == "" {
+			return fmt.Errorf("%w: connection details %d has no endpoint", ErrInvalidArgument, i)
+		}
+	}
+	return nil
+}
+
+// NodeRegistered saves the node as connected and runs the spec's node_registered: link
+// state sync against the reported connections, ensure_links_for_node, and the wildcard
+// expansion. The node itself is always in both reconcile sets.
+func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registered, error) {
+	if err := reg.validate(); err != nil {
+		return Registered{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := NodeID(reg.Group, reg.NodeID)
+	prev, err := s.store.GetNode(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Registered{}, fmt.Errorf("register %s: %w", id, err)
+	}
+	reconnect := err == nil
+	n := store.Node{ID: id, Group: reg.Group, ConnDetails: reg.ConnDetails, Connected: true, Session: prev.Session + 1}
+	if err := s.store.SaveNode(ctx, n); err != nil {
+		return Registered{}, fmt.Errorf("register %s: %w", id, err)
+	}
+	s.log.Info("node registered", "node", id, "session", n.Session, "reconnect", reconnect)
+	w := newWork()
+	w.link(id)
+	w.route(id)
+	if err := s.syncLinks(ctx, n, reg.Connections, w); err != nil {
+		return Registered{}, err
+	}
+	if err := s.ensureLinks(ctx, n, w); err != nil {
+		return Registered{}, err
+	}
+	if err := s.expandAll(ctx, w); err != nil {
+		return Registered{}, err
+	}
+	return Registered{Result: w.result(), NodeID: id, Session: n.Session}, nil
+}
+
+// syncLinks reconciles the stored links that involve n with what the node reported:
+//   - the link targets n and n's external endpoint changed: update endpoint and client
+//     configuration and reset to Pending (mark deleted if n lost its external endpoint);
+//   - reported alive: Applied (a link n received is claimed by it), route reconcile only;
+//   - not reported but Applied: trusted, so a CP stream reconnect recreates nothing;
+//   - reported dead, or not reported and not Applied: reset to Pending, link reconcile.
+func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []ConnectionReport, w *work) error {
+	links, err := s.linksOf(ctx, n.ID)
+	if err != nil {
+		return err
+	}
+	alive := map[string]bool{}
+	for _, r := range reports {
+		alive[r.LinkID] = r.Alive
+	}
+	ext := n.ExternalEndpoint()
+	for _, l := range links {
+		up, said := alive[l.ID]
+		var u store.LinkUpdate
+		switch {
+		case l.TargetNodeID == n.ID && l.DestEndpoint != ext && ext == "":
+			u.Status = store.Ptr(store.LinkDeleted)
+			w.link(l.SourceNodeID)
+		case l.TargetNodeID == n.ID && l.DestEndpoint != ext:
+			u = store.LinkUpdate{DestEndpoint: &ext, ConnConfig: store.Ptr(s.clientConfig(l.ID, n)),
+				Status: store.Ptr(store.LinkPending), StatusMessage: store.Ptr("destination endpoint changed")}
+			w.link(l.SourceNodeID)
+		case said && up:
+			if l.Status != store.LinkApplied {
+				u.Status = store.Ptr(store.LinkApplied)
+			}
+			if l.DestNodeID == "" && l.SourceNodeID != n.ID && l.DestGroup == n.Group {
+				u.DestNodeID = &n.ID
+			}
+			w.route(n.ID)
+		case !said && l.Status == store.LinkApplied:
+			continue
+		default:
+			if l.Status != store.LinkPending {
+				u.Status = store.Ptr(store.LinkPending)
+			}
+			w.link(l.SourceNodeID)
+		}
+		if u == (store.LinkUpdate{}) {
+			continue
+		}
+		if _, err := s.store.UpdateLink(ctx, l.ID, u); err != nil {
+			return fmt.Errorf("sync link %s of %s: %w", l.ID, n.ID, err)
+		}
+	}
+	return nil
+}
+
+// linksOf returns the live links n is the source, claimed destination or target of.
+func (s *Service) linksOf(ctx context.Context, nodeID string) ([]store.Link, error) {
+	var out []store.Link
+	seen := map[string]bool{}
+	for _, f := range []store.LinkFilter{{SourceNodeID: nodeID}, {DestNodeID: nodeID}, {TargetNodeID: nodeID}} {
+		ls, err := s.store.ListLinks(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("list links of %s: %w", nodeID, err)
+		}
+		for _, l := range ls {
+			if !seen[l.ID] {
+				seen[l.ID] = true
+				out = append(out, l)
+			}
+		}
+	}
+	return out, nil
+}
+
+// NodeDeregistered handles a graceful deregistration: gateway failover, route cleanup,
+// and the node record deleted. session 0 skips the session check.
+func (s *Service) NodeDeregistered(ctx context.Context, nodeID string, session uint64) (Result, error) {
+	return s.depart(ctx, nodeID, session, true)
+}
+
+// NodeDisconnected handles a stream that ended without deregistration: gateway failover
+// and route cleanup as for a deregistration, but the node record is kept, marked
+// disconnected, for the node to come back. session 0 skips the session check.
+func (s *Service) NodeDisconnected(ctx context.Context, nodeID string, session uint64) (Result, error) {
+	return s.depart(ctx, nodeID, session, false)
+}
+
+func (s *Service) depart(ctx context.Context, nodeID string, session uint64, graceful bool) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.store.GetNode(ctx, nodeID)
+	if err != nil {
+		return Result{}, fmt.Errorf("node %s leaving: %w", nodeID, err)
+	}
+	if session != 0 && session != n.Session {
+		return Result{}, fmt.Errorf("%w: node %s is at session %d, not %d", ErrStaleSession, nodeID, n.Session, session)
+	}
+	// Mark it gone first, so neither failover nor ensure-links picks it.
+	if err := s.store.SetNodeConnected(ctx, nodeID, false); err != nil {
+		return Result{}, fmt.Errorf("node %s leaving: %w", nodeID, err)
+	}
+	n.Connected = false
+	w := newWork()
+	if err := s.failover(ctx, n, graceful, w); err != nil {
+		return Result{}, err
+	}
+	if err := s.cleanupRoutes(ctx, nodeID, w); err != nil {
+		return Result{}, err
+	}
+	if graceful {
+		if err := s.store.DeleteNode(ctx, nodeID); err != nil {
+			return Result{}, fmt.Errorf("delete node %s: %w", nodeID, err)
+		}
+	}
+	if err := s.expandAll(ctx, w); err != nil {
+		return Result{}, err
+	}
+	s.log.Info("node left", "node", nodeID, "graceful", graceful)
+	return w.result(), nil
+}

@@ -1,0 +1,10 @@
+// Package store holds the control plane's records — nodes, links, routes, segments and
+// segment links — and the Store interface that persists them. Two implementations live in
+// the subpackages memory and sqlite; storetest is the suite both pass.
+//
+// The records and the link and route state machines are those of
+// ../shared/spec/control-plane.md ("Link State Machine", "Route State Machine"). The
+// stores enforce the state machines: a status change that the machine does not allow
+// fails with ErrInvalidTransition, so a late acknowledgement can never revive a record
+// that was marked deleted in the meantime.
+package store

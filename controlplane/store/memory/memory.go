@@ -1,0 +1,114 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+)
+
+// Store keeps everything in maps behind one lock and hands out copies.
+type Store struct {
+	mu       sync.RWMutex
+	closed   bool
+	nodes    map[string]store.Node
+	links    map[string]store.Link
+	routes   map[int64]store.Route
+	routeKey map[string]int64
+	nextID   int64
+	segments map[string]map[store.SegmentLink]struct{}
+	now      func() time.Time
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	s := &Store{now: time.Now}
+	s.reset(true)
+	return s
+}
+
+func (s *Store) reset(all bool) {
+	s.nodes = map[string]store.Node{}
+	s.links = map[string]store.Link{}
+	s.routes = map[int64]store.Route{}
+	s.routeKey = map[string]int64{}
+	if all {
+		s.segments = map[string]map[store.SegmentLink]struct{}{}
+	}
+}
+
+// lock takes the write lock, or fails when the store is closed.
+func (s *Store) lock(ctx context.Context) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, store.ErrClosed
+	}
+	return s.mu.Unlock, nil
+}
+
+func (s *Store) rlock(ctx context.Context) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	return s.mu.RUnlock, nil
+}
+
+// ClearRuntime implements store.Store.
+func (s *Store) ClearRuntime(ctx context.Context) error {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.reset(false)
+	return nil
+}
+
+// ClearAll implements store.Store.
+func (s *Store) ClearAll(ctx context.Context) error {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.reset(true)
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func sortedValues[K comparable, V any](m map[K]V, keep func(V) bool, key func(V) string) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b V) int { return cmp.Compare(key(a), key(b)) })
+	return out
+}
+
+func routeOrder(r store.Route) int64 { return r.ID }
+
+func itoa(id int64) string { return strconv.FormatInt(id, 10) }

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Errors callers branch on. Implementations wrap them with the record's identity.
+var (
+	ErrNotFound          = errors.New("not found")
+	ErrExists            = errors.New("already exists")
+	ErrInvalidTransition = errors.New("invalid status transition")
+	ErrClosed            = errors.New("store closed")
+)
+
+// Store persists the control plane's state. Every method is safe for concurrent use and
+// each call is atomic on its own; the control plane serialises the decisions that span
+// several calls. Lists come back in a fixed order — nodes and segments by name, links by
+// id, routes by id (creation order) — so both implementations answer alike.
+type Store interface {
+	// SaveNode creates or replaces the node with n.ID; LastUpdated is set by the store.
+	SaveNode(ctx context.Context, n Node) error
+	GetNode(ctx context.Context, id string) (Node, error)
+	ListNodes(ctx context.Context, f NodeFilter) ([]Node, error)
+	// ListGroups returns the distinct non-empty groups of stored nodes, sorted.
+	ListGroups(ctx context.Context) ([]string, error)
+	SetNodeConnected(ctx context.Context, id string, connected bool) error
+	DeleteNode(ctx context.Context, id string) error
+
+	// CreateLink stores a new link; its status must be Pending and it must not be
+	// deleted. A duplicate id fails with ErrExists.
+	CreateLink(ctx context.Context, l Link) error
+	GetLink(ctx context.Context, id string) (Link, error)
+	ListLinks(ctx context.Context, f LinkFilter) ([]Link, error)
+	// UpdateLink changes the fields set in u at once and returns the result. A status
+	// change the link state machine forbids fails with ErrInvalidTransition and changes
+	// nothing; Status LinkDeleted marks the link deleted.
+	UpdateLink(ctx context.Context, id string, u LinkUpdate) (Link, error)
+	// DeleteLink removes the link (the hard delete).
+	DeleteLink(ctx context.Context, id string) error
+
+	// CreateRoute stores a new route and returns it with its id. An expansion starts
+	// Pending, a template Pending or Applied. A route with the same Key, deleted or not,
+	// fails with ErrExists.
+	CreateRoute(ctx context.Context, r Route) (Route, error)
+	GetRoute(ctx context.Context, id int64) (Route, error)
+	ListRoutes(ctx context.Context, f RouteFilter) ([]Route, error)
+	// UpdateRoute is UpdateLink for routes. Changing the source node re-keys the route
+	// and fails with ErrExists if another route has the new key.
+	UpdateRoute(ctx context.Context, id int64, u RouteUpdate) (Route, error)
+	// DeleteRoute removes the route (the hard delete).
+	DeleteRoute(ctx context.Context, id int64) error
+
+	CreateSegment(ctx context.Context, name string) error
+	// DeleteSegment removes the segment and its links.
+	DeleteSegment(ctx context.Context, name string) error
+	// ListSegments returns every segment with its links.
+	ListSegments(ctx context.Context) ([]Segment, error)
+	// AddSegmentLink stores the edge, normalised by NewSegmentLink. The segment must
+	// exist (ErrNotFound) and the edge must be new (ErrExists).
+	AddSegmentLink(ctx context.Context, l SegmentLink) error
+	RemoveSegmentLink(ctx context.Context, l SegmentLink) error
+
+	// ClearRuntime removes every node, link and route and keeps segments: what an API
+	// mode control plane does on start.
+	ClearRuntime(ctx context.Context) error
+	// ClearAll removes everything: what a config mode control plane does on start.
+	ClearAll(ctx context.Context) error
+	// Close releases the store; later calls fail with ErrClosed.
+	Close() error
+}
+
+// NodeFilter selects nodes; zero fields match everything.
+type NodeFilter struct {
+	Group         string
+	ConnectedOnly bool
+}
+
+// DeletedMode says whether a list includes records marked deleted.
+type DeletedMode uint8
+
+const (
+	// ExcludeDeleted (the zero value) lists live records only.
+	ExcludeDeleted DeletedMode = iota
+	// IncludeDeleted lists live and deleted records.
+	IncludeDeleted
+	// OnlyDeleted lists deleted records only.
+	OnlyDeleted
+)
+
+// Match reports whether a record with the given deleted flag passes.
+func (m DeletedMode) Match(deleted bool) bool {
+	switch m {
+	case IncludeDeleted:
+		return true
+	case OnlyDeleted:
+		return deleted
+	}
+	return !deleted
+}
+
+// LinkFilter selects links; set fields are ANDed, zero fields match everything.
+type LinkFilter struct {
+	SourceNodeID string
+	DestNodeID   string
+	TargetNodeID string
+	// Group matches links whose source or destination group it is.
+	Group   string
+	Deleted DeletedMode
+}
+
+// Match reports whether l passes the filter.
+func (f LinkFilter) Match(l Link) bool {
+	return f.Deleted.Match(l.Deleted) &&
+		(f.SourceNodeID == "" || l.SourceNodeID == f.SourceNodeID) &&
+		(f.DestNodeID == "" || l.DestNodeID == f.DestNodeID) &&
+		(f.TargetNodeID == "" || l.TargetNodeID == f.TargetNodeID) &&
+		(f.Group == "" || l.SourceGroup == f.Group || l.DestGroup == f.Group)
+}
+
+// LinkUpdate lists the fields UpdateLink changes; nil fields are kept.
+type LinkUpdate struct {
+	SourceNodeID  *string
+	DestNodeID    *string
+	DestEndpoint  *string
+	ConnConfig    *string
+	Status        *LinkStatus
+	StatusMessage *string
+}
+
+// Apply checks the update against l and returns the changed link.
+func (u LinkUpdate) Apply(l Link) (Link, error) {
+	if l.Deleted {
+		return l, errorf(ErrInvalidTransition, "link %s is deleted", l.ID)
+	}
+	if u.Status != nil {
+		if !LinkTransitionAllowed(l.Status, *u.Status) {
+			return l, errorf(ErrInvalidTransition, "link %s: %s -> %s", l.ID, l.Status, *u.Status)
+		}
+		l.Status = *u.Status
+		l.Deleted = l.Status == LinkDeleted
+	}
+	set(&l.SourceNodeID, u.SourceNodeID)
+	set(&l.DestNodeID, u.DestNodeID)
+	set(&l.DestEndpoint, u.DestEndpoint)
+	set(&l.ConnConfig, u.ConnConfig)
+	set(&l.StatusMessage, u.StatusMessage)
+	return l, nil
+}
+
+// RouteFilter selects routes; set fields are ANDed, zero fields match everything.
+type RouteFilter struct {
+	// SourceNodeID AllNodes selects templates.
+	SourceNodeID string
+	DestNodeID   string
+	LinkID       string
+	Name         *Name
+	Deleted      DeletedMode
+}
+
+// Match reports whether r passes the filter.
+func (f RouteFilter) Match(r Route) bool {
+	return f.Deleted.Match(r.Deleted) &&
+		(f.SourceNodeID == "" || r.SourceNodeID == f.SourceNodeID) &&
+		(f.DestNodeID == "" || r.DestNodeID == f.DestNodeID) &&
+		(f.LinkID == "" || r.LinkID == f.LinkID) &&
+		(f.Name == nil || r.Name == *f.Name)
+}
+
+// RouteUpdate lists the fields UpdateRoute changes; nil fields are kept.
+type RouteUpdate struct {
+	SourceNodeID  *string
+	DestNodeID    *string
+	Status        *RouteStatus
+	StatusMessage *string
+}
+
+// Apply checks the update against r and returns the changed route.
+func (u RouteUpdate) Apply(r Route) (Route, error) {
+	if r.Deleted {
+		return r, errorf(ErrInvalidTransition, "route %d is deleted", r.ID)
+	}
+	if u.Status != nil {
+		if !RouteTransitionAllowed(r.Status, *u.Status) {
+			return r, errorf(ErrInvalidTransition, "route %d: %s -> %s", r.ID, r.Status, *u.Status)
+		}
+		r.Status = *u.Status
+		r.Deleted = r.Status == RouteDeleted
+	}
+	set(&r.SourceNodeID, u.SourceNodeID)
+	set(&r.DestNodeID, u.DestNodeID)
+	set(&r.StatusMessage, u.StatusMessage)
+	return r, nil
+}
+
+// CheckNewLink returns an error if l cannot be created.
+func CheckNewLink(l Link) error {
+	switch {
+	case l.ID == "":
+		return errors.New("link id is empty")
+	case l.Status != LinkPending || l.Deleted:
+		return errorf(ErrInvalidTransition, "link %s must be created pending, not %s", l.ID, l.Status)
+	}
+	return nil
+}
+
+// CheckNewRoute returns an error if r cannot be created.
+func CheckNewRoute(r Route) error {
+	if r.Deleted {
+		return errorf(ErrInvalidTransition, "route %s must not be created deleted", r.Name)
+	}
+	if r.Status == RoutePending || (r.IsTemplate() && r.Status == RouteApplied) {
+		return nil
+	}
+	return errorf(ErrInvalidTransition, "route %s on %s cannot be created %s", r.Name, r.SourceNodeID, r.Status)
+}
+
+func set(dst *string, v *string) {
+	if v != nil {
+		*dst = *v
+	}
+}

@@ -1,0 +1,197 @@
+package controlplane
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+)
+
+// DefaultSegment names the one routing domain of a topology without segments.
+const DefaultSegment = "default"
+
+// Segment is a routing domain resolved against the registered groups: each "*"
+// expanded, each "$group" template instantiated. Edges are undirected, each pair once
+// with the smaller group first, sorted.
+type Segment struct {
+	Name  string
+	Edges [][2]string
+}
+
+// Groups returns the groups that take part in the segment, sorted.
+func (s Segment) Groups() []string {
+	var out []string
+	for _, e := range s.Edges {
+		out = append(out, e[0], e[1])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Resolve turns topology rules into concrete segments over groups (the registered ones).
+// With segments, the top-level links are ignored, as the spec says; without, the links
+// form DefaultSegment. Groups outside the list have no nodes and so take no part.
+func Resolve(t *config.Topology, groups []string) []Segment {
+	if t.IsEmpty() {
+		return nil
+	}
+	registered := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		registered[g] = true
+	}
+	if len(t.Segments) == 0 {
+		return []Segment{{Name: DefaultSegment, Edges: resolveLinks(t.Links, groups, registered)}}
+	}
+	var out []Segment
+	for _, spec := range t.Segments {
+		if !spec.UsesGroupVar() {
+			out = append(out, Segment{Name: spec.Name, Edges: resolveLinks(spec.Links, groups, registered)})
+			continue
+		}
+		for _, g := range groups {
+			inst := instantiate(spec, g)
+			out = append(out, Segment{Name: inst.Name, Edges: resolveLinks(inst.Links, groups, registered)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Segment) int { return cmp.Compare(a.Name, b.Name) })
+	// Two definitions can yield one name (a template and a named segment): merge them.
+	return mergeSameName(out)
+}
+
+// instantiate replaces "$group" with g, in the name anywhere and in links as a whole
+// token.
+func instantiate(spec config.Segment, g string) config.Segment {
+	inst := config.Segment{Name: strings.ReplaceAll(spec.Name, config.GroupVar, g)}
+	sub := func(s string) string {
+		if s == config.GroupVar {
+			return g
+		}
+		return s
+	}
+	for _, l := range spec.Links {
+		nl := config.Link{Group: sub(l.Group)}
+		for _, n := range l.Neighbors {
+			nl.Neighbors = append(nl.Neighbors, sub(n))
+		}
+		inst.Links = append(inst.Links, nl)
+	}
+	return inst
+}
+
+func resolveLinks(links []config.Link, groups []string, registered map[string]bool) [][2]string {
+	expand := func(g string) []string {
+		if g == config.Wildcard {
+			return groups
+		}
+		if registered[g] {
+			return []string{g}
+		}
+		return nil
+	}
+	var edges [][2]string
+	for _, l := range links {
+		for _, a := range expand(l.Group) {
+			for _, n := range l.Neighbors {
+				for _, b := range expand(n) {
+					if a != b {
+						edges = append(edges, pair(a, b))
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(edges, comparePairs)
+	return slices.Compact(edges)
+}
+
+func mergeSameName(segs []Segment) []Segment {
+	var out []Segment
+	for _, s := range segs {
+		if n := len(out); n > 0 && out[n-1].Name == s.Name {
+			merged := append(out[n-1].Edges, s.Edges...)
+			slices.SortFunc(merged, comparePairs)
+			out[n-1].Edges = slices.Compact(merged)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func pair(a, b string) [2]string {
+	if b < a {
+		return [2]string{b, a}
+	}
+	return [2]string{a, b}
+}
+
+func comparePairs(x, y [2]string) int {
+	if c := cmp.Compare(x[0], y[0]); c != 0 {
+		return c
+	}
+	return cmp.Compare(x[1], y[1])
+}
+
+// topologyRules returns the rules in force: the file's in config mode, the stored
+// segments in API mode.
+func (s *Service) topologyRules(ctx context.Context) (*config.Topology, error) {
+	if s.topology != nil {
+		return s.topology, nil
+	}
+	segs, err := s.store.ListSegments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list segments: %w", err)
+	}
+	return rulesFromSegments(segs), nil
+}
+
+// rulesFromSegments expresses stored segments as config rules, so both modes resolve
+// the same way ("*" and "$group" work in API mode too).
+func rulesFromSegments(segs []store.Segment) *config.Topology {
+	t := &config.Topology{}
+	for _, seg := range segs {
+		spec := config.Segment{Name: seg.Name}
+		for _, l := range seg.Links {
+			spec.Links = append(spec.Links, config.Link{Group: l.GroupA, Neighbors: []string{l.GroupB}})
+		}
+		t.Segments = append(t.Segments, spec)
+	}
+	if len(t.Segments) == 0 {
+		return nil
+	}
+	return t
+}
+
+// resolve returns the segments over the registered groups.
+func (s *Service) resolve(ctx context.Context) ([]Segment, []string, error) {
+	rules, err := s.topologyRules(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, err := s.store.ListGroups(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list groups: %w", err)
+	}
+	return Resolve(rules, groups), groups, nil
+}
+
+// allowedPairs is the set of group pairs any segment connects.
+func allowedPairs(segs []Segment) map[[2]string]bool {
+	out := map[[2]string]bool{}
+	for _, s := range segs {
+		for _, e := range s.Edges {
+			out[e] = true
+		}
+	}
+	return out
+}
+
+// Segments returns the segments in force, resolved against the registered groups.
+func (s *Service) Segments(ctx context.Context) ([]Segment, error) {
+	segs, _, err := s.resolve(ctx)
+	return segs, err
+}
