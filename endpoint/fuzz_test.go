@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"encoding/json"
+	"regexp"
 	"testing"
 )
 
@@ -64,6 +65,18 @@ func FuzzValidate(f *testing.F) {
 		// A valid endpoint has a usable key: 16 hex digits, stable.
 		if id := e.InstanceID(); len(id) != 16 || id != e.Key().InstanceID() {
 			t.Fatalf("InstanceID = %q", id)
+		}
+	})
+}
+
+func FuzzValidName(f *testing.F) {
+	for _, s := range []string{"web", "a-b_c9", "9a", "", "a.b", "ü", "A"} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(namePattern)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validName(s), re.MatchString(s); got != want {
+			t.Fatalf("validName(%q) = %v, the pattern says %v", s, got, want)
 		}
 	})
 }

@@ -6,5 +6,6 @@ import (
 	_ "github.com/switchboard-mesh/switchboard/registry/cloudmap"
 	_ "github.com/switchboard-mesh/switchboard/registry/dynamodb"
 	_ "github.com/switchboard-mesh/switchboard/registry/etcd"
+	_ "github.com/switchboard-mesh/switchboard/registry/jetstream"
 	_ "github.com/switchboard-mesh/switchboard/registry/memory"
 )

@@ -89,3 +89,43 @@ func TestDevServesNATSAndStops(t *testing.T) {
 		t.Fatalf("no shutdown message:\n%s", out)
 	}
 }
+
+// TestRegistryCommandsAgainstDev is the README's walk-through: start dev, then drive
+// the jetstream backend (the CLI default) with the registry commands.
+func TestRegistryCommandsAgainstDev(t *testing.T) {
+	out, stop := startDev(t)
+	url := fieldAfter(waitFor(t, out, "NATS JetStream"), "NATS JetStream")
+	flags := []string{"--nats-url", url}
+	if _, errOut, code := run(t, append([]string{"registry", "init", "--replicas", "1", "--max-age", "1h", "--storage", "memory"}, flags...)...); code != 0 {
+		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	watchOut := &syncBuffer{}
+	watch := newRootCmd(watchOut, watchOut)
+	watch.SetArgs(append([]string{"registry", "watch", "--service", "web"}, flags...))
+	wctx, stopWatch := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stopWatch()
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- watch.ExecuteContext(wctx) }()
+	waitFor(t, watchOut, `"type":"synced"`)
+
+	reg := append([]string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080", "--ttl", "30s", "--annotation", "team=edge"}, flags...)
+	if _, errOut, code := run(t, reg...); code != 0 {
+		t.Fatalf("register: exit %d: %s", code, errOut)
+	}
+	lookup, _, code := run(t, append([]string{"registry", "lookup", "--service", "web"}, flags...)...)
+	if code != 0 || !strings.Contains(lookup, "10.0.0.2") || !strings.Contains(lookup, "30s") {
+		t.Fatalf("lookup: exit %d: %q", code, lookup)
+	}
+	waitFor(t, watchOut, `"type":"added"`)
+	if _, errOut, code := run(t, append([]string{"registry", "unregister", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080"}, flags...)...); code != 0 {
+		t.Fatalf("unregister: %s", errOut)
+	}
+	waitFor(t, watchOut, `"type":"removed"`)
+	stopWatch()
+	if err := <-watchDone; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,300 @@
+// Command jetstream benchmarks the JetStream registry backend side by side with NATS's
+// own KV (jetstream.KeyValue) doing the same work against the same embedded server:
+// publish rate, full lookup, one-service lookup and initial watch delivery
+// (issue 3; spec/registration.md, "Expiry, lookup, and watch").
+//
+//	go run ./bench/jetstream -entries 10000 -services 100 -size 200
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/embednats"
+	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
+)
+
+type config struct {
+	entries, services, size, runs, rounds int
+	memory                                bool
+	out                                   string
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.entries, "entries", 10000, "number of entries")
+	flag.IntVar(&c.services, "services", 100, "services the entries are spread over")
+	flag.IntVar(&c.size, "size", 200, "approximate payload size in bytes")
+	flag.IntVar(&c.runs, "runs", 7, "repetitions of each lookup (the median is reported)")
+	flag.IntVar(&c.rounds, "rounds", 3, "publish rounds, each into fresh streams (the median is reported)")
+	flag.BoolVar(&c.memory, "memory", false, "memory storage instead of file")
+	flag.StringVar(&c.out, "out", "", "also write the markdown table to this file")
+	flag.Parse()
+	if c.entries < 1 || c.services < 1 || c.runs < 1 || c.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "entries, services, runs and rounds must be positive")
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(c config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	srv, err := embednats.Start(ctx, embednats.Options{StoreDir: dir})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	b := &bench{c: c, nc: nc, eps: entries(c)}
+	if b.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192)); err != nil {
+		return err
+	}
+	t, err := b.measure(ctx)
+	if err != nil {
+		return err
+	}
+	var w io.Writer = os.Stdout
+	if c.out != "" {
+		f, err := os.Create(c.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = io.MultiWriter(os.Stdout, f)
+	}
+	t.write(w, c)
+	return nil
+}
+
+// entries builds the endpoints, padded with an annotation to about c.size bytes of
+// JSON each.
+func entries(c config) []endpoint.Endpoint {
+	eps := make([]endpoint.Endpoint, c.entries)
+	for i := range eps {
+		e := endpoint.Endpoint{
+			Cluster: "prod", Service: fmt.Sprintf("svc%03d", i%c.services), Protocol: "http",
+			Address: fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff), Port: 8080,
+			Node: fmt.Sprintf("node-%d", i%500), Priority: 1, Weight: 10,
+		}
+		raw, _ := e.MarshalJSON()
+		if pad := c.size - len(raw) - len(`,"annotations":{"pad":""}`); pad > 0 {
+			e.Annotations = map[string]string{"pad": strings.Repeat("x", pad)}
+		}
+		eps[i] = e
+	}
+	return eps
+}
+
+type bench struct {
+	c   config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	eps []endpoint.Endpoint
+}
+
+// results holds every figure of the table.
+type results struct {
+	pubOurs, pubKVPut, pubKVAsync, pubKVPre, pubKVHdr                          float64 // entries/s
+	fullOurs, fullCold, fullDirect, fullKVList, fullKVWatch, fullKVWatchDecode time.Duration
+	oneOurs, oneDirect, oneKVWatch                                             time.Duration
+	watchOurs                                                                  time.Duration
+	payload                                                                    int
+}
+
+func (b *bench) measure(ctx context.Context) (*results, error) {
+	res := &results{}
+	raw, _ := b.eps[0].MarshalJSON()
+	res.payload = len(raw)
+	rates := map[string][]float64{}
+	var last *round
+	for i := range b.c.rounds {
+		rd, err := b.publishRound(ctx, i, rates)
+		if last != nil {
+			last.close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		last = rd
+	}
+	defer last.close()
+	res.pubOurs, res.pubKVPut, res.pubKVAsync = mid(rates["ours"]), mid(rates["put"]), mid(rates["async"])
+	res.pubKVPre, res.pubKVHdr = mid(rates["pre"]), mid(rates["hdr"])
+	return res, b.lookups(ctx, last, res)
+}
+
+// round is what one publish round leaves to read: our stream (through both lookup
+// strategies) and the KV bucket written with async publish.
+type round struct {
+	cfg          sbjs.StreamConfig
+	ours, direct *sbjs.Registry
+	kv           jetstream.KeyValue
+}
+
+func (rd *round) close() {
+	_ = rd.ours.Close()
+	_ = rd.direct.Close()
+}
+
+// publishRound writes every entry once per writer, each into a fresh stream or
+// bucket, the writers in a shuffled order so that none always meets the server in
+// the same state.
+func (b *bench) publishRound(ctx context.Context, i int, rates map[string][]float64) (*round, error) {
+	rd := &round{cfg: sbjs.StreamConfig{Name: fmt.Sprintf("BENCH%d", i), Prefix: fmt.Sprintf("bench%d.reg", i), Memory: b.c.memory}}
+	var err error
+	if rd.ours, err = sbjs.New(ctx, b.nc, sbjs.Options{Stream: rd.cfg, CreateStream: true}); err != nil {
+		return nil, err
+	}
+	if rd.direct, err = sbjs.New(ctx, b.nc, sbjs.Options{Stream: rd.cfg, Lookup: sbjs.LookupDirect}); err != nil {
+		_ = rd.ours.Close()
+		return nil, err
+	}
+	kvAsync := func(name string, pre, headers bool) func() (float64, error) {
+		return func() (float64, error) {
+			bucket := fmt.Sprintf("%s%d", name, i)
+			kv, err := b.bucket(ctx, bucket)
+			if err != nil {
+				return 0, err
+			}
+			if name == "ASYNC" {
+				rd.kv = kv
+			}
+			return b.publishKVAsync(ctx, bucket, pre, headers)
+		}
+	}
+	writers := []struct {
+		name string
+		fn   func() (float64, error)
+	}{
+		{"ours", func() (float64, error) { return b.publishOurs(ctx, rd.ours) }},
+		{"put", func() (float64, error) { return b.publishKVPut(ctx, fmt.Sprintf("PUT%d", i)) }},
+		{"async", kvAsync("ASYNC", false, false)},
+		{"pre", kvAsync("PRE", true, false)},
+		{"hdr", kvAsync("HDR", false, true)},
+	}
+	rand.New(rand.NewPCG(uint64(i), 1)).Shuffle(len(writers), func(a, c int) { writers[a], writers[c] = writers[c], writers[a] })
+	for _, w := range writers {
+		rate, err := w.fn()
+		if err != nil {
+			rd.close()
+			return nil, fmt.Errorf("%s: %w", w.name, err)
+		}
+		rates[w.name] = append(rates[w.name], rate)
+	}
+	return rd, nil
+}
+
+func (b *bench) lookups(ctx context.Context, rd *round, res *results) error {
+	one := endpoint.Filter{Service: b.eps[b.c.services/2].Service}
+	oneKey := "*.*." + one.Service + ".*.*"
+	steps := []struct {
+		d  *time.Duration
+		fn func() (int, error)
+		n  int
+	}{
+		{&res.fullOurs, func() (int, error) { return list(ctx, rd.ours, endpoint.Filter{}) }, b.c.entries},
+		{&res.fullDirect, func() (int, error) { return list(ctx, rd.direct, endpoint.Filter{}) }, b.c.entries},
+		{&res.fullKVList, func() (int, error) { return kvListGet(ctx, rd.kv) }, b.c.entries},
+		{&res.fullKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, ">", false) }, b.c.entries},
+		{&res.fullKVWatchDecode, func() (int, error) { return kvWatch(ctx, rd.kv, ">", true) }, b.c.entries},
+		{&res.oneOurs, func() (int, error) { return list(ctx, rd.ours, one) }, b.count(one)},
+		{&res.oneDirect, func() (int, error) { return list(ctx, rd.direct, one) }, b.count(one)},
+		{&res.oneKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, oneKey, false) }, b.count(one)},
+		{&res.watchOurs, func() (int, error) { return watchInitial(ctx, rd.ours) }, b.c.entries},
+	}
+	var err error
+	if res.fullCold, err = b.coldList(ctx, rd.cfg); err != nil {
+		return err
+	}
+	for _, s := range steps {
+		runs := b.c.runs
+		if s.d == &res.fullKVList {
+			runs = min(runs, 3) // most of a second per run at this size
+		}
+		if *s.d, err = median(runs, s.n, s.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// coldList times a full List by a Registry that has read nothing yet, so every
+// payload is decoded: the first lookup a process makes.
+func (b *bench) coldList(ctx context.Context, cfg sbjs.StreamConfig) (time.Duration, error) {
+	ds := make([]time.Duration, b.c.runs)
+	for i := range ds {
+		r, err := sbjs.New(ctx, b.nc, sbjs.Options{Stream: cfg})
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		n, err := list(ctx, r, endpoint.Filter{})
+		ds[i] = time.Since(start)
+		_ = r.Close()
+		if err != nil {
+			return 0, err
+		}
+		if n != b.c.entries {
+			return 0, fmt.Errorf("cold List read %d entries, want %d", n, b.c.entries)
+		}
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], nil
+}
+
+func mid(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+func (b *bench) count(f endpoint.Filter) int {
+	n := 0
+	for _, e := range b.eps {
+		if f.Match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// median runs fn runs times, checks it saw want entries, and returns the median time.
+func median(runs, want int, fn func() (int, error)) (time.Duration, error) {
+	ds := make([]time.Duration, runs)
+	for i := range ds {
+		start := time.Now()
+		n, err := fn()
+		ds[i] = time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if n != want {
+			return 0, fmt.Errorf("read %d entries, want %d", n, want)
+		}
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], nil
+}

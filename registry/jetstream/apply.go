@@ -1,0 +1,192 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+const (
+	// publishWindow bounds one Apply's publishes awaiting an ack, so a huge batch
+	// cannot exhaust the connection's async-publish budget that concurrent Applies
+	// share (maxPendingAcks).
+	publishWindow  = 2048
+	maxPendingAcks = 8192
+	// ackTimeout fails an ack that never comes: a stream without a leader can take
+	// a publish and never answer. One timer per batch rather than nats.go's one per
+	// message, which costs more than the rest of the client's work.
+	ackTimeout = 10 * time.Second
+)
+
+// Apply validates the batch, nets it out, publishes every op asynchronously and waits
+// for all acks. Ops whose ack failed are reported in a *registry.ApplyError; the others
+// are written. A batch is not atomic: JetStream has no multi-subject transaction here.
+func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
+	if err := registry.Validate(ops); err != nil {
+		return err
+	}
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops = registry.Coalesce(ops)
+	b := &batch{ctx: ctx, futures: make([]jetstream.PubAckFuture, len(ops)), timer: time.NewTimer(ackTimeout)}
+	defer b.timer.Stop()
+	h := headers{r: r}
+	for i, op := range ops {
+		b.awaitBefore(i - publishWindow)
+		if b.ctx.Err() != nil {
+			b.fail(i, b.ctx.Err())
+			continue
+		}
+		b.publish(r.js, i, r.message(op, &h))
+	}
+	b.awaitBefore(len(ops))
+	return b.result(ops)
+}
+
+// message builds the stream message for one op. Every message replaces its subject
+// (rollup) and names the stream it must land in, so a subject captured by some other
+// stream fails instead of being written there.
+func (r *Registry) message(op registry.Op, h *headers) *nats.Msg {
+	k := op.Endpoint.Key()
+	m := &nats.Msg{Subject: r.subj.For(k)}
+	if op.Kind == registry.OpUnregister {
+		// A purge leaves watchers nothing to see, so a removal is a message: a
+		// marker that watchers turn into Removed and that expires on its own. The
+		// body names the whole key, port included, for readers that never saw the
+		// entry; readers of this package ignore it.
+		m.Header = h.removal()
+		m.Data = appendJSON(nil, endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port})
+		return m
+	}
+	m.Header = h.register(op.Endpoint.TTL)
+	m.Data = appendJSON(make([]byte, 0, 256), op.Endpoint)
+	return m
+}
+
+// headers hands out the header sets of one Apply. Messages with the same headers share
+// one map: nats.go only reads it, and a batch needs a handful of distinct sets.
+type headers struct {
+	r       *Registry
+	byTTL   map[endpoint.TTL]nats.Header
+	removed nats.Header
+}
+
+func (h *headers) base() nats.Header {
+	return nats.Header{
+		jetstream.MsgRollup:            {jetstream.MsgRollupSubject},
+		jetstream.ExpectedStreamHeader: {h.r.cfg.Name},
+	}
+}
+
+// register returns the headers of a registration. An unset TTL sends no Nats-TTL, so
+// the stream's MaxAge applies; "never" outlives it.
+func (h *headers) register(ttl endpoint.TTL) nats.Header {
+	if hd, ok := h.byTTL[ttl]; ok {
+		return hd
+	}
+	hd := h.base()
+	if ttl.IsSet() {
+		hd[jetstream.MsgTTLHeader] = []string{ttl.String()}
+	}
+	if h.byTTL == nil {
+		h.byTTL = map[endpoint.TTL]nats.Header{}
+	}
+	h.byTTL[ttl] = hd
+	return hd
+}
+
+func (h *headers) removal() nats.Header {
+	if h.removed == nil {
+		h.removed = h.base()
+		h.removed[jetstream.MarkerReasonHeader] = []string{markerReasonRemove}
+		h.removed[OpHeader] = []string{OpUnregister}
+		h.removed[jetstream.MsgTTLHeader] = []string{h.r.cfg.MarkerTTL.String()}
+	}
+	return h.removed
+}
+
+// batch tracks the acks of one Apply.
+type batch struct {
+	ctx     context.Context
+	futures []jetstream.PubAckFuture
+	next    int // futures before next have been awaited
+	timer   *time.Timer
+	failed  []int
+	err     error
+}
+
+// publish sends op i's message. When concurrent Applies have filled the connection's
+// budget of unacknowledged publishes, it waits for this batch's oldest ack and tries
+// again rather than failing the op.
+func (b *batch) publish(js jetstream.JetStream, i int, m *nats.Msg) {
+	for {
+		f, err := js.PublishMsgAsync(m)
+		switch {
+		case err == nil:
+			b.futures[i] = f
+			return
+		case errors.Is(err, jetstream.ErrTooManyStalledMsgs) && b.next < i:
+			b.awaitBefore(b.next + 1)
+		default:
+			b.fail(i, err)
+			return
+		}
+	}
+}
+
+func (b *batch) fail(i int, err error) {
+	b.failed = append(b.failed, i)
+	if b.err == nil {
+		b.err = unavailable(err)
+	}
+}
+
+// awaitBefore waits for the acks of every op before end; a cancelled context fails
+// those still outstanding as unconfirmed.
+func (b *batch) awaitBefore(end int) {
+	for ; b.next < end; b.next++ {
+		f := b.futures[b.next]
+		if f == nil {
+			continue
+		}
+		b.futures[b.next] = nil
+		select { // most acks are in by the time a batch waits for them
+		case <-f.Ok():
+			continue
+		default:
+		}
+		b.timer.Reset(ackTimeout)
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			b.fail(b.next, err)
+		case <-b.ctx.Done():
+			b.fail(b.next, b.ctx.Err())
+		case <-b.timer.C:
+			b.fail(b.next, jetstream.ErrAsyncPublishTimeout)
+		}
+	}
+}
+
+func (b *batch) result(ops []registry.Op) error {
+	if len(b.failed) == 0 {
+		return nil
+	}
+	slices.Sort(b.failed)
+	keys := make([]endpoint.Key, len(b.failed))
+	for j, i := range b.failed {
+		keys[j] = ops[i].Endpoint.Key()
+	}
+	return &registry.ApplyError{Failed: keys, Err: b.err}
+}

@@ -1,0 +1,220 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+func init() {
+	registry.RegisterBackend(registry.Backend{
+		Name:        "jetstream",
+		Description: "NATS JetStream stream used as a KV store (TTLs, delete markers, watch)",
+		Params:      append(connParams(), streamParams()...),
+		Open: func(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
+			r, err := Open(ctx, cfg)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return r, nil
+		},
+		// `switchboard registry init`: create or update the stream.
+		Init: func(ctx context.Context, cfg registry.Config) error {
+			_, err := Init(ctx, cfg)
+			return err
+		},
+	})
+	registry.RegisterBackend(registry.Backend{
+		Name:        "nats",
+		Description: "best-effort core NATS publish (no TTL, no rollup, no acks); write-only",
+		Params:      connParams(),
+		Open: func(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
+			p, err := OpenPublisher(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+	})
+}
+
+// Parameter names; commands expose each as a flag of the same name.
+const (
+	ParamURL          = "nats-url"
+	ParamCreds        = "nats-creds"
+	ParamTLSCA        = "nats-tls-ca"
+	ParamTLSCert      = "nats-tls-cert"
+	ParamTLSKey       = "nats-tls-key"
+	ParamPrefix       = "subject-prefix"
+	ParamStream       = "stream"
+	ParamReplicas     = "replicas"
+	ParamMaxAge       = "max-age"
+	ParamStorage      = "storage"
+	ParamMarkerTTL    = "marker-ttl"
+	ParamCreateStream = "create-stream"
+	ParamLookup       = "lookup"
+)
+
+func connParams() []registry.Param {
+	return []registry.Param{
+		{Name: ParamURL, Default: nats.DefaultURL, Usage: "NATS server URL(s), comma-separated"},
+		{Name: ParamCreds, Usage: "NATS credentials file (JWT + nkey)"},
+		{Name: ParamTLSCA, Usage: "CA bundle to verify the NATS server"},
+		{Name: ParamTLSCert, Usage: "client certificate for NATS mTLS (with " + ParamTLSKey + ")"},
+		{Name: ParamTLSKey, Usage: "client key for NATS mTLS (with " + ParamTLSCert + ")"},
+		{Name: ParamPrefix, Default: DefaultPrefix, Usage: "subject prefix of registration entries"},
+	}
+}
+
+func streamParams() []registry.Param {
+	return []registry.Param{
+		{Name: ParamStream, Default: DefaultStream, Usage: "JetStream stream holding the entries"},
+		{Name: ParamReplicas, Default: "1", Usage: "stream replicas, 1..5 (when creating the stream)"},
+		{Name: ParamMaxAge, Default: DefaultMaxAge.String(), Usage: "stream-wide expiry of entries without a TTL; 0 keeps them (when creating the stream)"},
+		{Name: ParamStorage, Default: "file", Usage: "stream storage, file or memory (when creating the stream)"},
+		{Name: ParamMarkerTTL, Default: DefaultMarkerTTL.String(), Usage: "how long removals and delete markers stay visible to watchers"},
+		{Name: ParamCreateStream, Default: "true", Usage: "create the stream if it does not exist"},
+		{Name: ParamLookup, Default: LookupConsumer, Usage: "lookup strategy: consumer (leader, consistent) or direct (any replica)"},
+	}
+}
+
+// Open opens the jetstream backend from its parameters: it connects (the Registry owns
+// the connection) and checks or creates the stream.
+func Open(ctx context.Context, cfg registry.Config) (*Registry, error) {
+	cfg = withDefaults(cfg, append(connParams(), streamParams()...))
+	o, err := options(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := Connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := New(ctx, nc, o)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	r.ownConn = true
+	return r, nil
+}
+
+// Init creates or updates the stream from the backend parameters (replicas, max-age,
+// storage, marker-ttl): `switchboard registry init`.
+func Init(ctx context.Context, cfg registry.Config) (*jetstream.StreamInfo, error) {
+	cfg = withDefaults(cfg, append(connParams(), streamParams()...))
+	o, err := options(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := Connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	info, err := EnsureStream(ctx, js, o.Stream)
+	return info, unavailable(err)
+}
+
+// withDefaults fills parameters the caller left out, as registry.Open does, so Init
+// and Open behave the same when called directly.
+func withDefaults(cfg registry.Config, params []registry.Param) registry.Config {
+	out := registry.Config{Params: map[string]string{}, Logger: cfg.Logger}
+	for _, p := range params {
+		out.Params[p.Name] = p.Default
+	}
+	for k, v := range cfg.Params {
+		out.Params[k] = v
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+func options(cfg registry.Config) (Options, error) {
+	replicas, err := cfg.Int(ParamReplicas)
+	if err != nil {
+		return Options{}, err
+	}
+	maxAge, err := cfg.Duration(ParamMaxAge)
+	if err != nil {
+		return Options{}, err
+	}
+	markerTTL, err := cfg.Duration(ParamMarkerTTL)
+	if err != nil {
+		return Options{}, err
+	}
+	create, err := cfg.Bool(ParamCreateStream)
+	if err != nil {
+		return Options{}, err
+	}
+	storage := strings.ToLower(cfg.String(ParamStorage))
+	if storage != "file" && storage != "memory" {
+		return Options{}, fmt.Errorf("parameter %s: %q is neither file nor memory", ParamStorage, cfg.String(ParamStorage))
+	}
+	return Options{
+		Stream: StreamConfig{
+			Name: cfg.String(ParamStream), Prefix: cfg.String(ParamPrefix), Replicas: replicas,
+			MaxAge: maxAge, Memory: storage == "memory", MarkerTTL: markerTTL,
+		},
+		CreateStream: create,
+		Lookup:       cfg.String(ParamLookup),
+		Logger:       cfg.Logger,
+	}, nil
+}
+
+// Connect dials NATS with the connection parameters. The connection reconnects for
+// ever, logging each disconnect and reconnect.
+func Connect(cfg registry.Config) (*nats.Conn, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []nats.Option{
+		nats.Name("switchboard"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS async error", "error", err) }),
+	}
+	if creds := cfg.String(ParamCreds); creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if ca := cfg.String(ParamTLSCA); ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
+	}
+	cert, key := cfg.String(ParamTLSCert), cfg.String(ParamTLSKey)
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("parameters %s and %s must be given together", ParamTLSCert, ParamTLSKey)
+	}
+	if cert != "" {
+		opts = append(opts, nats.ClientCert(cert, key))
+	}
+	url := cfg.String(ParamURL)
+	if url == "" {
+		return nil, errors.New("parameter " + ParamURL + " is empty")
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect to NATS at %s: %w", registry.ErrUnavailable, url, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,126 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/embednats"
+	"github.com/switchboard-mesh/switchboard/registry"
+	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
+)
+
+// The side-by-side comparison with NATS KV is the program in bench/jetstream; these
+// benchmarks isolate the backend's own costs for profiling.
+
+const benchEntries, benchServices = 10000, 100
+
+func benchEndpoints(n int) []endpoint.Endpoint {
+	eps := make([]endpoint.Endpoint, n)
+	for i := range eps {
+		eps[i] = endpoint.Endpoint{
+			Cluster: "prod", Service: fmt.Sprintf("svc%03d", i%benchServices), Protocol: "http",
+			Address: fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff), Port: 8080,
+			Node: fmt.Sprintf("node-%d", i%500), Priority: 1, Weight: 10,
+			Annotations: map[string]string{"pad": strings.Repeat("x", 40)},
+		}
+	}
+	return eps
+}
+
+func benchRegistry(b *testing.B, lookup string, n int) *sbjs.Registry {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	b.Cleanup(cancel)
+	srv, err := embednats.Start(ctx, embednats.Options{StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Shutdown)
+	nc := connectB(b, srv.ClientURL())
+	r, err := sbjs.New(ctx, nc, sbjs.Options{Stream: freshStream(), CreateStream: true, Lookup: lookup})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	if n > 0 {
+		ops := make([]registry.Op, 0, n)
+		for _, e := range benchEndpoints(n) {
+			ops = append(ops, registry.Register(e))
+		}
+		if err := r.Apply(ctx, ops); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return r
+}
+
+func BenchmarkApply10k(b *testing.B) {
+	r := benchRegistry(b, sbjs.LookupConsumer, 0)
+	eps := benchEndpoints(benchEntries)
+	ops := make([]registry.Op, len(eps))
+	for i, e := range eps {
+		ops[i] = registry.Register(e)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := r.Apply(ctx, ops); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(ops))/b.Elapsed().Seconds(), "entries/s")
+}
+
+func benchList(b *testing.B, lookup string, f endpoint.Filter, want int) {
+	r := benchRegistry(b, lookup, benchEntries)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		eps, err := r.List(ctx, f)
+		if err != nil || len(eps) != want {
+			b.Fatalf("List = %d entries, %v; want %d", len(eps), err, want)
+		}
+	}
+}
+
+func BenchmarkListAll10kConsumer(b *testing.B) {
+	benchList(b, sbjs.LookupConsumer, endpoint.Filter{}, benchEntries)
+}
+func BenchmarkListAll10kDirect(b *testing.B) {
+	benchList(b, sbjs.LookupDirect, endpoint.Filter{}, benchEntries)
+}
+func BenchmarkListService10kConsumer(b *testing.B) {
+	benchList(b, sbjs.LookupConsumer, endpoint.Filter{Service: "svc042"}, benchEntries/benchServices)
+}
+func BenchmarkListService10kDirect(b *testing.B) {
+	benchList(b, sbjs.LookupDirect, endpoint.Filter{Service: "svc042"}, benchEntries/benchServices)
+}
+
+func BenchmarkWatchInitial10k(b *testing.B) {
+	r := benchRegistry(b, sbjs.LookupConsumer, benchEntries)
+	b.ResetTimer()
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		ch, err := r.Watch(ctx, endpoint.Filter{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for ev := range ch {
+			if ev.Type == registry.Synced {
+				break
+			}
+			n++
+		}
+		cancel()
+		for range ch {
+		}
+		if n != benchEntries {
+			b.Fatalf("watch sent %d entries before Synced, want %d", n, benchEntries)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package jetstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+func codecSamples() []endpoint.Endpoint {
+	return []endpoint.Endpoint{
+		{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80, Priority: 1},
+		{Cluster: "prod-eu", Service: "api_gw", Protocol: "grpc", Address: "2001:db8::7", Port: 9443,
+			Node: "node-7.example", Priority: 200, Weight: 30, TTL: endpoint.Never,
+			Annotations: map[string]string{"team": "edge", "prometheus.io/scrape": "true", "note": "spaces and ünïcode", "html": "<a&b>", "q": `"\`}},
+		{Cluster: "c", Service: "s", Protocol: "p", Address: "::", Port: 0, Priority: 255, TTL: endpoint.TTL(90 * time.Second),
+			Annotations: map[string]string{}},
+		{Cluster: "c", Service: "s", Protocol: "p", Address: "1.2.3.4", Port: 65535, Priority: 7, Annotations: map[string]string{"bad": "\xff\x00"}},
+	}
+}
+
+func TestAppendJSONMatchesMarshal(t *testing.T) {
+	for _, e := range codecSamples() {
+		want, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSON(nil, e); !bytes.Equal(got, want) {
+			t.Errorf("appendJSON =\n%s\nwant\n%s", got, want)
+		}
+	}
+}
+
+func TestDecodeJSONAgreesWithEndpoint(t *testing.T) {
+	for _, e := range codecSamples() {
+		data, _ := e.MarshalJSON()
+		want, wantErr := endpoint.DecodeJSON(data)
+		got, err := decodeJSON(data, interner{})
+		if (err == nil) != (wantErr == nil) || (err == nil && !endpoint.Equal(got, want)) {
+			t.Errorf("decodeJSON(%s) = %+v, %v; endpoint.DecodeJSON = %+v, %v", data, got, err, want, wantErr)
+		}
+	}
+	// Forms the fast path declines must still decode, through encoding/json.
+	for _, data := range []string{
+		`{"Cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1}`,
+		`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,"future":[1,2]}`,
+		`{"cluster":"\u0063","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1}`,
+		`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1.0e0,"priority":1,"ttl":null}`,
+	} {
+		if _, ok := fastDecode([]byte(data), nil); ok {
+			t.Errorf("fastDecode accepted %s, which it should leave to encoding/json", data)
+		}
+		got, err := decodeJSON([]byte(data), nil)
+		want, wantErr := endpoint.DecodeJSON([]byte(data))
+		if (err == nil) != (wantErr == nil) || !endpoint.Equal(got, want) {
+			t.Errorf("decodeJSON(%s) = %+v, %v; want %+v, %v", data, got, err, want, wantErr)
+		}
+	}
+}
+
+// FuzzAppendJSON: the hand-written encoder writes exactly what encoding/json does.
+func FuzzAppendJSON(f *testing.F) {
+	f.Add("prod", "web", "node-1", "team", "edge", 80, 1, 0, int64(0))
+	f.Add("c<", "s&", "", "k", "\xff", 0, 255, 3, int64(-1))
+	f.Add("c", "s", "n\"", "a/b", "ü\u2028", 65535, 9, 65535, int64(30*time.Second))
+	f.Fuzz(func(t *testing.T, cluster, service, node, k, v string, port, prio, weight int, ttl int64) {
+		e := endpoint.Endpoint{Cluster: cluster, Service: service, Protocol: "p", Address: "10.0.0.1", Port: port,
+			Node: node, Priority: prio, Weight: weight, TTL: endpoint.TTL(ttl)}
+		if k != "" {
+			e.Annotations = map[string]string{k: v, "z" + k: v + v}
+		}
+		want, err := e.MarshalJSON()
+		if err != nil {
+			t.Skip()
+		}
+		if got := appendJSON(nil, e); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSON =\n%q\nwant\n%q", got, want)
+		}
+	})
+}
+
+// FuzzFastDecode: whatever the fast path accepts, encoding/json reads the same way.
+func FuzzFastDecode(f *testing.F) {
+	for _, e := range codecSamples() {
+		data, _ := e.MarshalJSON()
+		f.Add(data)
+	}
+	f.Add([]byte(` { "cluster" : "c" , "service":"s","protocol":"p","address":"1.2.3.4","port":01,"priority":1} `))
+	f.Add([]byte(`{"cluster":"c","cluster":"d"}`))
+	f.Add([]byte(`{"annotations":{"a":"b","a":"c"}}`))
+	f.Add([]byte(`{"port":-1}`))
+	f.Add([]byte(`{"port":9999999999}`))
+	f.Add([]byte(`{"ttl":"never"} x`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := fastDecode(data, interner{})
+		if !ok {
+			return
+		}
+		var want endpoint.Endpoint
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("fastDecode accepted %q, encoding/json rejects it: %v", data, err)
+		}
+		if !endpoint.Equal(got, want) {
+			t.Fatalf("fastDecode(%q) = %+v, encoding/json = %+v", data, got, want)
+		}
+	})
+}
+
+// The per-entry decoding cost of a lookup, by the hand-written path (with its
+// validation) and by encoding/json (endpoint.DecodeJSON).
+func BenchmarkDecodeJSON(b *testing.B) {
+	data := appendJSON(nil, typicalEndpoint())
+	b.Run("fast", func(b *testing.B) {
+		in := interner{}
+		for b.Loop() {
+			if _, err := decodeJSON(data, in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := endpoint.DecodeJSON(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkAppendJSON(b *testing.B) {
+	e := typicalEndpoint()
+	b.Run("fast", func(b *testing.B) {
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			buf = appendJSON(buf[:0], e)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// typicalEndpoint is an entry as agents write them: ASCII names, one annotation.
+func typicalEndpoint() endpoint.Endpoint {
+	return endpoint.Endpoint{Cluster: "prod", Service: "svc042", Protocol: "http", Address: "10.0.3.7", Port: 8080,
+		Node: "node-17", Priority: 1, Weight: 10, TTL: endpoint.TTL(30 * time.Second),
+		Annotations: map[string]string{"prometheus.io/scrape": "true"}}
+}

@@ -1,0 +1,97 @@
+package jetstream
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// collectChunk is how many messages a List hands to a decoding worker at a time.
+const collectChunk = 512
+
+type rawMsg struct {
+	subject string
+	h       nats.Header
+	data    []byte
+}
+
+// collector turns a List's messages into live entries. Decoding costs about as much
+// as receiving, so full chunks go to workers on the other cores while the reader
+// keeps receiving; a reader that finds the workers busy decodes the chunk itself.
+type collector struct {
+	r     *Registry
+	own   *decoder // the reader's; each worker has its own
+	chunk []rawMsg
+	work  chan []rawMsg
+	wg    sync.WaitGroup
+
+	mu  sync.Mutex
+	out []endpoint.Endpoint
+}
+
+func newCollector(r *Registry) *collector {
+	return &collector{r: r, own: r.decoder()}
+}
+
+// add takes one message; it is called from one goroutine at a time.
+func (c *collector) add(subject string, h nats.Header, data []byte) {
+	c.chunk = append(c.chunk, rawMsg{subject, h, data})
+	if len(c.chunk) < collectChunk {
+		return
+	}
+	full := c.chunk
+	c.chunk = make([]rawMsg, 0, collectChunk)
+	if c.work == nil {
+		c.start()
+	}
+	select {
+	case c.work <- full:
+	default:
+		c.decode(full, c.own)
+	}
+}
+
+func (c *collector) start() {
+	workers := max(1, runtime.GOMAXPROCS(0)-1)
+	c.work = make(chan []rawMsg, workers)
+	for range workers {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			d := c.r.decoder()
+			for chunk := range c.work {
+				c.decode(chunk, d)
+			}
+		}()
+	}
+}
+
+func (c *collector) decode(chunk []rawMsg, dec *decoder) {
+	live := make([]endpoint.Endpoint, 0, len(chunk))
+	for _, m := range chunk {
+		switch d := dec.decode(m.subject, m.h, m.data); d.kind {
+		case msgLive:
+			live = append(live, detach(d.ep))
+		case msgBad:
+			c.r.noteBad(d)
+		}
+	}
+	c.mu.Lock()
+	c.out = append(c.out, live...)
+	c.mu.Unlock()
+}
+
+// finish decodes what is left, stops the workers and returns the entries sorted. It
+// must be called exactly once, after the last add, and always: it owns the workers.
+func (c *collector) finish() []endpoint.Endpoint {
+	c.decode(c.chunk, c.own)
+	if c.work != nil {
+		close(c.work)
+		c.wg.Wait()
+	}
+	endpoint.Sort(c.out)
+	return c.out
+}

@@ -1,0 +1,142 @@
+package jetstream
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// Headers of the messages this backend writes, beyond the Nats-* ones.
+const (
+	// OpHeader marks a removal published by Unregister. Removals also carry
+	// Nats-Marker-Reason: Remove, so every reader that follows ADR-43 (nats CLI,
+	// other clients) sees them as deletions too, and the server does not place a
+	// second marker when the removal expires.
+	OpHeader = "Switchboard-Op"
+	// OpUnregister is OpHeader's value on a removal.
+	OpUnregister = "unregister"
+	// markerReasonRemove is the ADR-43 reason for an explicit removal.
+	markerReasonRemove = "Remove"
+)
+
+// kvOperationHeader is written by NATS KV clients; a DEL or PURGE there is a removal
+// too, so a stream touched by KV tooling is still read correctly.
+const kvOperationHeader = "KV-Operation"
+
+type msgKind uint8
+
+const (
+	msgLive    msgKind = iota + 1 // an entry
+	msgRemoval                    // a server delete marker or a removal we published
+	msgBad                        // undecodable: counted and logged, never surfaced
+)
+
+// decoded is one stream message read as an entry.
+type decoded struct {
+	kind    msgKind
+	subject string
+	ep      endpoint.Endpoint // set for msgLive
+	err     error             // set for msgBad
+}
+
+// isRemoval reports whether the headers mark a deletion rather than an entry.
+func isRemoval(h nats.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	if h.Get(jetstream.MarkerReasonHeader) != "" || h.Get(OpHeader) == OpUnregister {
+		return true
+	}
+	switch h.Get(kvOperationHeader) {
+	case "DEL", "PURGE":
+		return true
+	}
+	return false
+}
+
+// decoder reads messages as entries for one reader (a List, a watch). It is not safe
+// for concurrent use; the cache it shares is.
+type decoder struct {
+	subj  Subjects
+	in    interner
+	cache *payloadCache
+}
+
+func (r *Registry) decoder() *decoder {
+	return &decoder{subj: r.subj, in: interner{}, cache: &r.cache}
+}
+
+// decode classifies one message. A live entry must decode, validate, and sit on the
+// subject its own key maps to: a payload on a foreign subject would otherwise shadow
+// or duplicate another entry. The endpoint returned is shared with the cache: read
+// it, and hand out only a detached copy.
+func (d *decoder) decode(subject string, h nats.Header, data []byte) decoded {
+	if isRemoval(h) {
+		return decoded{kind: msgRemoval, subject: subject}
+	}
+	ep, owner, ok := d.cache.get(data)
+	if !ok {
+		var err error
+		if ep, err = decodeJSON(data, d.in); err != nil {
+			return decoded{kind: msgBad, subject: subject, err: err}
+		}
+	}
+	if owner != subject {
+		if !d.subj.owns(subject, ep.Key()) {
+			return decoded{kind: msgBad, subject: subject, err: fmt.Errorf("payload for %s is on subject %s, want %s", ep.Key(), subject, d.subj.For(ep.Key()))}
+		}
+		d.cache.put(data, subject, ep)
+	}
+	return decoded{kind: msgLive, subject: subject, ep: ep}
+}
+
+// detach copies e so that it shares no memory with the cache. maps.Clone (behind
+// Endpoint.Clone) copies whole hash groups, far more than the one or two annotations
+// an entry usually has.
+func detach(e endpoint.Endpoint) endpoint.Endpoint {
+	if e.Annotations != nil {
+		m := make(map[string]string, len(e.Annotations))
+		maps.Copy(m, e.Annotations)
+		e.Annotations = m
+	}
+	return e
+}
+
+// payloadCache remembers decoded, validated payloads by their exact bytes, with the
+// subject they were found to belong to, so the entries a registry reads again and
+// again (every lookup re-reads every matching entry) are decoded once. Keying by
+// content keeps it correct whatever happens to the stream; it forgets everything when
+// full, which bounds it without bookkeeping.
+type payloadCache struct {
+	mu sync.Mutex
+	m  map[string]cachedPayload
+}
+
+type cachedPayload struct {
+	subject string
+	ep      endpoint.Endpoint
+}
+
+const maxCachedPayloads = 1 << 17
+
+func (c *payloadCache) get(data []byte) (endpoint.Endpoint, string, bool) {
+	c.mu.Lock()
+	p, ok := c.m[string(data)]
+	c.mu.Unlock()
+	return p.ep, p.subject, ok
+}
+
+// put keeps ep, which must not be handed to anyone without detach.
+func (c *payloadCache) put(data []byte, subject string, ep endpoint.Endpoint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedPayloads {
+		c.m = make(map[string]cachedPayload)
+	}
+	c.m[string(data)] = cachedPayload{subject, ep}
+}

@@ -1,0 +1,15 @@
+// Package jetstream is the registry backend that keeps endpoints in a NATS JetStream
+// stream used as a KV store (spec/registration.md, "A KV store built from a stream"
+// and "Expiry, lookup, and watch"; DESIGN.md, "Registry and registrar").
+//
+// Each endpoint is one subject, <prefix>.<cluster>.<protocol>.<service>.<address>.<id>,
+// holding its JSON form; the stream keeps one message per subject, so a read is "last
+// message per subject". Per-entry TTLs ride in Nats-TTL under the stream's MaxAge
+// ("never" outlives it). Expiry leaves a server delete marker and Unregister publishes
+// a removal (a marker of our own with a short TTL), so watchers see both as Removed;
+// lookups drop them. The stream refuses hard deletes.
+//
+// Two backends are registered: "jetstream" (this package's Registry) and "nats", the
+// spec's best-effort destination (Publisher): core NATS publishes without TTL or rollup
+// headers and without acks, for fire-and-forget publishers; it cannot be read back.
+package jetstream

@@ -1,0 +1,224 @@
+package jetstream_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
+)
+
+// TestExpiryLeavesMarkerThatNeverSurfaces: a TTL expiry reaches watchers as Removed,
+// leaves a server delete marker on the subject, and that marker is neither listed nor
+// sent to a new watcher as an entry.
+func TestExpiryLeavesMarkerThatNeverSurfaces(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream()
+	cfg.MarkerTTL = time.Minute // keep the marker around while we look at it
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	subj, _ := sbjs.NewSubjects(cfg.Prefix)
+
+	ch, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
+	short := ep("prod", "web", "http", "10.0.0.1", 80)
+	short.TTL = endpoint.TTL(time.Second)
+	stays := ep("prod", "web", "http", "10.0.0.2", 80)
+	mustApply(t, ctx, r, registry.Register(short), registry.Register(stays))
+	expectEvent(t, ch, 5*time.Second, registry.Added, short.Key())
+	expectEvent(t, ch, 5*time.Second, registry.Added, stays.Key())
+	removed := expectEvent(t, ch, 10*time.Second, registry.Removed, short.Key())
+	if !endpoint.Equal(removed.Endpoint, short) {
+		t.Errorf("Removed carries %+v, want the expired endpoint %+v", removed.Endpoint, short)
+	}
+
+	m := lastMsg(t, ctx, js, cfg.Name, subj.For(short.Key()))
+	if m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
+		t.Fatalf("after expiry the subject holds %+v, want a server delete marker (reason MaxAge)", m)
+	}
+	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
+		rl := openRegistry(t, nc, sbjs.Options{Stream: cfg, Lookup: lookup})
+		if got := mustList(t, ctx, rl, endpoint.Filter{}); len(got) != 1 || got[0].Key() != stays.Key() {
+			t.Errorf("%s List with a marker present = %v, want only %s", lookup, got, stays.Key())
+		}
+	}
+	ch2, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, ch2, 5*time.Second, registry.Added, stays.Key())
+	expectEvent(t, ch2, 5*time.Second, registry.Synced, endpoint.Key{})
+	if r.Undecodable() != 0 {
+		t.Errorf("markers were counted as undecodable (%d)", r.Undecodable())
+	}
+}
+
+// TestNeverOutlivesMaxAge: MaxAge expires entries without a TTL and caps longer TTLs,
+// but a "never" entry survives it.
+func TestNeverOutlivesMaxAge(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	cfg := freshStream()
+	cfg.MaxAge = 2 * time.Second
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	never := ep("prod", "web", "http", "10.0.0.1", 80)
+	never.TTL = endpoint.Never
+	unset := ep("prod", "web", "http", "10.0.0.2", 80)
+	long := ep("prod", "web", "http", "10.0.0.3", 80)
+	long.TTL = endpoint.TTL(time.Hour)
+	start := time.Now()
+	mustApply(t, ctx, r, registry.Register(never), registry.Register(unset), registry.Register(long))
+	eventually(t, 15*time.Second, "entries without never expire at MaxAge", func() bool {
+		return len(mustList(t, ctx, r, endpoint.Filter{})) == 1
+	})
+	// Look again well past MaxAge: the never entry is still there.
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	got := mustList(t, ctx, r, endpoint.Filter{})
+	if len(got) != 1 || !endpoint.Equal(got[0], never) {
+		t.Fatalf("%s after a 2s MaxAge List = %v, want only the never entry", time.Since(start).Round(time.Millisecond), got)
+	}
+}
+
+// TestUnregisterReachesWatchers: an explicit unregister is a removal message that
+// watchers see once, that expires after the marker TTL, and that leaves no second
+// marker behind.
+func TestUnregisterReachesWatchers(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream() // marker TTL 1s
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	subj, _ := sbjs.NewSubjects(cfg.Prefix)
+	a := ep("prod", "web", "http", "2001:db8::1", 443)
+	mustApply(t, ctx, r, registry.Register(a))
+
+	ch, err := r.Watch(ctx, endpoint.Filter{Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, ch, 5*time.Second, registry.Added, a.Key())
+	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
+	mustApply(t, ctx, r, registry.Unregister(endpoint.Endpoint{Cluster: a.Cluster, Service: a.Service, Protocol: a.Protocol, Address: a.Address, Port: a.Port}))
+	ev := expectEvent(t, ch, 5*time.Second, registry.Removed, a.Key())
+	if !endpoint.Equal(ev.Endpoint, a) {
+		t.Errorf("Removed carries %+v, want the registered endpoint %+v", ev.Endpoint, a)
+	}
+
+	m := lastMsg(t, ctx, js, cfg.Name, subj.For(a.Key()))
+	if m == nil {
+		t.Fatal("no removal message on the subject")
+	}
+	for h, want := range map[string]string{
+		jetstream.MarkerReasonHeader: "Remove", sbjs.OpHeader: sbjs.OpUnregister,
+		jetstream.MsgTTLHeader: "1s", jetstream.MsgRollup: "sub", jetstream.ExpectedStreamHeader: cfg.Name,
+	} {
+		if got := m.Header.Get(h); got != want {
+			t.Errorf("removal header %s = %q, want %q", h, got, want)
+		}
+	}
+	eventually(t, 10*time.Second, "removal expires", func() bool {
+		return lastMsg(t, ctx, js, cfg.Name, subj.For(a.Key())) == nil
+	})
+	// The removal is itself a marker: its expiry must not produce another Removed.
+	expectQuiet(t, ch, 1500*time.Millisecond)
+	if m := lastMsg(t, ctx, js, cfg.Name, subj.For(a.Key())); m != nil {
+		t.Errorf("after the removal expired the subject holds %+v, want nothing", m.Header)
+	}
+}
+
+// TestDeletesRefusedPurgeAllowed: the stream denies deleting messages (history cannot
+// be rewritten behind watchers) but allows purging one subject.
+func TestDeletesRefusedPurgeAllowed(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream()
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	subj, _ := sbjs.NewSubjects(cfg.Prefix)
+	a := ep("prod", "web", "http", "10.0.0.1", 80)
+	b := ep("prod", "web", "http", "10.0.0.2", 80)
+	mustApply(t, ctx, r, registry.Register(a), registry.Register(b))
+	s, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lastMsg(t, ctx, js, cfg.Name, subj.For(a.Key()))
+	if err := s.DeleteMsg(ctx, m.Sequence); err == nil {
+		t.Error("DeleteMsg succeeded on a deny-delete stream")
+	}
+	if err := s.SecureDeleteMsg(ctx, m.Sequence); err == nil {
+		t.Error("SecureDeleteMsg succeeded on a deny-delete stream")
+	}
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 2 {
+		t.Fatalf("after refused deletes List = %v, want both entries", got)
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(subj.For(a.Key()))); err != nil {
+		t.Fatalf("purging one subject: %v", err)
+	}
+	got := mustList(t, ctx, r, endpoint.Filter{})
+	if len(got) != 1 || got[0].Key() != b.Key() {
+		t.Fatalf("after purging %s List = %v, want only %s", a.Key(), got, b.Key())
+	}
+}
+
+// TestListPastBatchLimit lists more entries than one multi_last direct get may return
+// (1,024) with both strategies, and watches them. SWITCHBOARD_JETSTREAM_LIST_ENTRIES
+// raises the count (e.g. to 100000).
+func TestListPastBatchLimit(t *testing.T) {
+	n := getenvInt("SWITCHBOARD_JETSTREAM_LIST_ENTRIES", 3000)
+	ctx := testCtx(t, 60*time.Second+time.Duration(n)*time.Millisecond)
+	nc := connect(t, startServer(t).ClientURL())
+	cfg := freshStream()
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	const services = 30
+	want := make([]endpoint.Endpoint, n)
+	ops := make([]registry.Op, n)
+	for i := range n {
+		want[i] = ep("prod", serviceName(i%services), "http", ipv4(i), 8080)
+		ops[i] = registry.Register(want[i])
+	}
+	mustApply(t, ctx, r, ops...) // larger than one Apply's publish window too
+	endpoint.Sort(want)
+	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
+		rl := openRegistry(t, nc, sbjs.Options{Stream: cfg, Lookup: lookup})
+		got := mustList(t, ctx, rl, endpoint.Filter{})
+		if !slices.EqualFunc(got, want, endpoint.Equal) {
+			t.Errorf("%s List returned %d entries, want all %d in order", lookup, len(got), n)
+		}
+		one := mustList(t, ctx, rl, endpoint.Filter{Service: serviceName(7)})
+		if wantOne := (n - 7 + services - 1) / services; len(one) != wantOne {
+			t.Errorf("%s List of one service returned %d, want %d", lookup, len(one), wantOne)
+		}
+	}
+	ch, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[endpoint.Key]bool{}
+	for {
+		ev := nextEvent(t, ch, 20*time.Second)
+		if ev.Type == registry.Synced {
+			break
+		}
+		if ev.Type != registry.Added || seen[ev.Endpoint.Key()] {
+			t.Fatalf("initial state: unexpected %s %s", ev.Type, ev.Endpoint.Key())
+		}
+		seen[ev.Endpoint.Key()] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("watch sent %d entries before Synced, want %d", len(seen), n)
+	}
+}
+
+func serviceName(i int) string { return fmt.Sprintf("svc%03d", i) }
+
+func ipv4(i int) string { return fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff) }

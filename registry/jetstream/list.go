@@ -1,0 +1,138 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// listPage is how many messages one direct-get batch asks for. Neither lookup
+// strategy is capped by the server's 1,024-subject multi_last limit: both read
+// the stream in sequence order, which with one message per subject yields exactly
+// the last message of every subject.
+const listPage = 8192
+
+// visitFunc receives each message a read delivers.
+type visitFunc func(subject string, h nats.Header, data []byte)
+
+// List returns the live entries matching f, sorted as endpoint.Sort does. Removals
+// and delete markers are dropped; undecodable messages are counted, logged and
+// skipped.
+func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	read := r.readConsumer
+	if r.lookup == LookupDirect {
+		read = r.readDirect
+	}
+	c := newCollector(r)
+	err := read(ctx, r.subj.Filter(f), c.add)
+	out := c.finish()
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("list %s: %w", r.cfg.Name, err))
+	}
+	return out, nil
+}
+
+// readConsumer delivers the last message of every subject matching filter through a
+// feed, stopping once the consumer reports nothing pending.
+func (r *Registry) readConsumer(ctx context.Context, filter string, visit visitFunc) error {
+	f, err := r.openFeed(ctx, filter)
+	if err != nil {
+		return err
+	}
+	defer f.stop(ctx)
+	if f.pending == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	err = f.start(func(subject string, h nats.Header, data []byte, pending uint64) error {
+		visit(subject, h, data)
+		if pending == 0 {
+			close(done)
+			f.stopped = true // nothing after the snapshot is ours; the lock is held
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case err := <-f.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// directGetRequest is the JSON body of a batched direct get.
+type directGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	NextFor string `json:"next_by_subj"`
+	Batch   int    `json:"batch"`
+}
+
+// readDirect pages through the messages matching filter with batched direct get by
+// sequence. Each page ends with an EOB status saying how many messages remain and the
+// last sequence sent.
+func (r *Registry) readDirect(ctx context.Context, filter string, visit visitFunc) error {
+	inbox := r.nc.NewRespInbox()
+	sub, err := r.nc.SubscribeSync(inbox)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return err
+	}
+	subject := jetstream.DefaultAPIPrefix + "DIRECT.GET." + r.cfg.Name
+	req := directGetRequest{NextFor: filter, Batch: listPage}
+	for {
+		body, _ := json.Marshal(req)
+		if err := r.nc.PublishRequest(subject, inbox, body); err != nil {
+			return err
+		}
+		more, next, err := readDirectPage(ctx, sub, visit)
+		if err != nil || !more {
+			return err
+		}
+		req.Seq = next
+	}
+}
+
+// readDirectPage reads one batch; more reports whether messages remain after next-1.
+func readDirectPage(ctx context.Context, sub *nats.Subscription, visit visitFunc) (more bool, next uint64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return false, 0, fmt.Errorf("direct get: %w", err)
+		}
+		switch status := msg.Header.Get("Status"); status {
+		case "":
+			visit(msg.Header.Get(jetstream.SubjectHeader), msg.Header, msg.Data)
+		case "404": // nothing at or after the requested sequence
+			return false, 0, nil
+		case "204": // end of batch
+			pending, _ := strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
+			last, _ := strconv.ParseUint(msg.Header.Get("Nats-Last-Sequence"), 10, 64)
+			return pending > 0, last + 1, nil
+		default:
+			return false, 0, fmt.Errorf("direct get: status %s %s", status, msg.Header.Get("Description"))
+		}
+	}
+}

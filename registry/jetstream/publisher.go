@@ -1,0 +1,158 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// ErrWriteOnly is returned by Publisher.List: the best-effort destination has nothing
+// to read back.
+var ErrWriteOnly = errors.New("the nats registry backend is write-only (fire-and-forget publish); read with the jetstream backend")
+
+// Publisher is the spec's best-effort `nats` destination. Registrations are plain
+// core-NATS publishes of the endpoint JSON to the entry's subject, with no headers: no
+// TTL, no rollup, no expected stream, no ack. A stream capturing the subjects stores
+// them (and its MaxAge then expires them); without one they reach only live
+// subscribers. Unregistrations carry just the removal marker headers, the one thing a
+// reader needs to tell them from an entry.
+//
+// Apply returns once the server has received the batch (a flush), which is all core
+// NATS can confirm. List fails with ErrWriteOnly; Watch with registry.ErrNoWatch.
+type Publisher struct {
+	nc      *nats.Conn
+	ownConn bool
+	subj    Subjects
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var (
+	_ registry.Registry = (*Publisher)(nil)
+	_ registry.Watcher  = (*Publisher)(nil)
+)
+
+// NewPublisher returns a Publisher over nc, which stays the caller's.
+func NewPublisher(nc *nats.Conn, prefix string) (*Publisher, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	subj, err := NewSubjects(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{nc: nc, subj: subj}, nil
+}
+
+// OpenPublisher opens the nats backend from its parameters; the Publisher owns the
+// connection.
+func OpenPublisher(_ context.Context, cfg registry.Config) (*Publisher, error) {
+	cfg = withDefaults(cfg, connParams())
+	nc, err := Connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewPublisher(nc, cfg.String(ParamPrefix))
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	p.ownConn = true
+	return p, nil
+}
+
+// Apply validates and publishes the batch, then flushes. Core NATS cannot say which
+// messages arrived, so a failure names every op of the batch.
+func (p *Publisher) Apply(ctx context.Context, ops []registry.Op) error {
+	if err := registry.Validate(ops); err != nil {
+		return err
+	}
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	ops = registry.Coalesce(ops)
+	err := p.publish(ctx, ops)
+	if err == nil {
+		return nil
+	}
+	keys := make([]endpoint.Key, len(ops))
+	for i, op := range ops {
+		keys[i] = op.Endpoint.Key()
+	}
+	return &registry.ApplyError{Failed: keys, Err: unavailable(err)}
+}
+
+func (p *Publisher) publish(ctx context.Context, ops []registry.Op) error {
+	for _, op := range ops {
+		k := op.Endpoint.Key()
+		m := &nats.Msg{Subject: p.subj.For(k)}
+		if op.Kind == registry.OpUnregister {
+			m.Header = nats.Header{}
+			m.Header.Set(jetstream.MarkerReasonHeader, markerReasonRemove)
+			m.Header.Set(OpHeader, OpUnregister)
+			m.Data, _ = endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}.MarshalJSON()
+		} else {
+			m.Data, _ = op.Endpoint.MarshalJSON()
+		}
+		if err := p.nc.PublishMsg(m); err != nil {
+			return fmt.Errorf("publish %s: %w", m.Subject, err)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	if err := p.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// List fails: see ErrWriteOnly.
+func (p *Publisher) List(context.Context, endpoint.Filter) ([]endpoint.Endpoint, error) {
+	if err := p.checkOpen(); err != nil {
+		return nil, err
+	}
+	return nil, ErrWriteOnly
+}
+
+// Watch fails with registry.ErrNoWatch: nothing is stored to watch.
+func (p *Publisher) Watch(context.Context, endpoint.Filter) (<-chan registry.Event, error) {
+	if err := p.checkOpen(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %w", registry.ErrNoWatch, ErrWriteOnly)
+}
+
+func (p *Publisher) checkOpen() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return registry.ErrClosed
+	}
+	return nil
+}
+
+// Close closes the connection if the Publisher opened it. It is idempotent.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	if p.ownConn {
+		p.nc.Close()
+	}
+	return nil
+}

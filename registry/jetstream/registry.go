@@ -1,0 +1,162 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Lookup strategies for List.
+const (
+	// LookupConsumer reads with a short-lived ordered-style consumer that delivers the
+	// last message per subject. It is served by the stream leader, so a List after an
+	// acknowledged Apply always sees it, and it is the fastest way to read many entries.
+	LookupConsumer = "consumer"
+	// LookupDirect reads with batched direct get by sequence. Any replica answers, which
+	// spreads read load across an R3 stream but may trail the leader by a moment, and
+	// no consumer is created (no meta-group traffic per lookup in a cluster).
+	LookupDirect = "direct"
+)
+
+// Options configure a Registry.
+type Options struct {
+	Stream StreamConfig
+	// CreateStream creates the stream from Stream when it does not exist. An existing
+	// stream is only checked, never changed: resizing it is EnsureStream's job.
+	CreateStream bool
+	// Lookup is LookupConsumer (default) or LookupDirect.
+	Lookup string
+	// Logger receives warnings about undecodable messages and watch resyncs.
+	Logger *slog.Logger
+	// Undecodable, when set, counts messages that could not be read as entries, in
+	// addition to Registry.Undecodable.
+	Undecodable prometheus.Counter
+}
+
+// Registry is the JetStream backend: registry.Registry and registry.Watcher over a
+// stream used as a KV store. It is safe for concurrent use.
+type Registry struct {
+	nc      *nats.Conn
+	ownConn bool
+	js      jetstream.JetStream
+	subj    Subjects
+	cfg     StreamConfig
+	lookup  string
+	log     *slog.Logger
+	metric  prometheus.Counter
+	bad     atomic.Uint64
+	cache   payloadCache
+
+	mu      sync.Mutex
+	closed  bool
+	watches map[*watch]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var (
+	_ registry.Registry = (*Registry)(nil)
+	_ registry.Watcher  = (*Registry)(nil)
+)
+
+// New returns a Registry over nc, which stays the caller's: Close does not close it.
+// It checks the stream (creating it if asked) before returning.
+func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
+	cfg := o.Stream.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	subj, _ := NewSubjects(cfg.Prefix) // validated above
+	switch o.Lookup {
+	case "":
+		o.Lookup = LookupConsumer
+	case LookupConsumer, LookupDirect:
+	default:
+		return nil, fmt.Errorf("lookup %q: want %q or %q", o.Lookup, LookupConsumer, LookupDirect)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if err := openStream(ctx, js, cfg, o.CreateStream); err != nil {
+		return nil, unavailable(err)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{
+		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup,
+		log: log.With("stream", cfg.Name), metric: o.Undecodable,
+		watches: map[*watch]context.CancelFunc{},
+	}, nil
+}
+
+// Undecodable is how many messages this Registry has read that were neither an entry
+// nor a removal. Each was also logged.
+func (r *Registry) Undecodable() uint64 { return r.bad.Load() }
+
+// noteBad counts and logs a message that could not be read as an entry.
+func (r *Registry) noteBad(d decoded) {
+	r.bad.Add(1)
+	if r.metric != nil {
+		r.metric.Inc()
+	}
+	r.log.Warn("skipping undecodable registration message", "subject", d.subject, "error", d.err)
+}
+
+func (r *Registry) checkOpen() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return registry.ErrClosed
+	}
+	return nil
+}
+
+// Close ends every watch and, when the Registry opened its own connection, closes it.
+// It is idempotent.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	for _, cancel := range r.watches {
+		cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	r.js.CleanupPublisher()
+	if r.ownConn {
+		r.nc.Close()
+	}
+	return nil
+}
+
+// unavailable marks errors that mean "could not reach the stream" so callers can
+// retry; server verdicts (a wrong stream, a bad request) pass through unchanged.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, registry.ErrUnavailable) {
+		return err
+	}
+	for _, target := range []error{
+		context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed,
+		nats.ErrDisconnected, jetstream.ErrNoStreamResponse, jetstream.ErrAsyncPublishTimeout,
+		jetstream.ErrJetStreamNotEnabled, jetstream.ErrNoHeartbeat,
+	} {
+		if errors.Is(err, target) {
+			return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,170 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream defaults, matching the backend parameters.
+const (
+	DefaultStream    = "REGISTRATION"
+	DefaultMaxAge    = 24 * time.Hour
+	DefaultMarkerTTL = time.Minute
+)
+
+// StreamConfig is the shape of the stream that holds the entries.
+type StreamConfig struct {
+	// Name is the stream name; default REGISTRATION.
+	Name string
+	// Prefix is the subject prefix; the stream captures <Prefix>.>. Default
+	// DefaultPrefix.
+	Prefix string
+	// Replicas is 1..5; default 1. Production runs 3.
+	Replicas int
+	// MaxAge expires every entry without a TTL of its own (and caps those with one,
+	// except "never"); 0 keeps them until removed.
+	MaxAge time.Duration
+	// Memory keeps the stream in memory instead of on disk.
+	Memory bool
+	// MarkerTTL is how long a removal stays visible to watchers: the lifetime of the
+	// server's subject delete markers and of the removal an Unregister publishes. A
+	// watcher disconnected for longer than this re-reads its state on reconnect.
+	// Default one minute; at least one second.
+	MarkerTTL time.Duration
+}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Name == "" {
+		c.Name = DefaultStream
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.MarkerTTL == 0 {
+		c.MarkerTTL = DefaultMarkerTTL
+	}
+	return c
+}
+
+func (c StreamConfig) validate() error {
+	switch {
+	case c.Name == "" || strings.ContainsAny(c.Name, " \t\r\n.*>/\\"):
+		return fmt.Errorf("stream name %q: must be non-empty, without spaces, '.', '*', '>', '/' or '\\'", c.Name)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("replicas %d: must be 1..5", c.Replicas)
+	case c.MaxAge < 0:
+		return fmt.Errorf("max-age %s: must not be negative (0 means no limit)", c.MaxAge)
+	case c.MarkerTTL < time.Second || c.MarkerTTL%time.Second != 0:
+		return fmt.Errorf("marker-ttl %s: must be whole seconds, at least 1s", c.MarkerTTL)
+	}
+	_, err := NewSubjects(c.Prefix)
+	return err
+}
+
+// jetstreamConfig is the stream configuration of spec/registration.md, "A KV store
+// built from a stream": one message per subject with rollup, per-message TTLs under a
+// stream-wide MaxAge, delete markers on expiry, direct get for lookups, and hard deletes
+// refused (purge allowed) so history cannot be rewritten behind watchers' backs.
+func (c StreamConfig) jetstreamConfig() jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if c.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	return jetstream.StreamConfig{
+		Name:                   c.Name,
+		Description:            "Switchboard endpoint registrations (one message per endpoint subject)",
+		Subjects:               []string{c.Prefix + ".>"},
+		Retention:              jetstream.LimitsPolicy,
+		Discard:                jetstream.DiscardOld,
+		MaxMsgsPerSubject:      1,
+		MaxAge:                 c.MaxAge,
+		Storage:                storage,
+		Replicas:               c.Replicas,
+		AllowRollup:            true,
+		DenyDelete:             true,
+		DenyPurge:              false,
+		AllowDirect:            true,
+		AllowMsgTTL:            true,
+		SubjectDeleteMarkerTTL: c.MarkerTTL,
+	}
+}
+
+// EnsureStream creates the stream, or updates an existing one to cfg (replicas,
+// max age and marker TTL can change; the server refuses a storage change). It is what
+// `switchboard registry init` runs.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*jetstream.StreamInfo, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s, err := js.CreateOrUpdateStream(ctx, cfg.jetstreamConfig())
+	if err != nil {
+		return nil, fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
+	}
+	return s.CachedInfo(), nil
+}
+
+// openStream checks that the stream exists with the settings the backend relies on,
+// creating it when it is missing and create is set. An existing stream is never
+// changed here: that would let any client resize a production stream.
+func openStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, create bool) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && create {
+		if _, err = js.CreateStream(ctx, cfg.jetstreamConfig()); err != nil {
+			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", cfg.Name, err)
+	}
+	return checkStream(s.CachedInfo().Config, cfg)
+}
+
+// checkStream names every setting of an existing stream that would break the KV
+// semantics, so a misconfigured stream fails loudly at open instead of serving stale
+// or duplicate entries.
+func checkStream(got jetstream.StreamConfig, want StreamConfig) error {
+	var bad []string
+	if !coversSubject(got.Subjects, want.Prefix+".>") {
+		bad = append(bad, fmt.Sprintf("subjects %v do not capture %s.>", got.Subjects, want.Prefix))
+	}
+	if got.MaxMsgsPerSubject != 1 {
+		bad = append(bad, fmt.Sprintf("max messages per subject is %d, want 1", got.MaxMsgsPerSubject))
+	}
+	if !got.AllowRollup {
+		bad = append(bad, "rollup is not allowed")
+	}
+	if !got.AllowMsgTTL {
+		bad = append(bad, "per-message TTL is not allowed")
+	}
+	if got.SubjectDeleteMarkerTTL <= 0 {
+		bad = append(bad, "subject delete markers are off")
+	}
+	if !got.AllowDirect {
+		bad = append(bad, "direct get is not allowed")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("stream %s is not usable as a registration store: %s (run `switchboard registry init` to fix it)", got.Name, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// coversSubject reports whether one of the stream's subjects is want or a wildcard
+// that captures all of it.
+func coversSubject(subjects []string, want string) bool {
+	for _, s := range subjects {
+		if s == want || s == ">" || (strings.HasSuffix(s, ".>") && strings.HasPrefix(want, strings.TrimSuffix(s, ">"))) {
+			return true
+		}
+	}
+	return false
+}
