@@ -36,7 +36,8 @@ func startDev(t *testing.T, extra ...string) (*syncBuffer, func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	cmd := newRootCmd(out, out)
-	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
+	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
+		"--registrar-health-listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	stop := func() error {
@@ -96,7 +97,7 @@ func TestRegistryCommandsAgainstDev(t *testing.T) {
 	out, stop := startDev(t)
 	url := fieldAfter(waitFor(t, out, "NATS JetStream"), "NATS JetStream")
 	flags := []string{"--nats-url", url}
-	if _, errOut, code := run(t, append([]string{"registry", "init", "--replicas", "1", "--max-age", "1h", "--storage", "memory"}, flags...)...); code != 0 {
+	if _, errOut, code := run(t, append([]string{"registry", "init", "--replicas", "1", "--max-age", "1h"}, flags...)...); code != 0 {
 		t.Fatalf("init: exit %d: %s", code, errOut)
 	}
 	watchOut := &syncBuffer{}
@@ -124,6 +125,33 @@ func TestRegistryCommandsAgainstDev(t *testing.T) {
 	stopWatch()
 	if err := <-watchDone; err != nil {
 		t.Fatalf("watch: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDevRegistrar registers through the registrar dev runs and reads the result back
+// from the JetStream stream behind it.
+func TestDevRegistrar(t *testing.T) {
+	out, stop := startDev(t)
+	natsURL := fieldAfter(waitFor(t, out, "NATS JetStream"), "NATS JetStream")
+	regAddr := fieldAfter(waitFor(t, out, "  Registrar "), "  Registrar ")
+	via := []string{"--registry-backend", "registrar", "--registrar-address", regAddr}
+	reg := append([]string{"registry", "register", "--cluster", "east", "--service", "api", "--protocol", "grpc", "--address", "10.1.0.9", "--port", "9090"}, via...)
+	if _, errOut, code := run(t, reg...); code != 0 {
+		t.Fatalf("register via registrar: exit %d: %s", code, errOut)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		lookup, _, code := run(t, "registry", "lookup", "--service", "api", "--nats-url", natsURL)
+		if code == 0 && strings.Contains(lookup, "10.1.0.9") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the registrar never persisted the write to JetStream: %q", lookup)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

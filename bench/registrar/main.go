@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+type options struct {
+	scenarios      string
+	fsync          bool
+	out            string
+	endpoints      int
+	watchers       int
+	conns          int
+	registrations  int
+	interval       time.Duration
+	snapshotLarge  int
+	stormWatchers  int
+	batchClients   int
+	batchEndpoints int
+	agents         int
+	cpuprofile     string
+	memprofile     string
+}
+
+// result is one row of the report.
+type result struct {
+	scenario, setup, value, goal, anchor string
+	ok                                   *bool
+	load                                 string // the machine's load average while it ran
+}
+
+func main() {
+	var o options
+	var role, target string
+	flag.StringVar(&o.scenarios, "scenarios", "fanout,memory,snapshot,storm,batching,read,direct", "comma-separated scenarios to run")
+	flag.BoolVar(&o.fsync, "fsync", true, "run etcd with fsync (realistic write latency)")
+	flag.StringVar(&o.out, "out", "", "write the Markdown report here (default: stdout only)")
+	flag.IntVar(&o.endpoints, "endpoints", 10000, "endpoints in the registrar for fanout, memory and storm")
+	flag.IntVar(&o.watchers, "watchers", 1000, "watching streams for fanout and memory")
+	flag.IntVar(&o.conns, "conns", 10, "client connections the watchers share")
+	flag.IntVar(&o.registrations, "registrations", 200, "registrations timed by fanout")
+	flag.DurationVar(&o.interval, "interval", 20*time.Millisecond, "time between fanout registrations")
+	flag.IntVar(&o.snapshotLarge, "snapshot-endpoints", 100000, "endpoints of the large snapshot")
+	flag.IntVar(&o.stormWatchers, "storm-watchers", 1000, "watchers in the reconnect storm")
+	flag.IntVar(&o.batchClients, "batch-clients", 100, "clients in the write burst")
+	flag.IntVar(&o.batchEndpoints, "batch-endpoints", 1000, "registrations in the write burst, spread over the clients")
+	flag.IntVar(&o.agents, "agents", 200, "agents in the direct-versus-registrar comparison")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the whole run here")
+	flag.StringVar(&role, "role", "bench", "internal: bench, or the child of the memory (watchers) or fanout (fanout-watchers) scenario")
+	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
+	flag.Parse()
+	switch role {
+	case "watchers":
+		if err := watcherProcess(target, o.watchers, o.conns); err != nil {
+			log.Fatal(err)
+		}
+		return
+	case "fanout-watchers":
+		if err := fanoutWatchers(target, o.watchers, o.conns, o.registrations); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := run(o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(o options) error {
+	ctx := context.Background()
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	e, err := newEnv(ctx, o.fsync)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	all := map[string]func() ([]result, error){
+		"fanout": func() ([]result, error) { return fanout(ctx, e, o) },
+		"memory": func() ([]result, error) { return idleMemory(ctx, e, o) },
+		"snapshot": func() ([]result, error) {
+			small, err := snapshotScenario(ctx, e, 10000, 0, "55 ms")
+			if err != nil {
+				return nil, err
+			}
+			large, err := snapshotScenario(ctx, e, o.snapshotLarge, 300*time.Millisecond, "636 ms")
+			return append(small, large...), err
+		},
+		"storm":    func() ([]result, error) { return storm(ctx, e, o) },
+		"batching": func() ([]result, error) { return batching(ctx, e, o) },
+		"read":     func() ([]result, error) { return cachedRead(ctx, e) },
+		"direct":   func() ([]result, error) { return directVsRegistrar(ctx, e, o) },
+	}
+	var rows []result
+	for _, name := range strings.Split(o.scenarios, ",") {
+		fn, ok := all[strings.TrimSpace(name)]
+		if !ok {
+			return fmt.Errorf("unknown scenario %q", name)
+		}
+		start, loadBefore := time.Now(), loadAvg()
+		r, err := fn()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for i := range r {
+			r[i].load = loadBefore + " → " + loadAvg()
+		}
+		log.Printf("%s done in %s", name, time.Since(start).Round(time.Millisecond))
+		for _, row := range r {
+			log.Printf("  %s: %s", row.scenario, row.value)
+		}
+		rows = append(rows, r...)
+	}
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	report(os.Stdout, o, rows)
+	if o.out != "" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		report(f, o, rows)
+	}
+	return nil
+}
+
+func report(w io.Writer, o options, rows []result) {
+	fmt.Fprintf(w, "| Scenario | Setup | Result | Goal | Anchor | Met | Load avg |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		met := ""
+		if r.ok != nil {
+			met = map[bool]string{true: "yes", false: "**no**"}[*r.ok]
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.scenario, r.setup, r.value, r.goal, r.anchor, met, r.load)
+	}
+	fmt.Fprintf(w, "\nRun: `go run ./bench/registrar -scenarios %s` on %d CPUs, %s, etcd fsync %v, %s.\n",
+		o.scenarios, runtime.NumCPU(), runtime.Version(), o.fsync, time.Now().UTC().Format("2006-01-02"))
+}
+
+// loadAvg is the one-minute load average: the machine is shared, and a busy
+// neighbour shows in every latency.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}

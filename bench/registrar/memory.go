@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+// idleMemory measures the registrar's heap and goroutine stacks per idle watcher.
+// The watchers run in a child process, so only the registrar's side is counted.
+func idleMemory(ctx context.Context, e *env, o options) ([]result, error) {
+	e.scenario("memory")
+	b, err := e.backend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeQuietly(b)
+	if err := preload(ctx, b, o.endpoints); err != nil {
+		return nil, err
+	}
+	srv, err := startRegistrar(b, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	addr := srv.Addr().String()
+	// One watcher first, so the shared snapshot is built before the baseline.
+	if err := runWatchers(ctx, addr, 1, 1, nil); err != nil {
+		return nil, err
+	}
+	before := inUse()
+	var after uint64
+	err = runWatchers(ctx, addr, o.watchers, o.conns, func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for srv.Registrar().Watchers() < o.watchers && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // let send buffers drain and goroutines park
+		after = inUse()
+	})
+	if err != nil {
+		return nil, err
+	}
+	per := (float64(after) - float64(before)) / float64(o.watchers) / 1024
+	return []result{{scenario: "Registrar memory per idle watcher (heap + stacks)",
+		setup: fmt.Sprintf("%d watchers / %d conns, %d endpoints", o.watchers, o.conns, o.endpoints),
+		value: fmt.Sprintf("%.1f KiB", per), goal: "≤ 16 KiB", anchor: "42 KiB", ok: ptr(per <= 16)}}, nil
+}
+
+// inUse is heap in use plus goroutine stacks, after collecting garbage.
+func inUse() uint64 {
+	var m runtime.MemStats
+	for range 3 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
+}
+
+// runWatchers starts a child process holding n idle watchers on addr, calls measure
+// once they all have their snapshot, then stops the child.
+func runWatchers(ctx context.Context, addr string, n, conns int, measure func()) error {
+	return runChild(ctx, []string{"-role", "watchers", "-target", addr, "-watchers", strconv.Itoa(n), "-conns", strconv.Itoa(conns)},
+		func() error {
+			if measure != nil {
+				measure()
+			}
+			return nil
+		}, nil)
+}
+
+// runChild re-runs this program with args, waits for it to print "ready", runs
+// during, then closes the child's stdin (which ends an idle child) and, when out is
+// set, collects the numbers it prints, one per line.
+func runChild(ctx context.Context, args []string, during func() error, out *[]int64) error {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("child %v: %q, %v", args[:2], lines.Text(), lines.Err())
+	}
+	err = during()
+	if out != nil && err == nil {
+		for lines.Scan() {
+			v, perr := strconv.ParseInt(lines.Text(), 10, 64)
+			if perr != nil {
+				err = fmt.Errorf("child output %q: %w", lines.Text(), perr)
+				break
+			}
+			*out = append(*out, v)
+		}
+	}
+	stdin.Close()
+	if werr := cmd.Wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// watcherProcess is the child: it holds n watchers until stdin closes.
+func watcherProcess(target string, n, conns int) error {
+	cs, err := dialN(target, conns)
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	streams, _, err := openWatchers(ctx, cs, n)
+	if err != nil {
+		return err
+	}
+	for _, st := range streams {
+		go func() {
+			for {
+				var b []byte
+				if st.RecvMsg(&b) != nil {
+					return
+				}
+			}
+		}()
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+)
+
+// rawCodec hands received messages over undecoded; requests go out as protobuf.
+type rawCodec struct{ proto encoding.CodecV2 }
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+func (c rawCodec) Name() string                           { return "proto" }
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*(v.(*[]byte)) = data.Materialize()
+	return nil
+}
+
+var raw = grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})
+
+// event is what a benchmark watcher reads of an EndpointEvent.
+type event struct {
+	typ     registrarv1.EndpointEvent_EventType
+	address string // of the endpoint of a change
+	items   int    // endpoints in a FULL_SNAPSHOT part
+}
+
+// parse reads the type, the changed endpoint's address and the snapshot item count.
+func parse(b []byte) (event, error) {
+	var ev event
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ev, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return ev, protowire.ParseError(m)
+			}
+			ev.typ, b = registrarv1.EndpointEvent_EventType(v), b[m:]
+		case num == 4 && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return ev, protowire.ParseError(m)
+			}
+			ev.address, b = addressOf(v), b[m:]
+		case num == 6 && typ == protowire.BytesType:
+			_, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return ev, protowire.ParseError(m)
+			}
+			ev.items, b = ev.items+1, b[m:]
+		default:
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return ev, protowire.ParseError(m)
+			}
+			b = b[m:]
+		}
+	}
+	return ev, nil
+}
+
+func addressOf(ep []byte) string {
+	for len(ep) > 0 {
+		num, typ, n := protowire.ConsumeTag(ep)
+		if n < 0 {
+			return ""
+		}
+		ep = ep[n:]
+		if num == 4 && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(ep)
+			return string(v)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, ep)
+		if m < 0 {
+			return ""
+		}
+		ep = ep[m:]
+	}
+	return ""
+}
+
+// dialN opens n connections to addr.
+func dialN(addr string, n int) ([]*grpc.ClientConn, error) {
+	conns := make([]*grpc.ClientConn, n)
+	for i := range conns {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		c.Connect()
+		conns[i] = c
+	}
+	return conns, nil
+}
+
+func closeAll(conns []*grpc.ClientConn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// rawWatch opens a watch stream read with rawCodec.
+func rawWatch(ctx context.Context, conn *grpc.ClientConn, node string) (grpc.ServerStreamingClient[registrarv1.EndpointEvent], error) {
+	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, &registrarv1.WatchEndpointsRequest{NodeName: node}, raw)
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	return st, nil
+}
+
+// untilComplete reads a stream's initial phase and returns the endpoints it held.
+func untilComplete(st grpc.ServerStreamingClient[registrarv1.EndpointEvent]) (int, error) {
+	items := 0
+	for {
+		var b []byte
+		if err := st.RecvMsg(&b); err != nil {
+			return items, err
+		}
+		ev, err := parse(b)
+		if err != nil {
+			return items, err
+		}
+		if ev.typ == registrarv1.EndpointEvent_SNAPSHOT_COMPLETE {
+			return items, nil
+		}
+		items += ev.items
+	}
+}

@@ -1,0 +1,306 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Client is a registry.Registry and registry.Watcher over registrar replicas. It is
+// safe for concurrent use.
+type Client struct {
+	opts  Options
+	log   *slog.Logger
+	conn  *grpc.ClientConn
+	api   registrarv1.RegistrarClient
+	cache *cache
+
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	reconnects atomic.Uint64
+	source     io.Closer // the SVID source of a client opened by name, if any
+}
+
+var (
+	_ registry.Registry = (*Client)(nil)
+	_ registry.Watcher  = (*Client)(nil)
+)
+
+// maxWriteChunk keeps one write request well below the registrar's per-request cap.
+const maxWriteChunk = 1000
+
+// New connects lazily to the registrar and starts the watch stream; it does not wait
+// for it (see WaitReady).
+func New(opts Options) (*Client, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dial(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		opts: opts, log: opts.Logger, conn: conn, api: registrarv1.NewRegistrarClient(conn),
+		cache: newCache(time.Now), ctx: ctx, cancel: cancel,
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.run(ctx)
+	}()
+	return c, nil
+}
+
+// dial builds the connection: every address behind one channel that uses one at a
+// time (pick_first) and fails over to the next.
+func dial(o Options) (*grpc.ClientConn, error) {
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	r := manual.NewBuilderWithScheme("registrar-" + hex.EncodeToString(id[:]))
+	addrs := make([]resolver.Address, len(o.Addresses))
+	for i, a := range o.Addresses {
+		addrs[i] = resolver.Address{Addr: a}
+	}
+	r.InitialState(resolver.State{Addresses: addrs})
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		creds = credentials.NewTLS(o.TLS)
+	}
+	lb := `{"loadBalancingConfig":[{"pick_first":{"shuffleAddressList":true}}]}`
+	if o.InOrder {
+		lb = `{"loadBalancingConfig":[{"pick_first":{}}]}`
+	}
+	dopts := append([]grpc.DialOption{
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(lb),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 15 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: o.BackoffMin, Multiplier: 2, Jitter: 1, MaxDelay: o.BackoffMax},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		// A snapshot list before the stream is up can be large.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
+	}, o.DialOptions...)
+	conn, err := grpc.NewClient(r.Scheme()+":///registrar", dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("registrar client: %w", err)
+	}
+	return conn, nil
+}
+
+// WaitReady waits until the first snapshot has arrived, so reads come from a whole
+// cache.
+func (c *Client) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.cache.readyCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("registrar client: waiting for the first snapshot: %w", ctx.Err())
+	case <-c.ctx.Done():
+		return registry.ErrClosed
+	}
+}
+
+// Apply validates the whole batch, then sends it to the registrar (registrations and
+// removals as one request each) and shows it in the cache at once. Registrations and
+// removals are accepted or refused as a whole; if one is refused after the other was
+// accepted, the error is an *registry.ApplyError naming the refused keys.
+func (c *Client) Apply(ctx context.Context, ops []registry.Op) error {
+	if c.closed.Load() {
+		return registry.ErrClosed
+	}
+	if err := registry.Validate(ops); err != nil {
+		return err
+	}
+	norm := make([]registry.Op, len(ops))
+	for i, op := range ops {
+		op.Endpoint = op.Endpoint.Clone()
+		op.Endpoint.Normalize()
+		norm[i] = op
+	}
+	var regs, unregs []registry.Op
+	for _, op := range registry.Coalesce(norm) {
+		if op.Kind == registry.OpRegister {
+			regs = append(regs, op)
+		} else {
+			unregs = append(unregs, op)
+		}
+	}
+	var failed []endpoint.Key
+	var firstErr error
+	for _, group := range [][]registry.Op{regs, unregs} {
+		for len(group) > 0 {
+			chunk := group[:min(len(group), maxWriteChunk)]
+			group = group[len(chunk):]
+			v, err := c.send(ctx, chunk)
+			if err != nil {
+				for _, op := range chunk {
+					failed = append(failed, op.Endpoint.Key())
+				}
+				firstErr = cmpErr(firstErr, err)
+				continue
+			}
+			c.cache.wrote(chunk, v)
+		}
+	}
+	switch {
+	case firstErr == nil:
+		return nil
+	case len(failed) == len(norm):
+		return firstErr
+	default:
+		return &registry.ApplyError{Failed: failed, Err: firstErr}
+	}
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// send makes one write call for ops of one kind.
+func (c *Client) send(ctx context.Context, ops []registry.Op) (token.Version, error) {
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	eps := make([]*registryv1.Endpoint, len(ops))
+	for i, op := range ops {
+		eps[i] = op.Endpoint.ToProto()
+	}
+	var v string
+	var err error
+	// Wait for a connection rather than fail during a failover; the deadline bounds it.
+	wait := grpc.WaitForReady(true)
+	if ops[0].Kind == registry.OpRegister {
+		var resp *registrarv1.RegisterEndpointResponse
+		resp, err = c.api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: eps}, wait)
+		v = resp.GetVersion()
+	} else {
+		var resp *registrarv1.UnregisterEndpointResponse
+		resp, err = c.api.UnregisterEndpoint(ctx, &registrarv1.UnregisterEndpointRequest{Endpoints: eps}, wait)
+		v = resp.GetVersion()
+	}
+	if err != nil {
+		return token.Version{}, c.callError("write", err)
+	}
+	tv, err := token.Parse(v)
+	if err != nil {
+		return token.Version{}, fmt.Errorf("registrar client: write response: %w", err)
+	}
+	return tv, nil
+}
+
+// callCtx bounds one call by RequestTimeout, or the caller's earlier deadline.
+func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.opts.RequestTimeout)
+}
+
+// callError maps a gRPC status to the registry's errors: bad input matches
+// endpoint.ErrInvalid, and conditions worth retrying match registry.ErrUnavailable.
+func (c *Client) callError(what string, err error) error {
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return fmt.Errorf("registrar %s: %w: %s", what, endpoint.ErrInvalid, st.Message())
+	case codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Aborted:
+		hint := ""
+		if c.opts.TLS != nil && st.Code() != codes.ResourceExhausted && !strings.Contains(st.Message(), "tls:") {
+			// With TLS 1.3 a refused client certificate often surfaces only as a
+			// dropped connection; say what to check.
+			hint = " (TLS is on: if the registrar is up, check that it accepts this agent's certificate and trust domain; its log names the reason)"
+		}
+		return fmt.Errorf("registrar %s: %w: %s: %s%s", what, registry.ErrUnavailable, st.Code(), st.Message(), hint)
+	case codes.Canceled:
+		return fmt.Errorf("registrar %s: %w", what, context.Canceled)
+	}
+	return fmt.Errorf("registrar %s: %s: %s", what, st.Code(), st.Message())
+}
+
+// List reads from the cache; before the first snapshot it asks the registrar. The
+// returned slice may be shared with the cache and with other callers: it must not
+// be modified (clone it first). This is what makes a cached read free.
+func (c *Client) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	if c.closed.Load() {
+		return nil, registry.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if eps, ok := c.cache.list(f); ok {
+		return eps, nil
+	}
+	return c.listRemote(ctx, f)
+}
+
+func (c *Client) listRemote(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	resp, err := c.api.ListAllEndpoints(ctx, &registrarv1.ListAllEndpointsRequest{
+		Cluster: f.Cluster, Service: f.Service, Protocol: f.Protocol, Address: f.Address,
+	})
+	if err != nil {
+		return nil, c.callError("list", err)
+	}
+	eps := make([]endpoint.Endpoint, 0, len(resp.GetEndpoints()))
+	for _, p := range resp.GetEndpoints() {
+		e, err := endpoint.FromProtoUnchecked(p)
+		if err != nil {
+			return nil, fmt.Errorf("registrar list: %w", err)
+		}
+		eps = append(eps, e)
+	}
+	return c.cache.overlaid(eps, f), nil
+}
+
+// Close stops the stream, ends every watch and closes the connection. It is
+// idempotent; calls after it fail with registry.ErrClosed.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.cache.mu.Lock()
+		c.closed.Store(true)
+		for w := range c.cache.watchers {
+			w.stop()
+		}
+		c.cache.mu.Unlock()
+		c.cancel()
+		c.wg.Wait()
+		_ = c.conn.Close()
+		if c.source != nil {
+			_ = c.source.Close()
+		}
+	})
+	return nil
+}
+
+var errStreamEnded = errors.New("watch stream ended")

@@ -1,0 +1,18 @@
+// Package client is the agent side of the Registrar (spec/registrar.md, "Agent
+// Registrar Client"): a registry.Registry and registry.Watcher, registered as the
+// backend "registrar", that talks to one or more registrar replicas over gRPC.
+//
+// Reads are served from a local cache fed by the WatchEndpoints stream (before the
+// stream's first snapshot completes, List asks the registrar with ListAllEndpoints).
+// Writes go to the registrar and update the cache at once; the local overlay of a
+// write stays until the stream has caught up with it, so a read never goes back in
+// time. The stream reconnects forever with exponential backoff and full jitter,
+// resumes from the last version it applied, and the cache keeps serving the
+// last-known-good state meanwhile (DESIGN.md, "Registry and registrar").
+//
+// The client remembers each write until the registrar reports it persisted (the
+// persisted frontier carried by events). When it lands on a registrar replica of a
+// new epoch (failover, restart), it compares the writes it still remembers with the
+// new replica's snapshot and sends again those the registrar lost — what a crashed
+// replica had accepted but not yet persisted.
+package client

@@ -1,0 +1,200 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// run keeps a watch stream open until ctx ends, reconnecting with exponential
+// backoff and full jitter; a stream that got as far as a complete initial phase
+// resets the backoff.
+func (c *Client) run(ctx context.Context) {
+	ceiling := c.opts.BackoffMin
+	for {
+		caughtUp, err := c.streamOnce(ctx)
+		c.cache.disconnected()
+		if ctx.Err() != nil {
+			return
+		}
+		if caughtUp {
+			ceiling = c.opts.BackoffMin
+		}
+		wait := time.Duration(rand.Int64N(int64(ceiling)) + 1)
+		ceiling = min(2*ceiling, c.opts.BackoffMax)
+		c.reconnects.Add(1)
+		c.log.Info("registrar watch stream lost; reconnecting", "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// streamOnce runs one watch stream to its end. It reports whether the stream
+// completed its initial phase.
+func (c *Client) streamOnce(ctx context.Context) (bool, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.api.WatchEndpoints(sctx, &registrarv1.WatchEndpointsRequest{
+		ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token(),
+	})
+	if err != nil {
+		return false, c.callError("watch", err)
+	}
+	caughtUp := false
+	var staged map[endpoint.Key]endpoint.Endpoint // a full snapshot being received
+	for {
+		ev, err := st.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errStreamEnded
+			}
+			return caughtUp, c.callError("watch", err)
+		}
+		switch ev.GetType() {
+		case registrarv1.EndpointEvent_FULL_SNAPSHOT:
+			if staged == nil {
+				staged = map[endpoint.Key]endpoint.Endpoint{}
+			}
+			c.stage(staged, ev)
+		case registrarv1.EndpointEvent_SNAPSHOT_COMPLETE:
+			v, err := token.Parse(ev.GetVersion())
+			if err != nil {
+				return caughtUp, fmt.Errorf("SNAPSHOT_COMPLETE: %w", err)
+			}
+			persisted := persistedOf(ev, v)
+			if ev.GetResumed() {
+				c.cache.resumed(v, persisted)
+			} else {
+				if staged == nil {
+					staged = map[endpoint.Key]endpoint.Endpoint{}
+				}
+				if lost := c.cache.replace(staged, v, persisted); len(lost) > 0 {
+					c.resend(ctx, lost)
+				}
+				staged = nil
+			}
+			caughtUp = true
+		default:
+			if err := c.change(ev); err != nil {
+				return caughtUp, err
+			}
+		}
+	}
+}
+
+func (c *Client) stage(staged map[endpoint.Key]endpoint.Endpoint, ev *registrarv1.EndpointEvent) {
+	add := func(p *registryv1.Endpoint) {
+		e, err := endpoint.FromProtoUnchecked(p)
+		if err != nil {
+			c.log.Warn("skipping a malformed endpoint in a snapshot", "err", err)
+			return
+		}
+		staged[e.Key()] = e
+	}
+	if p := ev.GetEndpoint(); p != nil {
+		add(p)
+	}
+	for _, p := range ev.GetEndpoints() {
+		add(p)
+	}
+}
+
+func (c *Client) change(ev *registrarv1.EndpointEvent) error {
+	v, err := token.Parse(ev.GetVersion())
+	if err != nil {
+		return fmt.Errorf("%s event: %w", ev.GetType(), err)
+	}
+	e, err := endpoint.FromProtoUnchecked(ev.GetEndpoint())
+	if err != nil {
+		return fmt.Errorf("%s event: %w", ev.GetType(), err)
+	}
+	var t registry.EventType
+	switch ev.GetType() {
+	case registrarv1.EndpointEvent_ENDPOINT_ADDED:
+		t = registry.Added
+	case registrarv1.EndpointEvent_ENDPOINT_UPDATED:
+		t = registry.Updated
+	case registrarv1.EndpointEvent_ENDPOINT_REMOVED:
+		t = registry.Removed
+	default:
+		// A newer registrar may send types this client does not know; the version
+		// still moves on.
+		c.log.Debug("ignoring an unknown event type", "type", ev.GetType())
+		return nil
+	}
+	c.cache.change(t, e, v, persistedOf(ev, v))
+	return nil
+}
+
+// persistedOf reads an event's persisted frontier; a registrar that sends none
+// confirms nothing.
+func persistedOf(ev *registrarv1.EndpointEvent, v token.Version) token.Version {
+	p, err := token.Parse(ev.GetPersisted())
+	if err != nil || p.Epoch != v.Epoch {
+		return token.Version{Epoch: v.Epoch}
+	}
+	return p
+}
+
+// resend writes again, in the background, what the new replica lost; it retries
+// until the write is accepted or the client closes.
+func (c *Client) resend(ctx context.Context, ops []registry.Op) {
+	c.log.Info("re-sending writes the registrar does not have", "count", len(ops))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ceiling := c.opts.BackoffMin
+		for _, group := range splitByKind(ops) {
+			for ctx.Err() == nil {
+				v, err := c.send(ctx, group)
+				if err == nil {
+					c.cache.resent(group, v)
+					break
+				}
+				c.log.Warn("re-sending writes failed; retrying", "err", err)
+				wait := time.Duration(rand.Int64N(int64(ceiling)) + 1)
+				ceiling = min(2*ceiling, c.opts.BackoffMax)
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+				case <-t.C:
+				}
+			}
+		}
+	}()
+}
+
+func splitByKind(ops []registry.Op) [][]registry.Op {
+	var regs, unregs []registry.Op
+	for _, op := range ops {
+		if op.Kind == registry.OpRegister {
+			regs = append(regs, op)
+		} else {
+			unregs = append(unregs, op)
+		}
+	}
+	var out [][]registry.Op
+	for _, g := range [][]registry.Op{regs, unregs} {
+		for len(g) > 0 {
+			n := min(len(g), maxWriteChunk)
+			out = append(out, g[:n])
+			g = g[n:]
+		}
+	}
+	return out
+}

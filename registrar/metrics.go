@@ -1,0 +1,70 @@
+package registrar
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+)
+
+// metrics are the series of spec/registrar.md, "Metrics and Observability", plus a few
+// that say why: batch outcomes and watcher resyncs.
+type metrics struct {
+	connected    prometheus.Gauge
+	endpoints    *prometheus.GaugeVec
+	syncDuration prometheus.Histogram
+	syncErrors   prometheus.Counter
+	batchSize    prometheus.Histogram
+	queue        prometheus.Gauge
+	broadcast    [registrarv1.EndpointEvent_SNAPSHOT_COMPLETE + 1]prometheus.Counter
+	batches      *prometheus.CounterVec
+	resyncs      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "registrar_connected_agents", Help: "Number of agents with an active watch stream.",
+		}),
+		endpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "registrar_endpoint_count", Help: "Endpoints in the registrar's snapshot, by cluster.",
+		}, []string{"cluster"}),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "registrar_sync_duration_seconds", Help: "Time to read the full state of the external registry.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "registrar_sync_errors_total", Help: "Failed reads (polls and watches) of the external registry.",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "registrar_write_batch_size", Help: "Operations per write batch sent to the external registry.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "registrar_write_queue_depth", Help: "Accepted writes not yet persisted to the external registry.",
+		}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "registrar_write_batches_total", Help: "Write batches sent to the external registry, by result (ok, error).",
+		}, []string{"result"}),
+		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "registrar_watcher_resyncs_total", Help: "Full snapshots sent to watchers that fell behind the history ring.",
+		}),
+	}
+	bc := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "registrar_event_broadcast_total", Help: "Events pushed to agents, by type.",
+	}, []string{"type"})
+	for t := range m.broadcast {
+		m.broadcast[t] = bc.WithLabelValues(registrarv1.EndpointEvent_EventType(t).String())
+	}
+	m.batches.WithLabelValues("ok")
+	m.batches.WithLabelValues("error")
+	if reg != nil {
+		reg.MustRegister(m.connected, m.endpoints, m.syncDuration, m.syncErrors, m.batchSize, m.queue, bc, m.batches, m.resyncs)
+	}
+	return m
+}
+
+func (m *metrics) endpointCount(cluster string, n int) {
+	m.endpoints.WithLabelValues(cluster).Set(float64(n))
+}
+
+func (m *metrics) queueDepth(n int) { m.queue.Set(float64(n)) }

@@ -1,0 +1,144 @@
+package registrar
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// errQueueFull is returned when accepting a write would exceed the bounded queue; the
+// API turns it into RESOURCE_EXHAUSTED so the agent retries instead of losing it.
+var errQueueFull = errors.New("write queue full")
+
+// batchOp is one op of a batch, with the write id that was current when it was taken.
+type batchOp struct {
+	op registry.Op
+	id uint64
+}
+
+// accept takes validated writes into the snapshot at once (broadcasting them) and
+// queues them for the writer. All or none are accepted. It returns the version at
+// which the writes are visible.
+func (s *state) accept(ops []registry.Op) (token.Version, error) {
+	s.mu.Lock()
+	defer s.unlock()
+	fresh := 0
+	seen := make(map[endpoint.Key]struct{}, len(ops))
+	for _, op := range ops {
+		k := op.Endpoint.Key()
+		if _, ok := s.pending[k]; ok {
+			continue
+		}
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			fresh++
+		}
+	}
+	if len(s.pending)+fresh > s.maxQueue {
+		return token.Version{}, fmt.Errorf("%w: %d writes waiting to be persisted, limit %d", errQueueFull, len(s.pending), s.maxQueue)
+	}
+	for _, op := range ops {
+		k := op.Endpoint.Key()
+		s.writeID++
+		p := s.pending[k]
+		if p == nil {
+			p = &pend{}
+			s.pending[k] = p
+		}
+		p.op, p.id, p.seq = op, s.writeID, s.seq
+		s.accepted = append(s.accepted, acceptRec{key: k, id: p.id, seq: p.seq})
+		s.markDirty(k, p)
+		s.recompute(k)
+	}
+	s.compactAccepted()
+	s.m.queueDepth(len(s.pending))
+	select {
+	case s.work <- struct{}{}:
+	default:
+	}
+	return s.current(), nil
+}
+
+func (s *state) markDirty(k endpoint.Key, p *pend) {
+	if !p.dirty {
+		p.dirty = true
+		s.dirty = append(s.dirty, k)
+		s.ndirty++
+	}
+}
+
+// dirtyCount is the number of writes waiting for a batch.
+func (s *state) dirtyCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ndirty
+}
+
+// pendingCount is the number of accepted writes not yet confirmed persisted.
+func (s *state) pendingCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pending)
+}
+
+// takeBatch hands every waiting write to the writer, one op per key, in arrival order.
+func (s *state) takeBatch() []batchOp {
+	s.mu.Lock()
+	defer s.unlock()
+	out := make([]batchOp, 0, s.ndirty)
+	for _, k := range s.dirty {
+		p := s.pending[k]
+		if p == nil || !p.dirty {
+			continue
+		}
+		p.dirty = false
+		out = append(out, batchOp{op: p.op, id: p.id})
+	}
+	s.dirty = s.dirty[:0]
+	s.ndirty = 0
+	return out
+}
+
+// batchDone records the outcome of writing a batch. Keys in failed were not written:
+// they wait for the next batch unless the failure is permanent (the backend rejected
+// the endpoint), in which case the write is dropped and the snapshot reverts to the
+// backend's value. Every other op is now in the backend.
+func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permanent bool) (dropped int) {
+	s.mu.Lock()
+	defer s.unlock()
+	for _, b := range batch {
+		k := b.op.Endpoint.Key()
+		p := s.pending[k]
+		current := p != nil && p.id == b.id
+		if failed[k] {
+			switch {
+			case !current:
+				// A newer write to the key is already queued; it supersedes this one.
+			case permanent:
+				delete(s.pending, k)
+				s.recompute(k)
+				dropped++
+			default:
+				s.markDirty(k, p)
+			}
+			continue
+		}
+		s.gen++
+		s.stamps[k] = s.gen
+		if b.op.Kind == registry.OpRegister {
+			s.backend[k] = b.op.Endpoint
+		} else {
+			delete(s.backend, k)
+		}
+		if current {
+			delete(s.pending, k)
+		}
+		s.recompute(k)
+	}
+	s.compactAccepted()
+	s.m.queueDepth(len(s.pending))
+	return dropped
+}

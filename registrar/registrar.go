@@ -1,0 +1,200 @@
+package registrar
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Config configures a Registrar. Zero durations and sizes take the defaults of
+// spec/registrar.md.
+type Config struct {
+	// Cluster is the only cluster this registrar accepts writes for (--cluster-name).
+	Cluster string
+	// AlsoAccept lists further clusters this registrar takes writes for, "*" for
+	// any: for a registrar that fronts several logical clusters, such as a
+	// single-machine setup. Empty in a normal deployment.
+	AlsoAccept []string
+	// Backend is the external registry. The caller owns it and closes it after Run
+	// returns.
+	Backend registry.Registry
+	// SyncInterval is how often the whole backend is listed; default 5s.
+	SyncInterval time.Duration
+	// BatchInterval and BatchSize: a write batch is flushed after BatchInterval
+	// (default 100ms) or as soon as BatchSize (default 50) writes are waiting.
+	BatchInterval time.Duration
+	BatchSize     int
+	// MaxQueue bounds the accepted writes not yet persisted; beyond it writes are
+	// refused with RESOURCE_EXHAUSTED. Default 65536.
+	MaxQueue int
+	// History is how many recent events are kept for resuming watchers; a watcher
+	// further behind gets a full snapshot. Default 16384.
+	History int
+	// BackendTimeout bounds one List or Apply; default 10s.
+	BackendTimeout time.Duration
+	// DrainTimeout bounds how long shutdown keeps trying to persist queued writes;
+	// default 10s.
+	DrainTimeout time.Duration
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics is where the registrar's series are registered; nil skips them.
+	Metrics prometheus.Registerer
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if err := endpoint.ValidateName("cluster", c.Cluster); err != nil {
+		return c, fmt.Errorf("registrar: %w", err)
+	}
+	for _, a := range c.AlsoAccept {
+		if a != "*" {
+			if err := endpoint.ValidateName("cluster", a); err != nil {
+				return c, fmt.Errorf("registrar: also-accepted %w", err)
+			}
+		}
+	}
+	if c.Backend == nil {
+		return c, errors.New("registrar: a registry backend is required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.SyncInterval, 5*time.Second)
+	def(&c.BatchInterval, 100*time.Millisecond)
+	def(&c.BackendTimeout, 10*time.Second)
+	def(&c.DrainTimeout, 10*time.Second)
+	for _, p := range []struct {
+		v   *int
+		def int
+	}{{&c.BatchSize, 50}, {&c.MaxQueue, 65536}, {&c.History, 16384}} {
+		if *p.v <= 0 {
+			*p.v = p.def
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Registrar is one replica. Replicas of a cluster are independent: each accepts
+// writes, persists them, keeps its own snapshot and serves its own watchers.
+type Registrar struct {
+	cfg      Config
+	s        *state
+	log      *slog.Logger
+	m        *metrics
+	ids      atomic.Uint64
+	watchers atomic.Int64
+
+	runOnce sync.Once
+	abort   atomic.Bool
+}
+
+// New returns a registrar; Run starts it.
+func New(cfg Config) (*Registrar, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics(cfg.Metrics)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("registrar: draw epoch: %w", err)
+	}
+	epoch := binary.BigEndian.Uint64(b[:])
+	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster)}
+	r.s = newState(epoch, cfg.History, cfg.MaxQueue, m)
+	return r, nil
+}
+
+// Run syncs with the backend and persists writes until ctx ends. Then it ends every
+// watch stream (agents reconnect to another replica) and persists the queued writes,
+// trying for up to DrainTimeout; it returns an error if some could not be written.
+func (r *Registrar) Run(ctx context.Context) error {
+	first := false
+	r.runOnce.Do(func() { first = true })
+	if !first {
+		return errors.New("registrar: Run called twice")
+	}
+	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m}
+	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
+		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff{min: 50 * time.Millisecond, max: 5 * time.Second}}
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}
+	r.log.Info("registrar running", "epoch", fmt.Sprintf("%016x", r.s.epoch), "sync_interval", r.cfg.SyncInterval,
+		"batch_interval", r.cfg.BatchInterval, "batch_size", r.cfg.BatchSize)
+	<-ctx.Done()
+	r.s.close()
+	wg.Wait()
+	if r.abort.Load() {
+		n := r.s.pendingCount()
+		r.log.Warn("registrar aborted; queued writes dropped", "dropped", n)
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), r.cfg.DrainTimeout)
+	defer cancel()
+	if left := w.drain(dctx); left > 0 {
+		return fmt.Errorf("registrar: %d accepted writes could not be persisted before shutdown", left)
+	}
+	r.log.Info("registrar stopped; every accepted write is persisted")
+	return nil
+}
+
+// accepts reports whether writes for cluster are taken here.
+func (c Config) accepts(cluster string) bool {
+	if cluster == c.Cluster {
+		return true
+	}
+	for _, a := range c.AlsoAccept {
+		if a == "*" || a == cluster {
+			return true
+		}
+	}
+	return false
+}
+
+// Abort makes a Run that ends afterwards skip persisting the queued writes, as if the
+// process had crashed. Tests use it to kill a replica.
+func (r *Registrar) Abort() { r.abort.Store(true) }
+
+// Ready is closed once the registrar has read the backend's full state.
+func (r *Registrar) Ready() <-chan struct{} { return r.s.ready }
+
+// Counts returns the endpoints in the snapshot per cluster.
+func (r *Registrar) Counts() map[string]int { return r.s.counts() }
+
+// Pending returns the number of accepted writes not yet persisted.
+func (r *Registrar) Pending() int { return r.s.pendingCount() }
+
+// Watchers returns the number of open watch streams.
+func (r *Registrar) Watchers() int { return int(r.watchers.Load()) }
+
+// close ends every watch stream.
+func (s *state) close() {
+	s.mu.Lock()
+	defer s.unlock()
+	select {
+	case <-s.closing:
+	default:
+		close(s.closing)
+	}
+}

@@ -1,0 +1,188 @@
+package registrar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// MaxWriteEndpoints caps the endpoints of one Register or Unregister request.
+const MaxWriteEndpoints = 10000
+
+// grpcService adapts a Registrar to the generated server interface.
+type grpcService struct {
+	registrarv1.UnimplementedRegistrarServer
+	r *Registrar
+}
+
+// RegisterService registers the Registrar API on s, which must have been made with
+// ServerOptions.
+func (r *Registrar) RegisterService(s grpc.ServiceRegistrar) {
+	registrarv1.RegisterRegistrarServer(s, grpcService{r: r})
+}
+
+func (g grpcService) RegisterEndpoint(_ context.Context, req *registrarv1.RegisterEndpointRequest) (*registrarv1.RegisterEndpointResponse, error) {
+	ops, err := g.r.writeOps(req.GetEndpoints(), registry.OpRegister)
+	if err != nil {
+		return nil, err
+	}
+	v, err := g.r.accept(ops)
+	if err != nil {
+		return nil, err
+	}
+	return &registrarv1.RegisterEndpointResponse{Version: v.String()}, nil
+}
+
+func (g grpcService) UnregisterEndpoint(_ context.Context, req *registrarv1.UnregisterEndpointRequest) (*registrarv1.UnregisterEndpointResponse, error) {
+	ops, err := g.r.writeOps(req.GetEndpoints(), registry.OpUnregister)
+	if err != nil {
+		return nil, err
+	}
+	v, err := g.r.accept(ops)
+	if err != nil {
+		return nil, err
+	}
+	return &registrarv1.UnregisterEndpointResponse{Version: v.String()}, nil
+}
+
+func (g grpcService) ListAllEndpoints(_ context.Context, req *registrarv1.ListAllEndpointsRequest) (*registrarv1.ListAllEndpointsResponse, error) {
+	f := endpoint.Filter{Cluster: req.GetCluster(), Service: req.GetService(), Protocol: req.GetProtocol(), Address: req.GetAddress()}
+	if err := f.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := g.r.readyErr(); err != nil {
+		return nil, err
+	}
+	eps, v := g.r.s.list(f)
+	out := &registrarv1.ListAllEndpointsResponse{Version: v.String(), Endpoints: make([]*registryv1.Endpoint, len(eps))}
+	for i, e := range eps {
+		out.Endpoints[i] = e.ToProto()
+	}
+	return out, nil
+}
+
+func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stream grpc.ServerStreamingServer[registrarv1.EndpointEvent]) error {
+	if c := req.GetClusterName(); c != "" {
+		if err := endpoint.ValidateName("cluster_name", c); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	if err := validNode(req.GetNodeName()); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	select {
+	case <-g.r.s.ready:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-g.r.s.closing:
+		return errShuttingDown
+	}
+	w := &watcher{id: g.r.ids.Add(1), node: req.GetNodeName(), cluster: req.GetClusterName(),
+		send: func(e encoded) error { return stream.SendMsg(e) }}
+	if p, ok := peer.FromContext(ctx); ok {
+		w.peer = p.Addr.String()
+	}
+	g.r.watchers.Add(1)
+	g.r.m.connected.Inc()
+	defer func() {
+		g.r.m.connected.Dec()
+		g.r.watchers.Add(-1)
+	}()
+	return g.r.serve(ctx, w, req.GetLastVersion())
+}
+
+var errShuttingDown = status.Error(codes.Unavailable, "registrar shutting down; reconnect to another replica")
+
+// validNode checks the optional node name of a watch request.
+func validNode(v string) error {
+	const field = "node_name"
+	if v == "" {
+		return nil
+	}
+	// Node names are host names in practice; only reject what cannot be one.
+	for _, c := range v {
+		if c <= ' ' || c == 0x7f {
+			return status.Errorf(codes.InvalidArgument, "%s %q: must not contain spaces or control characters", field, v)
+		}
+	}
+	if len(v) > 253 {
+		return status.Errorf(codes.InvalidArgument, "%s: longer than 253 characters", field)
+	}
+	return nil
+}
+
+// writeOps validates a write request: every endpoint must be valid (registrations in
+// full, unregistrations by key) and of this registrar's cluster. The error names the
+// endpoint's position and the field.
+func (r *Registrar) writeOps(in []*registryv1.Endpoint, kind registry.OpKind) ([]registry.Op, error) {
+	switch {
+	case len(in) == 0:
+		return nil, status.Error(codes.InvalidArgument, "endpoints: at least one endpoint is required")
+	case len(in) > MaxWriteEndpoints:
+		return nil, status.Errorf(codes.InvalidArgument, "endpoints: %d endpoints in one request, at most %d", len(in), MaxWriteEndpoints)
+	}
+	ops := make([]registry.Op, len(in))
+	for i, p := range in {
+		e, err := toEndpoint(p, kind)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "endpoints[%d]: %v", i, err)
+		}
+		if !r.cfg.accepts(e.Cluster) {
+			return nil, status.Errorf(codes.PermissionDenied,
+				"endpoints[%d].cluster %q: this registrar accepts writes for cluster %q only", i, e.Cluster, r.cfg.Cluster)
+		}
+		ops[i] = registry.Op{Kind: kind, Endpoint: e}
+	}
+	return ops, nil
+}
+
+func toEndpoint(p *registryv1.Endpoint, kind registry.OpKind) (endpoint.Endpoint, error) {
+	if kind == registry.OpRegister {
+		return endpoint.FromProto(p)
+	}
+	e, err := endpoint.FromProtoUnchecked(p)
+	if err != nil {
+		return e, err
+	}
+	k := e.Key()
+	if err := k.Validate(); err != nil {
+		return e, err
+	}
+	return endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}, nil
+}
+
+func (r *Registrar) accept(ops []registry.Op) (token.Version, error) {
+	select {
+	case <-r.s.closing:
+		return token.Version{}, errShuttingDown
+	default:
+	}
+	v, err := r.s.accept(ops)
+	if errors.Is(err, errQueueFull) {
+		return v, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v; retry later", err))
+	}
+	return v, err
+}
+
+func (r *Registrar) readyErr() error {
+	select {
+	case <-r.s.ready:
+		return nil
+	case <-r.s.closing:
+		return errShuttingDown
+	default:
+		return status.Error(codes.Unavailable, "registrar has not completed its first sync with the registry backend")
+	}
+}

@@ -1,0 +1,111 @@
+package registrar
+
+import (
+	"testing"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+func newTestState(t *testing.T) (*state, *int) {
+	t.Helper()
+	s := newState(1, 64, 100, newMetrics(nil))
+	events := new(int)
+	last := uint64(0)
+	s.onChange = func() {
+		*events += int(s.seq - last)
+		last = s.seq
+	}
+	return s, events
+}
+
+// A full read that began before a write was confirmed must not undo that write,
+// however late its result arrives; a read that began after it is authoritative.
+func TestFullReadOlderThanAWriteIsIgnoredForThatKey(t *testing.T) {
+	s, events := newTestState(t)
+	a := ep("east", "web", "10.0.0.1", 80)
+	s.endFull(s.beginFull(), nil)
+
+	stale := s.beginFull() // a List starts; it will not see a
+	if _, err := s.accept([]registry.Op{registry.Register(a)}); err != nil {
+		t.Fatal(err)
+	}
+	batch := s.takeBatch()
+	s.batchDone(batch, nil, false) // a is now in the backend and no longer pending
+	s.endFull(stale, nil)          // the old List result arrives, without a
+	if s.entries[a.Key()] == nil || *events != 1 {
+		t.Fatalf("stale full read removed a confirmed write (entries %v, %d events)", s.entries, *events)
+	}
+
+	fresh := s.beginFull()
+	s.endFull(fresh, []endpoint.Endpoint{a})
+	if *events != 1 {
+		t.Fatalf("a full read agreeing with the snapshot emitted events: %d", *events)
+	}
+	gone := s.beginFull() // someone deleted a directly in the backend
+	s.endFull(gone, nil)
+	if s.entries[a.Key()] != nil || *events != 2 {
+		t.Fatalf("a fresh full read without a did not remove it (%d events)", *events)
+	}
+	if len(s.stamps) != 0 || len(s.syncs) != 0 {
+		t.Fatalf("bookkeeping leaks: %d stamps, %d syncs", len(s.stamps), len(s.syncs))
+	}
+}
+
+func TestWatchEventNewerThanAFullRead(t *testing.T) {
+	s, _ := newTestState(t)
+	a := ep("west", "web", "10.0.0.1", 80)
+	start := s.beginFull()
+	s.applyEvent(registry.Event{Type: registry.Added, Endpoint: a})
+	s.endFull(start, nil) // read before the event happened
+	if s.entries[a.Key()] == nil {
+		t.Fatal("a full read older than a watch event removed the endpoint")
+	}
+}
+
+func TestPendingOverlaysBackend(t *testing.T) {
+	s, events := newTestState(t)
+	a := ep("east", "web", "10.0.0.1", 80)
+	s.endFull(s.beginFull(), []endpoint.Endpoint{a})
+	if _, err := s.accept([]registry.Op{registry.Unregister(a)}); err != nil {
+		t.Fatal(err)
+	}
+	s.endFull(s.beginFull(), []endpoint.Endpoint{a}) // not yet persisted: still in the backend
+	if s.entries[a.Key()] != nil || *events != 2 {
+		t.Fatalf("a poll brought back an endpoint whose removal is pending (%d events)", *events)
+	}
+	// A write while the previous one is in flight outlives the first's confirmation.
+	first := s.takeBatch()
+	a2 := a
+	a2.Weight = 3
+	if _, err := s.accept([]registry.Op{registry.Register(a2)}); err != nil {
+		t.Fatal(err)
+	}
+	s.batchDone(first, nil, false)
+	if p := s.pending[a.Key()]; p == nil || p.op.Kind != registry.OpRegister {
+		t.Fatal("confirming an older write dropped the newer pending one")
+	}
+	if e := s.entries[a.Key()]; e == nil || e.ep.Weight != 3 {
+		t.Fatalf("visible entry %v, want the newer write", e)
+	}
+}
+
+func TestFailedBatchIsRetriedNotLost(t *testing.T) {
+	s, _ := newTestState(t)
+	a, b := ep("east", "web", "10.0.0.1", 80), ep("east", "web", "10.0.0.2", 80)
+	if _, err := s.accept([]registry.Op{registry.Register(a), registry.Register(b)}); err != nil {
+		t.Fatal(err)
+	}
+	batch := s.takeBatch()
+	if s.ndirty != 0 {
+		t.Fatal("taken writes still counted as waiting")
+	}
+	s.batchDone(batch, map[endpoint.Key]bool{b.Key(): true}, false) // partial failure
+	if s.pending[a.Key()] != nil || s.pending[b.Key()] == nil || s.ndirty != 1 {
+		t.Fatalf("after a partial failure: pending %v, %d waiting; want only b, waiting", s.pending, s.ndirty)
+	}
+	retry := s.takeBatch()
+	if len(retry) != 1 || retry[0].op.Endpoint.Key() != b.Key() {
+		t.Fatalf("retry batch %v, want b", retry)
+	}
+}

@@ -1,0 +1,122 @@
+package registrar
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// syncer keeps the snapshot in line with the backend: a full List every interval,
+// always, and the backend's native watch when it has one (spec phase 5). The poll is
+// the backstop that repairs anything a watch missed; every cluster's endpoints are
+// taken, which is how agents learn of other clusters (phase 4).
+type syncer struct {
+	s        *state
+	backend  registry.Registry
+	interval time.Duration
+	timeout  time.Duration
+	log      *slog.Logger
+	m        *metrics
+}
+
+func (y *syncer) pollLoop(ctx context.Context) {
+	t := time.NewTicker(y.interval)
+	defer t.Stop()
+	for {
+		y.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// poll reads the whole backend once.
+func (y *syncer) poll(ctx context.Context) {
+	start := y.s.beginFull()
+	began := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, y.timeout)
+	eps, err := y.backend.List(pctx, endpoint.Filter{})
+	cancel()
+	y.m.syncDuration.Observe(time.Since(began).Seconds())
+	if err != nil {
+		y.s.abortFull(start)
+		if ctx.Err() == nil {
+			y.m.syncErrors.Inc()
+			y.log.Warn("polling the registry backend failed", "err", err)
+		}
+		return
+	}
+	y.s.endFull(start, eps)
+}
+
+// watchLoop follows the backend's change feed, re-opening it with backoff when it
+// ends, until ctx ends. It returns at once when the backend has no feed.
+func (y *syncer) watchLoop(ctx context.Context) {
+	w, ok := y.backend.(registry.Watcher)
+	if !ok {
+		return
+	}
+	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	for ctx.Err() == nil {
+		synced, err := y.watchOnce(ctx, w)
+		if errors.Is(err, registry.ErrNoWatch) {
+			y.log.Info("registry backend has no change feed; polling only", "interval", y.interval)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		y.m.syncErrors.Inc()
+		y.log.Warn("registry watch ended; re-opening", "err", err)
+		if synced {
+			b.reset()
+		}
+		if !sleep(ctx, b.next()) {
+			return
+		}
+	}
+}
+
+// watchOnce runs one watch to its end. Its initial state is a full read like a poll;
+// later events apply one by one. It reports whether the initial state completed.
+func (y *syncer) watchOnce(ctx context.Context, w registry.Watcher) (bool, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := y.s.beginFull()
+	began := time.Now()
+	ch, err := w.Watch(wctx, endpoint.Filter{})
+	if err != nil {
+		y.s.abortFull(start)
+		return false, err
+	}
+	initial := map[endpoint.Key]endpoint.Endpoint{}
+	synced := false
+	for ev := range ch {
+		switch {
+		case synced:
+			y.s.applyEvent(ev)
+		case ev.Type == registry.Synced:
+			y.m.syncDuration.Observe(time.Since(began).Seconds())
+			eps := make([]endpoint.Endpoint, 0, len(initial))
+			for _, e := range initial {
+				eps = append(eps, e)
+			}
+			y.s.endFull(start, eps)
+			initial, synced = nil, true
+		case ev.Type == registry.Removed:
+			delete(initial, ev.Endpoint.Key())
+		default:
+			initial[ev.Endpoint.Key()] = ev.Endpoint
+		}
+	}
+	if !synced {
+		y.s.abortFull(start)
+	}
+	return synced, errors.New("change feed closed")
+}

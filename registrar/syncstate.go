@@ -1,0 +1,91 @@
+package registrar
+
+import (
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// beginFull marks the start of a full read of the backend (a List, or a watch's
+// initial state) and returns the gen to hand to endFull.
+func (s *state) beginFull() uint64 {
+	s.mu.Lock()
+	defer s.unlock()
+	s.syncs[s.gen]++
+	return s.gen
+}
+
+// abortFull forgets a full read that failed.
+func (s *state) abortFull(start uint64) {
+	s.mu.Lock()
+	defer s.unlock()
+	s.doneFull(start)
+}
+
+// endFull replaces the backend view with a full read that began at gen start. Keys
+// changed since start (by a watch event or a confirmed write) keep their newer value;
+// pending writes stay overlaid, so nothing flaps. The first full read makes the
+// registrar ready.
+func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
+	fresh := make(map[endpoint.Key]endpoint.Endpoint, len(eps))
+	for _, e := range eps {
+		fresh[e.Key()] = e
+	}
+	s.mu.Lock()
+	defer s.unlock()
+	for k := range s.backend {
+		if _, ok := fresh[k]; !ok && s.stamps[k] <= start {
+			delete(s.backend, k)
+			s.recompute(k)
+		}
+	}
+	for k, e := range fresh {
+		if s.stamps[k] > start {
+			continue
+		}
+		if old, ok := s.backend[k]; ok && endpoint.Equal(old, e) {
+			continue
+		}
+		s.backend[k] = e
+		s.recompute(k)
+	}
+	s.doneFull(start)
+	if !s.isReady {
+		s.isReady = true
+		close(s.ready)
+	}
+}
+
+// doneFull drops the record of a full read and the stamps no read in progress or to
+// come can be older than.
+func (s *state) doneFull(start uint64) {
+	if s.syncs[start]--; s.syncs[start] <= 0 {
+		delete(s.syncs, start)
+	}
+	floor := s.gen
+	for g := range s.syncs {
+		floor = min(floor, g)
+	}
+	for k, g := range s.stamps {
+		if g <= floor {
+			delete(s.stamps, k)
+		}
+	}
+}
+
+// applyEvent records one change from the backend's native watch.
+func (s *state) applyEvent(ev registry.Event) {
+	k := ev.Endpoint.Key()
+	s.mu.Lock()
+	defer s.unlock()
+	s.gen++
+	s.stamps[k] = s.gen
+	switch ev.Type {
+	case registry.Added, registry.Updated:
+		s.backend[k] = ev.Endpoint
+	case registry.Removed:
+		delete(s.backend, k)
+	default:
+		return
+	}
+	s.recompute(k)
+}

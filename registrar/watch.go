@@ -1,0 +1,112 @@
+package registrar
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+)
+
+// watcher is one agent's stream. Watchers share the history ring and keep only a
+// cursor (the next sequence to send), so an idle watcher costs a few words, one
+// event is encoded once for all of them, and a slow one holds up nobody: when its
+// cursor falls out of the ring it is resynced with a full snapshot.
+type watcher struct {
+	id      uint64
+	node    string
+	cluster string
+	peer    string
+	send    func(encoded) error
+}
+
+// serve streams to w until ctx ends or the registrar shuts down. lastVersion is the
+// agent's last_version.
+func (r *Registrar) serve(ctx context.Context, w *watcher, lastVersion string) error {
+	s := r.s
+	full, next, completeAt, resumed := r.start(lastVersion)
+	log := r.log.With("watcher", w.id, "node", w.node, "peer", w.peer)
+	log.Debug("watch started", "last_version", lastVersion, "resumed", resumed)
+	for {
+		if full {
+			at, err := r.sendSnapshot(w)
+			if err != nil {
+				return err
+			}
+			full, resumed, next = false, false, at+1
+			continue
+		}
+		if resumed && next > completeAt {
+			s.mu.RLock()
+			done := encodeComplete(token.Version{Epoch: s.epoch, Seq: completeAt}, true, min(s.persisted(), completeAt))
+			s.mu.RUnlock()
+			if err := w.send(done); err != nil {
+				return err
+			}
+			r.m.broadcast[registrarv1.EndpointEvent_SNAPSHOT_COMPLETE].Inc()
+			resumed = false
+		}
+		s.mu.RLock()
+		wake := s.wake
+		ev, ok := s.eventAt(next)
+		behind := !ok && next <= s.seq
+		s.mu.RUnlock()
+		switch {
+		case ok:
+			if err := w.send(ev.raw); err != nil {
+				return err
+			}
+			r.m.broadcast[ev.typ].Inc()
+			next++
+		case behind:
+			log.Info("watcher fell behind the history ring; resyncing with a full snapshot", "next", next)
+			r.m.resyncs.Inc()
+			full = true
+		default:
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			case <-s.closing:
+				return status.Error(codes.Unavailable, "registrar shutting down; reconnect to another replica")
+			}
+		}
+	}
+}
+
+// start decides how a stream begins: with a full snapshot, or by replaying the ring
+// from the token on (nothing, when the token is current).
+func (r *Registrar) start(lastVersion string) (full bool, next, completeAt uint64, resumed bool) {
+	v, err := token.Parse(lastVersion)
+	r.s.mu.RLock()
+	defer r.s.mu.RUnlock()
+	if lastVersion == "" || err != nil || v.Epoch != r.s.epoch || !r.s.canResume(v.Seq) {
+		if lastVersion != "" {
+			r.log.Debug("resume token not usable here; sending a full snapshot", "last_version", lastVersion, "err", err)
+		}
+		return true, 0, 0, false
+	}
+	return false, v.Seq + 1, r.s.seq, true
+}
+
+// sendSnapshot sends the full state, then SNAPSHOT_COMPLETE, and returns the
+// version the snapshot was taken at.
+func (r *Registrar) sendSnapshot(w *watcher) (uint64, error) {
+	snap := r.s.snapshot()
+	for _, c := range snap.chunks {
+		if err := w.send(c); err != nil {
+			return 0, err
+		}
+	}
+	r.s.mu.RLock()
+	persisted := min(r.s.persisted(), snap.at.Seq)
+	r.s.mu.RUnlock()
+	if err := w.send(encodeComplete(snap.at, false, persisted)); err != nil {
+		return 0, err
+	}
+	r.m.broadcast[registrarv1.EndpointEvent_FULL_SNAPSHOT].Add(float64(snap.count))
+	r.m.broadcast[registrarv1.EndpointEvent_SNAPSHOT_COMPLETE].Inc()
+	return snap.at.Seq, nil
+}

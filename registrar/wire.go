@@ -1,0 +1,102 @@
+package registrar
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+)
+
+// Field numbers of registrarv1.EndpointEvent, for the events assembled by hand below.
+const (
+	fieldType      = 1
+	fieldEndpoint  = 4
+	fieldVersion   = 5
+	fieldEndpoints = 6
+	fieldResumed   = 7
+	fieldPersisted = 8
+)
+
+// An event is encoded once, when it happens, and the same bytes go to every watcher;
+// a snapshot is encoded once per version and shared by every watcher that takes it.
+// Encoding per watcher would cost the registrar a marshal per event per agent.
+
+// marshalEndpoint returns the wire form of one endpoint.
+func marshalEndpoint(e endpoint.Endpoint) []byte {
+	b, err := proto.Marshal(e.ToProto())
+	if err != nil {
+		// Marshal fails only for invalid UTF-8 in a string field, which Validate and
+		// every backend reject before an endpoint gets here.
+		panic(fmt.Sprintf("registrar: marshal endpoint %s: %v", e.Key(), err))
+	}
+	return b
+}
+
+// encodeChange assembles an ADDED, UPDATED or REMOVED event.
+func encodeChange(t registrarv1.EndpointEvent_EventType, ep []byte, v token.Version, persisted uint64) []byte {
+	out := make([]byte, 0, len(ep)+80)
+	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(t))
+	out = protowire.AppendTag(out, fieldEndpoint, protowire.BytesType)
+	out = protowire.AppendBytes(out, ep)
+	out = appendVersion(out, fieldVersion, v)
+	return appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
+}
+
+// encodeComplete assembles a SNAPSHOT_COMPLETE event.
+func encodeComplete(v token.Version, resumed bool, persisted uint64) []byte {
+	out := make([]byte, 0, 80)
+	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(registrarv1.EndpointEvent_SNAPSHOT_COMPLETE))
+	out = appendVersion(out, fieldVersion, v)
+	if resumed {
+		out = protowire.AppendTag(out, fieldResumed, protowire.VarintType)
+		out = protowire.AppendVarint(out, 1)
+	}
+	return appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
+}
+
+func appendVersion(out []byte, field protowire.Number, v token.Version) []byte {
+	out = protowire.AppendTag(out, field, protowire.BytesType)
+	return protowire.AppendString(out, v.String())
+}
+
+// appendSnapshotItem appends one endpoint to a FULL_SNAPSHOT chunk. FULL_SNAPSHOT is
+// the enum's zero value, which proto3 leaves out, so a chunk is just its items.
+func appendSnapshotItem(chunk, ep []byte) []byte {
+	chunk = protowire.AppendTag(chunk, fieldEndpoints, protowire.BytesType)
+	return protowire.AppendBytes(chunk, ep)
+}
+
+// snapshotItemSize is the encoded size of one chunk item.
+func snapshotItemSize(ep []byte) int {
+	return protowire.SizeTag(fieldEndpoints) + protowire.SizeBytes(len(ep))
+}
+
+// encoded is a message already in wire form; the codec sends its bytes as they are.
+type encoded []byte
+
+// codec is the server's gRPC codec: the proto codec, except that pre-encoded events
+// are written without a second marshal. It is forced on the server only; clients
+// decode with the ordinary proto codec.
+type codec struct{ proto encoding.CodecV2 }
+
+func newCodec() codec { return codec{proto: encoding.GetCodecV2("proto")} }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(encoded); ok {
+		// SliceBuffer's Free is a no-op: the bytes are shared and never recycled.
+		return mem.BufferSlice{mem.SliceBuffer(e)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+
+func (c codec) Name() string { return "proto" }

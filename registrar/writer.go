@@ -1,0 +1,152 @@
+package registrar
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// writer persists accepted writes in batches: one backend Apply per batch, flushed
+// every interval or as soon as size writes are waiting, whichever comes first. A
+// batch takes everything waiting, coalesced by key, so a burst costs few Applies.
+type writer struct {
+	s        *state
+	backend  registry.Registry
+	interval time.Duration
+	size     int
+	timeout  time.Duration // bounds one Apply
+	log      *slog.Logger
+	m        *metrics
+	backoff  backoff
+}
+
+// run flushes batches until ctx ends.
+func (w *writer) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if w.s.dirtyCount() == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.s.work:
+			}
+		}
+		// Collect for up to one interval, or until a full batch is waiting.
+		timer.Reset(w.interval)
+	collect:
+		for w.s.dirtyCount() < w.size {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+				break collect
+			case <-w.s.work:
+			}
+		}
+		if !w.flushOnce(ctx) {
+			if !sleep(ctx, w.backoff.next()) {
+				return
+			}
+			continue
+		}
+		w.backoff.reset()
+	}
+}
+
+// flushOnce writes one batch and reports whether the backend took all of it.
+func (w *writer) flushOnce(ctx context.Context) bool {
+	batch := w.s.takeBatch()
+	if len(batch) == 0 {
+		return true
+	}
+	ops := make([]registry.Op, len(batch))
+	for i, b := range batch {
+		ops[i] = b.op
+	}
+	w.m.batchSize.Observe(float64(len(ops)))
+	actx, cancel := context.WithTimeout(ctx, w.timeout)
+	err := w.backend.Apply(actx, ops)
+	cancel()
+	if err == nil {
+		w.m.batches.WithLabelValues("ok").Inc()
+		w.s.batchDone(batch, nil, false)
+		return true
+	}
+	w.m.batches.WithLabelValues("error").Inc()
+	failed := map[endpoint.Key]bool{}
+	var ae *registry.ApplyError
+	if errors.As(err, &ae) {
+		for _, k := range ae.Failed {
+			failed[k] = true
+		}
+	} else {
+		for _, b := range batch {
+			failed[b.op.Endpoint.Key()] = true
+		}
+	}
+	// The registrar validated every write, so a rejection means the backend has
+	// stricter rules: retrying would never succeed.
+	permanent := errors.Is(err, endpoint.ErrInvalid)
+	dropped := w.s.batchDone(batch, failed, permanent)
+	if permanent {
+		w.log.Error("backend rejected writes; dropped them", "dropped", dropped, "err", err)
+		return true
+	}
+	w.log.Warn("persisting write batch failed; will retry", "ops", len(ops), "failed", len(failed), "err", err)
+	return false
+}
+
+// drain flushes until every accepted write is persisted or ctx ends, and returns the
+// number of writes left unpersisted.
+func (w *writer) drain(ctx context.Context) int {
+	for w.s.pendingCount() > 0 {
+		if w.s.dirtyCount() == 0 {
+			// Everything left is in flight in a batch that was cut short; it is
+			// marked dirty again by batchDone, so this only waits for that.
+			if !sleep(ctx, 10*time.Millisecond) {
+				break
+			}
+			continue
+		}
+		if !w.flushOnce(ctx) && !sleep(ctx, w.backoff.next()) {
+			break
+		}
+	}
+	return w.s.pendingCount()
+}
+
+// backoff is exponential with full jitter: each wait is uniform in [0, cap), where
+// cap doubles from min to max, so retries from many replicas do not line up.
+type backoff struct {
+	min, max time.Duration
+	cur      time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return time.Duration(rand.Int64N(int64(b.cur))) + time.Millisecond
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d, or less if ctx ends first; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
