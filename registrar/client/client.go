@@ -290,7 +290,7 @@ func (c *Client) Close() error {
 		c.cache.mu.Lock()
 		c.closed.Store(true)
 		for w := range c.cache.watchers {
-			w.stop()
+			w.Stop()
 		}
 		c.cache.mu.Unlock()
 		c.cancel()

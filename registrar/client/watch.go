@@ -2,24 +2,18 @@ package client
 
 import (
 	"context"
-	"sync"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/feed"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// watcher is one local Watch. Its queue is unbounded: the events come from this
-// process's own cache, a slow reader holds up no one, and nothing is dropped.
+// watcher is one local Watch. Its queue is unbounded (internal/feed): the events come
+// from this process's own cache, a slow reader holds up no one, and nothing is dropped.
 type watcher struct {
 	filter endpoint.Filter
-	out    chan registry.Event
-	signal chan struct{}
-	quit   chan struct{}
-	once   sync.Once
-
-	mu     sync.Mutex
-	queue  []registry.Event
-	synced bool // the initial state has been queued
+	*feed.Queue
+	synced bool // the initial state has been queued; guarded by the cache's mu
 }
 
 // Watch sends the matching endpoints as Added, then Synced, then every change of the
@@ -29,7 +23,7 @@ func (c *Client) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.
 	if c.closed.Load() {
 		return nil, registry.ErrClosed
 	}
-	w := &watcher{filter: f.Normalize(), out: make(chan registry.Event), signal: make(chan struct{}, 1), quit: make(chan struct{})}
+	w := &watcher{filter: f.Normalize(), Queue: feed.New()}
 	c.cache.mu.Lock()
 	if c.closed.Load() {
 		c.cache.mu.Unlock()
@@ -43,12 +37,12 @@ func (c *Client) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.
 	c.cache.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		w.run(ctx)
+		w.Run(ctx)
 		c.cache.mu.Lock()
 		delete(c.cache.watchers, w)
 		c.cache.mu.Unlock()
 	}()
-	return w.out, nil
+	return w.C(), nil
 }
 
 // sendInitial queues the current view for a new watcher. Callers hold c.mu.
@@ -62,14 +56,11 @@ func (c *cache) sendInitial(w *watcher) {
 		}
 	}
 	endpoint.Sort(initial)
-	w.mu.Lock()
 	for _, e := range initial {
-		w.queue = append(w.queue, registry.Event{Type: registry.Added, Endpoint: e.Clone()})
+		w.Push(registry.Event{Type: registry.Added, Endpoint: e.Clone()})
 	}
-	w.queue = append(w.queue, registry.Event{Type: registry.Synced})
+	w.Push(registry.Event{Type: registry.Synced})
 	w.synced = true
-	w.mu.Unlock()
-	w.poke()
 }
 
 // notify queues ev for every synced watcher it matches. Callers hold c.mu.
@@ -78,47 +69,8 @@ func (c *cache) notify(ev registry.Event) {
 		if !w.filter.Match(ev.Endpoint) {
 			continue
 		}
-		w.mu.Lock()
 		if w.synced {
-			w.queue = append(w.queue, registry.Event{Type: ev.Type, Endpoint: ev.Endpoint.Clone()})
-		}
-		w.mu.Unlock()
-		w.poke()
-	}
-}
-
-func (w *watcher) poke() {
-	select {
-	case w.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (w *watcher) stop() { w.once.Do(func() { close(w.quit) }) }
-
-// run hands queued events to the reader in order until the watch ends.
-func (w *watcher) run(ctx context.Context) {
-	defer close(w.out)
-	for {
-		w.mu.Lock()
-		batch := w.queue
-		w.queue = nil
-		w.mu.Unlock()
-		for _, ev := range batch {
-			select {
-			case w.out <- ev:
-			case <-ctx.Done():
-				return
-			case <-w.quit:
-				return
-			}
-		}
-		select {
-		case <-w.signal:
-		case <-ctx.Done():
-			return
-		case <-w.quit:
-			return
+			w.Push(registry.Event{Type: ev.Type, Endpoint: ev.Endpoint.Clone()})
 		}
 	}
 }

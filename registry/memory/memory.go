@@ -174,7 +174,7 @@ func (r *Registry) Close() error {
 	r.closed = true
 	close(r.done)
 	for w := range r.watchers {
-		w.stop()
+		w.Stop()
 	}
 	r.watchers = nil
 	r.mu.Unlock()
