@@ -66,7 +66,7 @@ func TestSpecExample(t *testing.T) {
 		Segments: []Segment{{Name: "segment-$group", Links: []Link{{Group: "cloud", Neighbors: []string{"$group"}}}}},
 	}
 	want.RegistrationAuth = RegistrationAuth{
-		Type: AuthSharedSecret, MaxTokenAge: 5 * time.Minute, Audience: "switchboard",
+		Type: AuthSharedSecret, MaxTokenAge: 5 * time.Minute, Audience: "switchboard-controlplane",
 		Secrets: map[string]string{
 			"cluster-a": "secret-for-cluster-a-min-32-bytes-long",
 			"cluster-b": "secret-for-cluster-b-min-32-bytes-long",
@@ -117,7 +117,7 @@ func TestValid(t *testing.T) {
 			func(c *Config) bool { return c.Reconciler.ReconcilePeriod == 0 }},
 		{"spire", "registration_auth: {type: spire, socket_path: /run/spire.sock}\n",
 			func(c *Config) bool {
-				return c.RegistrationAuth.SocketPath == "/run/spire.sock" && c.RegistrationAuth.Audience == "switchboard"
+				return c.RegistrationAuth.SocketPath == "/run/spire.sock" && c.RegistrationAuth.Audience == "switchboard-controlplane"
 			}},
 		{"named segments", `
 topology:

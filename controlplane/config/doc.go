@@ -12,5 +12,5 @@
 //
 // Beyond the spec's reference, registration_auth takes max_token_age (shared_secret: how
 // old a token may be, default 5m) and audience (spire: the JWT-SVID audience, default
-// "switchboard"), and tls takes cert_file, key_file and ca_file (mTLS when ca_file is set).
+// "switchboard-controlplane"), and tls takes cert_file, key_file and ca_file (mTLS when ca_file is set).
 package config

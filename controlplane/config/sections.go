@@ -91,7 +91,7 @@ func (d *decoder) database(n *yaml.Node, path string, db *Database) {
 }
 
 func (d *decoder) auth(n *yaml.Node, path string, a *RegistrationAuth) {
-	a.MaxTokenAge, a.Audience = 5*time.Minute, "switchboard"
+	a.MaxTokenAge, a.Audience = 5*time.Minute, "switchboard-controlplane" // auth.DefaultAudience: what nodes request
 	set := map[string]bool{}
 	mark := func(key string, fn fieldFunc) fieldFunc {
 		return func(n *yaml.Node, p string) { set[key] = true; fn(n, p) }

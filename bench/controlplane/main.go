@@ -1,0 +1,84 @@
+// Command controlplane benchmarks control-plane convergence at fleet scale (issue 8;
+// spec/control-plane.md): N in-process data-plane controllers over memdp, spread over G
+// groups in a star topology, one wildcard name announced in every group, against an
+// in-process control plane on loopback gRPC. It reports the time from the last node's
+// registration until every link and route is Applied, with the phases before it.
+//
+//	go run ./bench/controlplane -nodes 1000 -groups 100 -store memory
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+type options struct {
+	nodes, groups, workers, conns, runs int
+	store, out, cpuProfile              string
+	timeout                             time.Duration
+	baseDelay                           time.Duration
+}
+
+func main() {
+	var c options
+	flag.IntVar(&c.nodes, "nodes", 1000, "data-plane nodes")
+	flag.IntVar(&c.groups, "groups", 100, "groups the nodes are spread over (the first is the hub)")
+	flag.IntVar(&c.workers, "workers", 4, "reconciler workers per queue")
+	flag.IntVar(&c.conns, "conns", 0, "gRPC client connections the nodes share (0: one per node)")
+	flag.IntVar(&c.runs, "runs", 3, "repetitions (each from an empty control plane); the median is reported")
+	flag.StringVar(&c.store, "store", "memory", "control plane store: memory or sqlite")
+	flag.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up a run after this long")
+	flag.DurationVar(&c.baseDelay, "base-delay", 200*time.Millisecond, "reconciler base retry delay")
+	flag.StringVar(&c.out, "out", "", "also write the markdown table to this file")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	flag.Parse()
+	if c.nodes < c.groups || c.groups < 2 || c.runs < 1 || c.workers < 1 || (c.store != "memory" && c.store != "sqlite") {
+		fmt.Fprintln(os.Stderr, "need nodes >= groups >= 2, runs >= 1, workers >= 1, store memory or sqlite")
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(c options) error {
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var results []result
+	for i := range c.runs {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		r, err := once(ctx, c)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		fmt.Fprintf(os.Stderr, "run %d: %s\n", i+1, r)
+		results = append(results, r)
+	}
+	var w io.Writer = os.Stdout
+	var sb strings.Builder
+	if c.out != "" {
+		w = io.MultiWriter(os.Stdout, &sb)
+	}
+	writeTable(w, c, results)
+	if c.out != "" {
+		return os.WriteFile(c.out, []byte(sb.String()), 0o644)
+	}
+	return nil
+}

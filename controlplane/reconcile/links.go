@@ -1,0 +1,283 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+)
+
+// LinkOptions configure a Links reconciler.
+type LinkOptions struct {
+	Store store.Store
+	Nodes Nodes
+	// OrphanDetection deletes live connections the CP does not track
+	// (enable_orphan_detection).
+	OrphanDetection bool
+	// EnqueueRoutes queues nodes for the route reconciler.
+	EnqueueRoutes func(nodeIDs ...string)
+	Logger        *slog.Logger
+}
+
+// Links is the link reconciler (spec "Link Reconciliation"): it brings the outgoing
+// connections of one node, its key, in line with the links stored for it.
+type Links struct {
+	o LinkOptions
+}
+
+// NewLinks returns a link reconciler; Sync is its work-queue function.
+func NewLinks(o LinkOptions) *Links {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.EnqueueRoutes == nil {
+		o.EnqueueRoutes = func(...string) {}
+	}
+	return &Links{o: o}
+}
+
+// linkPlan is one reconcile pass's classification of a node's links.
+type linkPlan struct {
+	create []store.Link // desired links to (re)create
+	// recreate are desired links live with a stale state: their connection is deleted
+	// before it is created again in the same command.
+	recreate map[string]bool
+	remove   []store.Link // links marked deleted
+	// orphans are live link ids the CP does not track: all of them with orphan
+	// detection, else only those holding a connection to an endpoint a link is about to
+	// dial. The data plane would reuse such a connection for the new link, and the far
+	// end, never seeing the new link id, would never claim it (after a CP restart every
+	// old connection is such a stale one).
+	orphans []string
+	ready   []store.Link // Applied and live: nothing to send
+}
+
+func (p *linkPlan) command() *controllerv1.ConfigCommand {
+	cmd := &controllerv1.ConfigCommand{}
+	for _, l := range p.remove {
+		cmd.ConnectionsToDelete = append(cmd.ConnectionsToDelete, l.ID)
+	}
+	for _, l := range p.create {
+		if p.recreate[l.ID] {
+			cmd.ConnectionsToDelete = append(cmd.ConnectionsToDelete, l.ID)
+		}
+	}
+	cmd.ConnectionsToDelete = append(cmd.ConnectionsToDelete, p.orphans...)
+	for _, l := range p.create {
+		cmd.ConnectionsToCreate = append(cmd.ConnectionsToCreate, &controllerv1.Connection{
+			LinkId: l.ID, Endpoint: l.DestEndpoint, ConfigJson: l.ConnConfig, RemoteNodeId: l.TargetNodeID,
+		})
+	}
+	return cmd
+}
+
+// Sync reconciles the links whose source is nodeID: pre-flight, connection list,
+// classification, one ConfigCommand, ack processing. An error asks the queue to retry
+// with backoff.
+func (r *Links) Sync(ctx context.Context, nodeID string) error {
+	ok, err := connected(ctx, r.o.Store, r.o.Nodes, nodeID)
+	if err != nil || !ok {
+		return err
+	}
+	links, err := r.o.Store.ListLinks(ctx, store.LinkFilter{SourceNodeID: nodeID, Deleted: store.IncludeDeleted})
+	if err != nil {
+		return fmt.Errorf("list links of %s: %w", nodeID, err)
+	}
+	if len(links) == 0 && !r.o.OrphanDetection {
+		return nil // nothing desired, nothing to delete: no round trip needed
+	}
+	live, err := liveConnections(ctx, r.o.Nodes, nodeID)
+	if err != nil {
+		return err
+	}
+	plan, err := r.classify(ctx, nodeID, links, live)
+	if err != nil {
+		return err
+	}
+	r.routesOver(nodeID, plan.ready)
+	cmd := plan.command()
+	if len(cmd.ConnectionsToDelete)+len(cmd.ConnectionsToCreate) == 0 {
+		return nil
+	}
+	r.markConnecting(ctx, plan.create)
+	ack, err := send(ctx, r.o.Nodes, nodeID, cmd)
+	if err != nil {
+		return err
+	}
+	return r.processAck(ctx, nodeID, plan, cmd, ack)
+}
+
+// classify sorts the node's links against its live connections. A desired link that
+// is live is left alone when it is Applied and still dials the stored endpoint;
+// otherwise (the endpoint changed, or someone reset it because it looked broken) it
+// is recreated.
+func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link, live map[string]string) (*linkPlan, error) {
+	p := &linkPlan{recreate: map[string]bool{}}
+	mine := make(map[string]bool, len(links))
+	dialing := map[string]bool{} // endpoints of links to create from scratch
+	for _, l := range links {
+		mine[l.ID] = true
+		endpoint, isLive := live[l.ID]
+		switch {
+		case l.Deleted:
+			p.remove = append(p.remove, l)
+		case isLive && l.Status == store.LinkApplied && endpoint == l.DestEndpoint:
+			p.ready = append(p.ready, l)
+		case isLive:
+			p.recreate[l.ID] = true
+			p.create = append(p.create, l)
+		default:
+			p.create = append(p.create, l)
+			dialing[l.DestEndpoint] = true
+		}
+	}
+	for id, endpoint := range live {
+		if mine[id] || (!r.o.OrphanDetection && !dialing[endpoint]) {
+			continue
+		}
+		orphan, err := r.isOrphan(ctx, nodeID, id)
+		if err != nil {
+			return nil, err
+		}
+		if orphan {
+			p.orphans = append(p.orphans, id)
+		}
+	}
+	slices.Sort(p.orphans)
+	return p, nil
+}
+
+// isOrphan: a live connection is the CP's if a live link has this node as its claimed
+// or targeted destination — connection lists include accepted connections, which
+// must survive.
+func (r *Links) isOrphan(ctx context.Context, nodeID, linkID string) (bool, error) {
+	l, err := r.o.Store.GetLink(ctx, linkID)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("orphan check of link %s: %w", linkID, err)
+	}
+	inbound := l.DestNodeID == nodeID || (l.DestNodeID == "" && l.TargetNodeID == nodeID)
+	return l.Deleted || !inbound, nil
+}
+
+// markConnecting records that the creates are being sent (Pending -> Connecting). An
+// Applied link being dialled again lost its connection or its endpoint: it goes back
+// to Pending first, as the state machine requires.
+func (r *Links) markConnecting(ctx context.Context, links []store.Link) {
+	for _, l := range links {
+		steps := []store.LinkStatus{store.LinkConnecting}
+		switch l.Status {
+		case store.LinkConnecting:
+			continue
+		case store.LinkApplied:
+			steps = []store.LinkStatus{store.LinkPending, store.LinkConnecting}
+		}
+		for _, st := range steps {
+			if _, err := store.SetLinkStatus(ctx, r.o.Store, l.ID, st, ""); err != nil {
+				r.o.Logger.Debug("link not marked connecting", "link", l.ID, "err", err)
+				break
+			}
+		}
+	}
+}
+
+// routesOver queues route reconciliation for both ends of links that are up.
+func (r *Links) routesOver(nodeID string, links []store.Link) {
+	if len(links) == 0 {
+		return
+	}
+	nodes := []string{nodeID}
+	for _, l := range links {
+		if l.DestNodeID != "" {
+			nodes = append(nodes, l.DestNodeID)
+		}
+	}
+	r.o.EnqueueRoutes(nodes...)
+}
+
+// processAck applies the node's answer. The data plane answers the deletes first, then
+// the creates, one status each, in command order.
+func (r *Links) processAck(ctx context.Context, nodeID string, p *linkPlan, cmd *controllerv1.ConfigCommand, ack *controllerv1.ConfigCommandAck) error {
+	statuses := ack.GetConnectionsStatus()
+	nDel := len(cmd.ConnectionsToDelete)
+	if len(statuses) != nDel+len(cmd.ConnectionsToCreate) {
+		return fmt.Errorf("ack from %s has %d connection statuses for %d deletes and %d creates",
+			nodeID, len(statuses), nDel, len(cmd.ConnectionsToCreate))
+	}
+	var errs []error
+	for i, l := range p.remove {
+		errs = append(errs, r.deleted(ctx, l, statuses[i]))
+	}
+	for i, id := range cmd.ConnectionsToDelete[len(p.remove):] {
+		if st := statuses[len(p.remove)+i]; !st.GetSuccess() && st.GetError() != dataplane.StatusConnectionNotFound {
+			r.o.Logger.Warn("stale connection not deleted", "node", nodeID, "link", id, "error", st.GetError())
+		}
+	}
+	var up []store.Link
+	for i, l := range p.create {
+		cur, ok, err := r.created(ctx, nodeID, l, statuses[nDel+i])
+		if ok {
+			up = append(up, cur)
+		}
+		errs = append(errs, err)
+	}
+	r.routesOver(nodeID, up)
+	return errors.Join(errs...)
+}
+
+// deleted: success or "connection not found" is the hard delete.
+func (r *Links) deleted(ctx context.Context, l store.Link, st *controllerv1.ConnectionStatus) error {
+	if err := statusMatches(st, l.ID); err != nil {
+		return err
+	}
+	if !st.GetSuccess() && st.GetError() != dataplane.StatusConnectionNotFound {
+		return fmt.Errorf("delete link %s on %s: %s", l.ID, l.SourceNodeID, st.GetError())
+	}
+	if err := r.o.Store.DeleteLink(ctx, l.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("hard-delete link %s: %w", l.ID, err)
+	}
+	r.o.Logger.Debug("link deleted", "link", l.ID, "node", l.SourceNodeID)
+	return nil
+}
+
+// created: success -> Applied, failure -> Failed with the node's message (and an error,
+// so the queue retries with backoff). A link that moved to another node or was
+// deleted while the command was out is left to whoever owns it now.
+func (r *Links) created(ctx context.Context, nodeID string, l store.Link, st *controllerv1.ConnectionStatus) (store.Link, bool, error) {
+	if err := statusMatches(st, l.ID); err != nil {
+		return l, false, err
+	}
+	cur, err := r.o.Store.GetLink(ctx, l.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (cur.Deleted || cur.SourceNodeID != nodeID)) {
+		return l, false, nil
+	}
+	if err != nil {
+		return l, false, fmt.Errorf("link %s: %w", l.ID, err)
+	}
+	status, msg := store.LinkApplied, ""
+	if !st.GetSuccess() {
+		status, msg = store.LinkFailed, st.GetError()
+	}
+	if _, err := store.SetLinkStatus(ctx, r.o.Store, l.ID, status, msg); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
+		return cur, false, fmt.Errorf("link %s -> %s: %w", l.ID, status, err)
+	}
+	if !st.GetSuccess() {
+		return cur, false, fmt.Errorf("create link %s on %s: %s", l.ID, nodeID, msg)
+	}
+	r.o.Logger.Debug("link applied", "link", l.ID, "node", nodeID)
+	return cur, true, nil
+}
+
+func statusMatches(st *controllerv1.ConnectionStatus, linkID string) error {
+	if st.GetLinkId() != linkID {
+		return fmt.Errorf("ack out of order: status for link %q where %q was expected", st.GetLinkId(), linkID)
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+)
+
+// RouteOptions configure a Routes reconciler.
+type RouteOptions struct {
+	Store store.Store
+	Nodes Nodes
+	// OrphanDetection deletes live subscriptions the CP does not track
+	// (enable_orphan_detection).
+	OrphanDetection bool
+	// EnqueueLinks queues nodes for the link reconciler.
+	EnqueueLinks func(nodeIDs ...string)
+	Logger       *slog.Logger
+}
+
+// Routes is the route reconciler (spec "Route Reconciliation"): it brings the
+// subscriptions of one node, its key, in line with the routes stored for it.
+type Routes struct {
+	o RouteOptions
+}
+
+// NewRoutes returns a route reconciler; Sync is its work-queue function.
+func NewRoutes(o RouteOptions) *Routes {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.EnqueueLinks == nil {
+		o.EnqueueLinks = func(...string) {}
+	}
+	return &Routes{o: o}
+}
+
+// nodeState is what the pre-flight queries found on the node.
+type nodeState struct {
+	conns map[string]string // live link id -> endpoint
+	subs  map[subKey]bool   // active (name, link) subscriptions
+	asked time.Time         // just before the node was asked
+}
+
+// routePlan is one pass's decisions: what to subscribe and unsubscribe, keyed by the
+// subscription so that acks find their route (nil for an orphan).
+type routePlan struct {
+	set, del map[subKey]*store.Route
+	setOrder []subKey
+	delOrder []subKey
+}
+
+func (p *routePlan) add(to map[subKey]*store.Route, order *[]subKey, k subKey, r *store.Route) {
+	if _, dup := to[k]; !dup {
+		*order = append(*order, k)
+	}
+	to[k] = r
+}
+
+func (p *routePlan) command() *controllerv1.ConfigCommand {
+	cmd := &controllerv1.ConfigCommand{}
+	for _, k := range p.setOrder {
+		cmd.SubscriptionsToSet = append(cmd.SubscriptionsToSet, SubscriptionProto(k.name, k.link))
+	}
+	for _, k := range p.delOrder {
+		cmd.SubscriptionsToDelete = append(cmd.SubscriptionsToDelete, SubscriptionProto(k.name, k.link))
+	}
+	return cmd
+}
+
+// Sync reconciles the routes whose source is nodeID. It returns an error wrapping
+// ErrRetrySoon when a subscribe hit "connection not found" (the connection vanished
+// after the pre-flight check), any other error to retry with backoff.
+func (r *Routes) Sync(ctx context.Context, nodeID string) error {
+	ok, err := connected(ctx, r.o.Store, r.o.Nodes, nodeID)
+	if err != nil || !ok {
+		return err
+	}
+	routes, err := r.o.Store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: nodeID, Deleted: store.IncludeDeleted})
+	if err != nil {
+		return fmt.Errorf("list routes of %s: %w", nodeID, err)
+	}
+	if len(routes) == 0 && !r.o.OrphanDetection {
+		return nil
+	}
+	live, err := r.preflight(ctx, nodeID)
+	if err != nil {
+		return err
+	}
+	plan, err := r.classify(ctx, nodeID, routes, live)
+	if err != nil {
+		return err
+	}
+	cmd := plan.command()
+	if len(cmd.SubscriptionsToSet)+len(cmd.SubscriptionsToDelete) == 0 {
+		return nil
+	}
+	ack, err := send(ctx, r.o.Nodes, nodeID, cmd)
+	if err != nil {
+		return err
+	}
+	return r.processAck(ctx, nodeID, plan, ack)
+}
+
+// preflight asks for the node's connections and subscriptions at the same time.
+func (r *Routes) preflight(ctx context.Context, nodeID string) (nodeState, error) {
+	var (
+		st             = nodeState{asked: time.Now()}
+		connErr, subEr error
+		wg             sync.WaitGroup
+	)
+	wg.Go(func() { st.conns, connErr = liveConnections(ctx, r.o.Nodes, nodeID) })
+	wg.Go(func() { st.subs, subEr = liveSubscriptions(ctx, r.o.Nodes, nodeID) })
+	wg.Wait()
+	return st, errors.Join(connErr, subEr)
+}
+
+// classify applies the spec's per-route rules.
+func (r *Routes) classify(ctx context.Context, nodeID string, routes []store.Route, live nodeState) (*routePlan, error) {
+	p := &routePlan{set: map[subKey]*store.Route{}, del: map[subKey]*store.Route{}}
+	links := linkCache{st: r.o.Store}
+	tracked := make(map[subKey]bool, len(routes))
+	for i := range routes {
+		rt := &routes[i]
+		k := subKey{rt.Name, rt.LinkID}
+		tracked[k] = true
+		if rt.Deleted {
+			if err := r.classifyDeleted(ctx, p, rt, k, live); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		l, err := links.get(ctx, rt.LinkID)
+		if err != nil {
+			return nil, err
+		}
+		if r.linkReady(ctx, nodeID, rt, l, live) {
+			r.classifyLive(ctx, p, rt, k, live)
+		}
+	}
+	if r.o.OrphanDetection {
+		for k := range live.subs {
+			if !tracked[k] {
+				p.add(p.del, &p.delOrder, k, nil)
+			}
+		}
+	}
+	return p, nil
+}
+
+// classifyDeleted: a deleted route still on the node is unsubscribed; one already
+// gone is hard-deleted without a round trip.
+func (r *Routes) classifyDeleted(ctx context.Context, p *routePlan, rt *store.Route, k subKey, live nodeState) error {
+	if live.subs[k] {
+		p.add(p.del, &p.delOrder, k, rt)
+		return nil
+	}
+	if err := r.o.Store.DeleteRoute(ctx, rt.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("hard-delete route %d: %w", rt.ID, err)
+	}
+	return nil
+}
+
+// linkReady checks the route's link: missing -> skip; Failed -> route Failed; not yet
+// Applied -> defer to the link reconciler; Applied but not live on this node -> back
+// to the link reconciler (linkDown).
+func (r *Routes) linkReady(ctx context.Context, nodeID string, rt *store.Route, l *store.Link, live nodeState) bool {
+	switch {
+	case l == nil || l.Deleted:
+		r.o.Logger.Debug("route skipped: link gone", "route", rt.ID, "link", rt.LinkID)
+		return false
+	case l.Status == store.LinkFailed:
+		r.markFailed(ctx, rt, "link "+l.ID+" failed: "+l.StatusMessage)
+		return false
+	case l.Status != store.LinkApplied:
+		r.o.EnqueueLinks(l.SourceNodeID)
+		return false
+	}
+	if _, up := live.conns[l.ID]; !up {
+		r.linkDown(ctx, nodeID, l, live.asked)
+		return false
+	}
+	return true
+}
+
+// linkDown hands a link that is Applied but not live on nodeID back to the link
+// reconciler of its source. On the source itself that reconciler sees the connection
+// missing and dials again; on the destination side the source still holds its end, so
+// the link is reset to Pending to make the source dial anew. A link that changed since
+// the node was asked is left alone: the list may predate its new connection, and
+// resetting it would have it dialled twice (whoever changed it queues this node).
+func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, asked time.Time) {
+	defer func() { l.Status = store.LinkPending }() // the cache: other routes over it defer
+	if l.SourceNodeID == nodeID {
+		r.o.EnqueueLinks(l.SourceNodeID)
+		return
+	}
+	cur, err := r.o.Store.GetLink(ctx, l.ID)
+	if err != nil || cur.LastUpdated.After(asked) || cur.Status != store.LinkApplied {
+		return
+	}
+	if _, err := store.SetLinkStatus(ctx, r.o.Store, l.ID, store.LinkPending, "connection not live on "+nodeID); err != nil {
+		r.o.Logger.Debug("link not reset", "link", l.ID, "err", err)
+	}
+	r.o.EnqueueLinks(l.SourceNodeID)
+}
+
+// classifyLive: an active subscription is Applied without a round trip; anything else
+// is (re)subscribed, going back to Pending first (a Failed route, or an Applied one
+// whose subscription the node lost).
+func (r *Routes) classifyLive(ctx context.Context, p *routePlan, rt *store.Route, k subKey, live nodeState) {
+	if live.subs[k] {
+		if rt.Status != store.RouteApplied {
+			r.setStatus(ctx, rt, store.RouteApplied, "")
+		}
+		return
+	}
+	if rt.Status != store.RoutePending {
+		r.setStatus(ctx, rt, store.RoutePending, "")
+	}
+	p.add(p.set, &p.setOrder, k, rt)
+}
+
+// processAck applies the node's per-subscription statuses.
+func (r *Routes) processAck(ctx context.Context, nodeID string, p *routePlan, ack *controllerv1.ConfigCommandAck) error {
+	var (
+		errs  []error
+		retry bool
+	)
+	for _, st := range ack.GetSubscriptionsStatus() {
+		k := subKey{NameFromProto(st.GetSubscription()), st.GetSubscription().GetLinkId()}
+		if rt, ok := p.del[k]; ok {
+			delete(p.del, k)
+			errs = append(errs, r.unsubscribed(ctx, nodeID, rt, k, st))
+			continue
+		}
+		rt, ok := p.set[k]
+		if !ok {
+			r.o.Logger.Warn("ack for a subscription not sent", "node", nodeID, "name", k.name.String(), "link", k.link)
+			continue
+		}
+		delete(p.set, k)
+		switch {
+		case st.GetSuccess():
+			r.setStatus(ctx, rt, store.RouteApplied, "")
+		case st.GetError() == dataplane.StatusConnectionNotFound:
+			retry = true // left Pending; the next pass finds the link down and resets it
+		default:
+			r.markFailed(ctx, rt, st.GetError())
+			errs = append(errs, fmt.Errorf("subscribe %s over %s on %s: %s", k.name, k.link, nodeID, st.GetError()))
+		}
+	}
+	if n := len(p.set) + len(p.del); n > 0 {
+		errs = append(errs, fmt.Errorf("ack from %s misses %d subscription statuses", nodeID, n))
+	}
+	err := errors.Join(errs...)
+	if retry && err == nil {
+		return fmt.Errorf("%w: a connection of %s went away before its subscription was sent", ErrRetrySoon, nodeID)
+	}
+	return err
+}
+
+// unsubscribed: success or "not found" hard-deletes the route (orphans have none).
+func (r *Routes) unsubscribed(ctx context.Context, nodeID string, rt *store.Route, k subKey, st *controllerv1.SubscriptionStatus) error {
+	gone := st.GetSuccess() || st.GetError() == dataplane.StatusSubscriptionNotFound ||
+		st.GetError() == dataplane.StatusConnectionNotFound
+	if !gone {
+		return fmt.Errorf("unsubscribe %s over %s on %s: %s", k.name, k.link, nodeID, st.GetError())
+	}
+	if rt == nil {
+		r.o.Logger.Info("orphan subscription deleted", "node", nodeID, "name", k.name.String(), "link", k.link)
+		return nil
+	}
+	if err := r.o.Store.DeleteRoute(ctx, rt.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("hard-delete route %d: %w", rt.ID, err)
+	}
+	return nil
+}
+
+// setStatus moves a route unless, meanwhile, it was deleted or moved to another node
+// (a failover): then its new owner's reconcile decides.
+func (r *Routes) setStatus(ctx context.Context, rt *store.Route, st store.RouteStatus, msg string) {
+	cur, err := r.o.Store.GetRoute(ctx, rt.ID)
+	if err != nil || cur.Deleted || cur.SourceNodeID != rt.SourceNodeID || cur.LinkID != rt.LinkID {
+		return
+	}
+	if cur.Status == st && cur.StatusMessage == msg {
+		return
+	}
+	if _, err := store.SetRouteStatus(ctx, r.o.Store, rt.ID, st, msg); err != nil {
+		r.o.Logger.Debug("route status not changed", "route", rt.ID, "to", st.String(), "err", err)
+	}
+	rt.Status = st
+}
+
+// markFailed records msg; an Applied route passes through Pending, as the state
+// machine requires.
+func (r *Routes) markFailed(ctx context.Context, rt *store.Route, msg string) {
+	if rt.Status == store.RouteApplied {
+		r.setStatus(ctx, rt, store.RoutePending, msg)
+	}
+	r.setStatus(ctx, rt, store.RouteFailed, msg)
+}
+
+// linkCache reads each link once per pass.
+type linkCache struct {
+	st    store.Store
+	links map[string]*store.Link
+}
+
+// get returns the link, or nil when it does not exist.
+func (c *linkCache) get(ctx context.Context, id string) (*store.Link, error) {
+	if l, ok := c.links[id]; ok {
+		return l, nil
+	}
+	if c.links == nil {
+		c.links = map[string]*store.Link{}
+	}
+	l, err := c.st.GetLink(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.links[id] = nil
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("link %s: %w", id, err)
+	}
+	c.links[id] = &l
+	return &l, nil
+}

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
+)
+
+const defaultStopTimeout = 5 * time.Second
+
+// Run serves until ctx ends (returning nil) or a listener fails (returning its error),
+// then shuts down. It may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	err := errors.New("controlplane server: Run called twice")
+	s.runOnce.Do(func() { err = s.run(ctx) })
+	return err
+}
+
+func (s *Server) run(ctx context.Context) error {
+	qctx, stopQueues := context.WithCancel(context.WithoutCancel(ctx))
+	var workers sync.WaitGroup
+	workers.Go(func() { s.links.Run(qctx) })
+	workers.Go(func() { s.routes.Run(qctx) })
+	workers.Go(func() {
+		reconcile.Sweep(qctx, s.o.Config.Reconciler.ReconcilePeriod, s.streams.Nodes, s.links, s.routes)
+	})
+
+	failed := make(chan error, 3)
+	var serving sync.WaitGroup
+	serve := func(name string, fn func() error) {
+		serving.Go(func() {
+			if err := fn(); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("listener failed", "listener", name, "err", err)
+				failed <- err
+			}
+		})
+	}
+	serve("southbound", func() error { return s.sgrpc.Serve(s.slis) })
+	serve("northbound", func() error { return s.ngrpc.Serve(s.nlis) })
+	if s.http != nil {
+		serve("metrics", func() error { return s.http.Serve(s.hlis) })
+	}
+	s.ready.Store(true)
+	s.log.Info("control plane serving", "mode", s.svc.Mode().String(), "southbound", s.SouthboundAddr(),
+		"northbound", s.NorthboundAddr(), "metrics", s.MetricsAddr())
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-failed:
+	}
+	s.shutdown()
+	serving.Wait()
+	stopQueues()
+	workers.Wait()
+	return errors.Join(err, s.closeResources())
+}
+
+// shutdown stops taking work: readiness goes, management calls drain, node streams
+// end without counting as crashes.
+func (s *Server) shutdown() {
+	s.ready.Store(false)
+	s.log.Info("control plane shutting down")
+	timeout := s.o.StopTimeout
+	if timeout <= 0 {
+		timeout = defaultStopTimeout
+	}
+	stopped := make(chan struct{})
+	go func() { s.ngrpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(timeout):
+		s.ngrpc.Stop()
+		<-stopped
+	}
+	s.south.Closing()
+	s.sgrpc.Stop()
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		_ = s.http.Shutdown(ctx)
+	}
+}
+
+func (s *Server) closeResources() error {
+	return errors.Join(s.auth.Close(), s.store.Close())
+}

@@ -1,0 +1,23 @@
+// Package southbound is the control plane's ControllerService, the gRPC endpoint data-plane
+// nodes keep one bidirectional stream open to (../shared/spec/control-plane.md, "Node
+// Lifecycle": Registration, Registration Authentication, Deregistration, Crash
+// Disconnect; "Race Conditions": Concurrent DP-initiated config).
+//
+// A stream goes through three phases:
+//
+//  1. Handshake: the CP greets with an Ack; the first message must be a
+//     RegisterNodeRequest and must arrive within the registration timeout (15 s). Its
+//     credentials are verified before anything is saved: a denial ends the stream with
+//     PermissionDenied and the authenticator's reason. Then the node is registered
+//     (controlplane.Service.NodeRegistered), its stream handed to the node command
+//     handler, the RegisterNodeResponse sent, and the reconcilers queued.
+//  2. Message loop: responses (reply_to set) go to the request waiting for them;
+//     ConfigCommands from the node are processed inline — subscriptions without a link
+//     id announce or withdraw wildcard routes, connections_received claim links — and
+//     acknowledged per item. Announcements and claims the node repeats after every
+//     re-registration are no-ops.
+//  3. End: a DeregisterNodeRequest is answered before the stream is removed (once it is
+//     removed nothing can be sent), then the node is deregistered. A stream that ends
+//     without one is a crash: the stream is removed first, so requests in flight fail at
+//     once, then the node is marked disconnected and its links fail over.
+package southbound

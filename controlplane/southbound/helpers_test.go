@@ -1,0 +1,173 @@
+package southbound
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mesh/switchboard/controlplane"
+	"github.com/switchboard-mesh/switchboard/controlplane/auth"
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fixture is the southbound service over a real core service and store, served on a
+// loopback socket.
+type fixture struct {
+	t       *testing.T
+	svc     *controlplane.Service
+	st      store.Store
+	streams *nodestream.Handler
+	conn    *grpc.ClientConn
+
+	mu       sync.Mutex
+	queued   []controlplane.Result
+	outcomes []string
+}
+
+func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duration) *fixture {
+	t.Helper()
+	st := memory.New()
+	topo, err := config.Parse([]byte("topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := controlplane.New(context.Background(), controlplane.Options{Store: st, Topology: topo.Topology})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, svc: svc, st: st, streams: nodestream.New(30 * time.Second)}
+	srv := New(Options{
+		Service: svc, Streams: f.streams, Auth: a, RegisterTimeout: registerTimeout,
+		Enqueue:        func(r controlplane.Result) { f.mu.Lock(); f.queued = append(f.queued, r); f.mu.Unlock() },
+		OnRegistration: func(o string) { f.mu.Lock(); f.outcomes = append(f.outcomes, o); f.mu.Unlock() },
+	})
+	gs := grpc.NewServer(grpc.WaitForHandlers(true))
+	srv.Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	f.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.conn.Close()
+		srv.Closing()
+		gs.Stop()
+	})
+	return f
+}
+
+func (f *fixture) lastOutcome() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.outcomes) == 0 {
+		return ""
+	}
+	return f.outcomes[len(f.outcomes)-1]
+}
+
+// node is a raw client stream, driven message by message.
+type node struct {
+	t      *testing.T
+	stream grpc.BidiStreamingClient[controllerv1.ControlMessage, controllerv1.ControlMessage]
+	cancel context.CancelFunc
+}
+
+// open starts a stream and reads the CP's greeting.
+func (f *fixture) open() *node {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	f.t.Cleanup(cancel)
+	stream, err := controllerv1.NewControllerServiceClient(f.conn).OpenControlChannel(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	n := &node{t: f.t, stream: stream, cancel: cancel}
+	if greet := n.recv(); greet.GetAck() == nil || !greet.GetAck().GetSuccess() {
+		f.t.Fatalf("first message from the CP is %v, want a successful Ack", greet)
+	}
+	return n
+}
+
+func (n *node) send(msg *controllerv1.ControlMessage) {
+	n.t.Helper()
+	if err := n.stream.Send(msg); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *node) recv() *controllerv1.ControlMessage {
+	n.t.Helper()
+	msg, err := n.stream.Recv()
+	if err != nil {
+		n.t.Fatalf("recv: %v", err)
+	}
+	return msg
+}
+
+// recvErr reads until the stream ends and returns its status.
+func (n *node) recvErr() error {
+	for {
+		if _, err := n.stream.Recv(); err != nil {
+			return err
+		}
+	}
+}
+
+func registerMsg(group, id, credentials string, links ...string) *controllerv1.ControlMessage {
+	return &controllerv1.ControlMessage{MessageId: "reg-1", Payload: &controllerv1.ControlMessage_RegisterNodeRequest{
+		RegisterNodeRequest: &controllerv1.RegisterNodeRequest{
+			NodeId: id, GroupName: group, Credentials: credentials, Connections: links,
+			ConnectionDetails: []*controllerv1.ConnectionDetails{{Endpoint: id + ":46357", ExternalEndpoint: "ext-" + id + ":443",
+				Metadata: map[string]string{MetadataMTLSRequired: "true"}}},
+		}}}
+}
+
+// register performs a successful handshake.
+func (f *fixture) register(group, id, credentials string) *node {
+	f.t.Helper()
+	n := f.open()
+	n.send(registerMsg(group, id, credentials))
+	resp := n.recv()
+	r := resp.GetRegisterNodeResponse()
+	if r == nil || !r.GetSuccess() || r.GetNodeId() != controlplane.NodeID(group, id) || resp.GetReplyTo() != "reg-1" {
+		f.t.Fatalf("registration answered with %v", resp)
+	}
+	return n
+}
+
+func wantStatus(t *testing.T, err error, code codes.Code, reason string) {
+	t.Helper()
+	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), reason) {
+		t.Fatalf("stream ended with %v, want %s containing %q", err, code, reason)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,277 @@
+package southbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mesh/switchboard/controlplane"
+	"github.com/switchboard-mesh/switchboard/controlplane/auth"
+	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+)
+
+// DefaultRegisterTimeout bounds the wait for a stream's RegisterNodeRequest.
+const DefaultRegisterTimeout = 15 * time.Second
+
+// Registration outcomes passed to Options.OnRegistration.
+const (
+	OutcomeAccepted = "accepted"
+	OutcomeDenied   = "denied"
+	OutcomeInvalid  = "invalid"
+	OutcomeTimeout  = "timeout"
+)
+
+// MetadataMTLSRequired is the ConnectionDetails metadata key by which a node says that
+// clients of its external endpoint must present a certificate ("true").
+const MetadataMTLSRequired = "mtls_required"
+
+// Options configure the service.
+type Options struct {
+	Service *controlplane.Service
+	Streams *nodestream.Handler
+	// Auth verifies registrations; nil accepts every node (auth.Noop).
+	Auth auth.Authenticator
+	// Enqueue hands the outcome of every event to the reconcilers.
+	Enqueue func(controlplane.Result)
+	// RegisterTimeout bounds the handshake; DefaultRegisterTimeout when zero.
+	RegisterTimeout time.Duration
+	// OnRegistration observes each handshake's outcome (metrics); may be nil.
+	OnRegistration func(outcome string)
+	Logger         *slog.Logger
+}
+
+// Server implements controllerv1.ControllerServiceServer.
+type Server struct {
+	controllerv1.UnimplementedControllerServiceServer
+	o       Options
+	closing atomic.Bool
+}
+
+type controlStream = grpc.BidiStreamingServer[controllerv1.ControlMessage, controllerv1.ControlMessage]
+
+// New returns the service; Register it on a grpc.Server.
+func New(o Options) *Server {
+	if o.Auth == nil {
+		o.Auth = auth.Noop{}
+	}
+	if o.RegisterTimeout <= 0 {
+		o.RegisterTimeout = DefaultRegisterTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Enqueue == nil {
+		o.Enqueue = func(controlplane.Result) {}
+	}
+	if o.OnRegistration == nil {
+		o.OnRegistration = func(string) {}
+	}
+	return &Server{o: o}
+}
+
+// Register adds the service to gs.
+func (s *Server) Register(gs *grpc.Server) { controllerv1.RegisterControllerServiceServer(gs, s) }
+
+// Closing tells the service the control plane is shutting down: streams that end from
+// now on are not node crashes, so no failover runs for them.
+func (s *Server) Closing() { s.closing.Store(true) }
+
+// OpenControlChannel serves one node's stream from handshake to end.
+func (s *Server) OpenControlChannel(stream controlStream) error {
+	if err := stream.Send(&controllerv1.ControlMessage{MessageId: newID(),
+		Payload: &controllerv1.ControlMessage_Ack{Ack: &controllerv1.Ack{Success: true}}}); err != nil {
+		return err
+	}
+	first, err := s.awaitRegistration(stream)
+	if err != nil {
+		return err
+	}
+	sess, err := s.register(stream, first)
+	if err != nil {
+		return err
+	}
+	return s.serve(stream, sess)
+}
+
+// session is a registered stream.
+type session struct {
+	nodeID string
+	id     uint64
+	st     *nodestream.Stream
+}
+
+// awaitRegistration returns the first message, which must be a RegisterNodeRequest
+// and must come within the timeout.
+func (s *Server) awaitRegistration(stream controlStream) (*controllerv1.ControlMessage, error) {
+	type recv struct {
+		msg *controllerv1.ControlMessage
+		err error
+	}
+	ch := make(chan recv, 1)
+	// Owned by this handler: when it returns, gRPC cancels the stream and Recv ends.
+	go func() {
+		m, err := stream.Recv()
+		ch <- recv{m, err}
+	}()
+	t := time.NewTimer(s.o.RegisterTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.msg.GetRegisterNodeRequest() == nil {
+			s.o.OnRegistration(OutcomeInvalid)
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"the first message on the control channel must be a RegisterNodeRequest, got %T", r.msg.GetPayload())
+		}
+		return r.msg, nil
+	case <-t.C:
+		s.o.OnRegistration(OutcomeTimeout)
+		return nil, status.Errorf(codes.DeadlineExceeded, "no RegisterNodeRequest within %s", s.o.RegisterTimeout)
+	case <-stream.Context().Done():
+		return nil, status.FromContextError(stream.Context().Err()).Err()
+	}
+}
+
+// register verifies the node's credentials, then saves it, hands its stream to the
+// command handler, answers, and queues the reconcilers. Nothing is saved for a node
+// that is denied.
+func (s *Server) register(stream controlStream, msg *controllerv1.ControlMessage) (*session, error) {
+	ctx := stream.Context()
+	req := msg.GetRegisterNodeRequest()
+	nodeID := controlplane.NodeID(req.GetGroupName(), req.GetNodeId())
+	if err := s.o.Auth.Verify(ctx, req.GetCredentials(), req.GetGroupName(), req.GetNodeId()); err != nil {
+		s.o.OnRegistration(OutcomeDenied)
+		s.o.Logger.Warn("registration denied", "node", nodeID, "reason", err)
+		return nil, status.Errorf(codes.PermissionDenied, "registration of %q denied: %v", nodeID, err)
+	}
+	reg, err := s.o.Service.NodeRegistered(ctx, registration(req))
+	if err != nil {
+		s.o.OnRegistration(OutcomeInvalid)
+		return nil, toStatus(fmt.Errorf("register %q: %w", nodeID, err))
+	}
+	sess := &session{nodeID: reg.NodeID, id: reg.Session}
+	sess.st = s.o.Streams.Add(reg.NodeID, stream.Send)
+	err = sess.st.Send(&controllerv1.ControlMessage{ReplyTo: msg.GetMessageId(),
+		Payload: &controllerv1.ControlMessage_RegisterNodeResponse{RegisterNodeResponse: &controllerv1.RegisterNodeResponse{
+			Success: true, NodeId: reg.NodeID,
+		}}})
+	if err != nil {
+		s.ended(ctx, sess, err)
+		return nil, err
+	}
+	s.o.OnRegistration(OutcomeAccepted)
+	s.o.Logger.Info("node connected", "node", reg.NodeID, "session", reg.Session, "connections", len(req.GetConnections()))
+	s.o.Enqueue(reg.Result)
+	return sess, nil
+}
+
+// registration converts the request for the core.
+func registration(req *controllerv1.RegisterNodeRequest) controlplane.Registration {
+	reg := controlplane.Registration{NodeID: req.GetNodeId(), Group: req.GetGroupName()}
+	for _, cd := range req.GetConnectionDetails() {
+		reg.ConnDetails = append(reg.ConnDetails, store.ConnectionDetails{
+			Endpoint: cd.GetEndpoint(), ExternalEndpoint: cd.GetExternalEndpoint(),
+			MTLSRequired: cd.GetMetadata()[MetadataMTLSRequired] == "true",
+		})
+	}
+	for _, link := range req.GetConnections() {
+		reg.Connections = append(reg.Connections, controlplane.ConnectionReport{LinkID: link, Alive: true})
+	}
+	return reg
+}
+
+// serve is the message loop, until deregistration or the end of the stream.
+func (s *Server) serve(stream controlStream, sess *session) error {
+	ctx := stream.Context()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			s.ended(ctx, sess, err)
+			return nil
+		}
+		switch p := msg.GetPayload().(type) {
+		case *controllerv1.ControlMessage_DeregisterNodeRequest:
+			return s.deregister(ctx, sess, msg)
+		case *controllerv1.ControlMessage_ConfigCommand:
+			if msg.GetReplyTo() == "" {
+				s.nodeCommand(ctx, sess, msg.GetMessageId(), p.ConfigCommand)
+				continue
+			}
+		}
+		if msg.GetReplyTo() != "" {
+			if !sess.st.Deliver(msg) {
+				s.o.Logger.Debug("response nobody waits for", "node", sess.nodeID, "reply_to", msg.GetReplyTo())
+			}
+			continue
+		}
+		s.o.Logger.Warn("unexpected message on control channel", "node", sess.nodeID, "type", fmt.Sprintf("%T", msg.GetPayload()))
+	}
+}
+
+// deregister answers first — once the stream is removed nothing can be sent on it —
+// then removes the stream and runs the departure.
+func (s *Server) deregister(ctx context.Context, sess *session, msg *controllerv1.ControlMessage) error {
+	err := sess.st.Send(&controllerv1.ControlMessage{ReplyTo: msg.GetMessageId(),
+		Payload: &controllerv1.ControlMessage_DeregisterNodeResponse{DeregisterNodeResponse: &controllerv1.DeregisterNodeResponse{Success: true}}})
+	if err != nil {
+		s.o.Logger.Debug("deregistration response not sent", "node", sess.nodeID, "err", err)
+	}
+	s.o.Streams.Remove(sess.st)
+	res, err := s.o.Service.NodeDeregistered(context.WithoutCancel(ctx), sess.nodeID, sess.id)
+	if err != nil {
+		s.o.Logger.Warn("deregistration not applied", "node", sess.nodeID, "err", err)
+		return nil
+	}
+	s.o.Logger.Info("node deregistered", "node", sess.nodeID)
+	s.o.Enqueue(res)
+	return nil
+}
+
+// ended handles a stream that broke without deregistration: the stream goes first, so
+// waiters fail at once, then the crash is recorded — unless a newer stream of the node
+// replaced this one, or the control plane itself is stopping.
+func (s *Server) ended(ctx context.Context, sess *session, cause error) {
+	current := s.o.Streams.Remove(sess.st)
+	if !current || s.closing.Load() {
+		return
+	}
+	res, err := s.o.Service.NodeDisconnected(context.WithoutCancel(ctx), sess.nodeID, sess.id)
+	if errors.Is(err, controlplane.ErrStaleSession) {
+		return
+	}
+	if err != nil {
+		s.o.Logger.Warn("disconnect not applied", "node", sess.nodeID, "err", err)
+		return
+	}
+	s.o.Logger.Info("node disconnected", "node", sess.nodeID, "cause", cause)
+	s.o.Enqueue(res)
+}
+
+// toStatus maps the core's errors to gRPC codes.
+func toStatus(err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, controlplane.ErrInvalidArgument), errors.Is(err, store.ErrInvalidName):
+		code = codes.InvalidArgument
+	case errors.Is(err, controlplane.ErrClaimRejected), errors.Is(err, controlplane.ErrStaleSession):
+		code = codes.FailedPrecondition
+	case errors.Is(err, store.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, store.ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Error(code, err.Error())
+}
