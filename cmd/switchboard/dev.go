@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
 	"github.com/switchboard-mesh/switchboard/registrar"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -22,6 +24,8 @@ type devOptions struct {
 	natsListen      string
 	registrarListen string
 	registrarHealth string
+	cpNorthbound    string
+	cpSouthbound    string
 	dataDir         string
 }
 
@@ -30,17 +34,20 @@ func newDevCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Switchboard on this machine with no external services",
-		Long: `Start an embedded NATS server with JetStream (the registry's stream lives in
---data-dir) and a registrar in front of it, and keep running until interrupted
-(Ctrl-C or SIGTERM), printing what it serves. Point the other commands at it: they
-default to its addresses (--registry-backend jetstream, or registrar with
---registrar-address).`,
+		Long: `Start, on this machine and with no external services: an embedded NATS server
+with JetStream (the registry's stream lives in --data-dir), a registrar in front of
+it, and a control plane (API mode, in-memory store). Keep running until interrupted
+(Ctrl-C or SIGTERM), printing what it serves. The other commands default to these
+addresses: 'switchboard registry ...' uses the JetStream stream, '--registry-backend
+registrar' the registrar, 'switchboard ctl' the control plane.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd, a, o) },
 	}
 	cmd.Flags().StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
 	cmd.Flags().StringVar(&o.registrarListen, "registrar-listen", "127.0.0.1:9443", "gRPC address of the registrar (backed by the embedded JetStream)")
 	cmd.Flags().StringVar(&o.registrarHealth, "registrar-health-listen", "127.0.0.1:8081", "HTTP address of the registrar's /healthz, /readyz and /metrics")
+	cmd.Flags().StringVar(&o.cpNorthbound, "controlplane-northbound", "127.0.0.1:50051", "control plane management API address (switchboard ctl)")
+	cmd.Flags().StringVar(&o.cpSouthbound, "controlplane-southbound", "127.0.0.1:50052", "control plane address data-plane nodes connect to")
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory for the embedded servers' data")
 	return cmd
 }
@@ -68,7 +75,7 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	if err := os.MkdirAll(storeDir, 0o750); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
-	ns, err := embednats.Start(ctx, embednats.Options{Host: host, Port: port, StoreDir: storeDir, Logger: log.With("component", "nats")})
+	ns, err := embednats.Start(ctx, embednats.Options{Host: host, Port: port, StoreDir: storeDir, Logger: a.loggerAtLeast(slog.LevelWarn).With("component", "nats")})
 	if err != nil {
 		return err
 	}
@@ -77,15 +84,40 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	if err != nil {
 		return err
 	}
+	cp, err := startDevControlPlane(ctx, o, log)
+	if err != nil {
+		return errors.Join(err, reg.stop())
+	}
 	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")
 	fmt.Fprintf(a.out, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
 	fmt.Fprintf(a.out, "  Registrar       %s  (health http://%s)\n", reg.srv.Addr(), reg.srv.HealthAddr())
-	log.Info("dev environment ready", "nats", ns.ClientURL(), "registrar", reg.srv.Addr().String())
+	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr())
+	log.Info("dev environment ready", "nats", ns.ClientURL(), "registrar", reg.srv.Addr().String(), "controlplane", cp.srv.NorthboundAddr())
 	<-ctx.Done()
 	fmt.Fprintln(a.out, "switchboard dev: shutting down")
 	// The registrar persists its queued writes before the stream goes away.
-	return reg.stop()
+	return errors.Join(cp.stop(), reg.stop())
 }
+
+// devControlPlane is the control plane dev runs: API mode, in-memory store.
+type devControlPlane struct {
+	srv  *server.Server
+	done chan error
+}
+
+func startDevControlPlane(ctx context.Context, o devOptions, log *slog.Logger) (*devControlPlane, error) {
+	cfg := defaultControlPlaneConfig()
+	cfg.Northbound.Endpoint, cfg.Southbound.Endpoint = o.cpNorthbound, o.cpSouthbound
+	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	cp := &devControlPlane{srv: srv, done: make(chan error, 1)}
+	go func() { cp.done <- srv.Run(ctx) }()
+	return cp, nil
+}
+
+func (cp *devControlPlane) stop() error { return <-cp.done }
 
 // devRegistrar is the registrar dev runs over the embedded JetStream.
 type devRegistrar struct {

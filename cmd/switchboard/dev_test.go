@@ -37,7 +37,8 @@ func startDev(t *testing.T, extra ...string) (*syncBuffer, func() error) {
 	out := &syncBuffer{}
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
-		"--registrar-health-listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
+		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",
+		"--controlplane-southbound", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	stop := func() error {
@@ -152,6 +153,22 @@ func TestDevRegistrar(t *testing.T) {
 			t.Fatalf("the registrar never persisted the write to JetStream: %q", lookup)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDevControlPlane manages the dev control plane with switchboard ctl.
+func TestDevControlPlane(t *testing.T) {
+	out, stop := startDev(t)
+	nb := fieldAfter(waitFor(t, out, "  Control plane "), "  Control plane ")
+	if _, errOut, code := run(t, "ctl", "--server", nb, "segment", "add", "tenants"); code != 0 {
+		t.Fatalf("segment add: exit %d: %s", code, errOut)
+	}
+	segs, errOut, code := run(t, "ctl", "--server", nb, "segment", "list", "-o", "json")
+	if code != 0 || !strings.Contains(segs, `"tenants"`) {
+		t.Fatalf("segment list: exit %d, %q, %s", code, segs, errOut)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

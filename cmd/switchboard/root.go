@@ -70,8 +70,15 @@ func (a *app) validateLogFlags() error {
 
 // logger returns the structured logger every component is handed; logs go to stderr
 // so command output on stdout stays machine-readable.
-func (a *app) logger() *slog.Logger {
+func (a *app) logger() *slog.Logger { return a.loggerAtLeast(slog.LevelDebug) }
+
+// loggerAtLeast is logger for a chatty component: it logs at floor or above even when
+// --log-level asks for less, unless --log-level is debug.
+func (a *app) loggerAtLeast(floor slog.Level) *slog.Logger {
 	level, _ := parseLevel(a.logLevel)
+	if level > slog.LevelDebug {
+		level = max(level, floor)
+	}
 	opts := &slog.HandlerOptions{Level: level}
 	if a.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(a.errOut, opts))
