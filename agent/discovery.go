@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/agent/mirror"
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -91,7 +92,7 @@ func (d *Discovery) Run(ctx context.Context) error {
 		case <-retry:
 		}
 		// Gather the changes of one debounce period into one render.
-		if !sleep(ctx, d.opts.Debounce) {
+		if !backoff.Sleep(ctx, d.opts.Debounce) {
 			return nil
 		}
 		select {
@@ -126,15 +127,4 @@ func (d *Discovery) updateAll(ctx context.Context) bool {
 	}
 	d.synced.Do(func() { close(d.ready) })
 	return ok
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

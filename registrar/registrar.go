@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -131,7 +132,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 	}
 	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m}
 	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
-		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff{min: 50 * time.Millisecond, max: 5 * time.Second}}
+		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	var wg sync.WaitGroup
 	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run} {
 		wg.Add(1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -62,7 +63,7 @@ func (y *syncer) watchLoop(ctx context.Context) {
 	if !ok {
 		return
 	}
-	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		synced, err := y.watchOnce(ctx, w)
 		if errors.Is(err, registry.ErrNoWatch) {
@@ -75,9 +76,9 @@ func (y *syncer) watchLoop(ctx context.Context) {
 		y.m.syncErrors.Inc()
 		y.log.Warn("registry watch ended; re-opening", "err", err)
 		if synced {
-			b.reset()
+			b.Reset()
 		}
-		if !sleep(ctx, b.next()) {
+		if !b.Wait(ctx) {
 			return
 		}
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -22,7 +22,7 @@ type writer struct {
 	timeout  time.Duration // bounds one Apply
 	log      *slog.Logger
 	m        *metrics
-	backoff  backoff
+	backoff  backoff.Backoff
 }
 
 // run flushes batches until ctx ends.
@@ -50,12 +50,12 @@ func (w *writer) run(ctx context.Context) {
 			}
 		}
 		if !w.flushOnce(ctx) {
-			if !sleep(ctx, w.backoff.next()) {
+			if !w.backoff.Wait(ctx) {
 				return
 			}
 			continue
 		}
-		w.backoff.reset()
+		w.backoff.Reset()
 	}
 }
 
@@ -109,44 +109,14 @@ func (w *writer) drain(ctx context.Context) int {
 		if w.s.dirtyCount() == 0 {
 			// Everything left is in flight in a batch that was cut short; it is
 			// marked dirty again by batchDone, so this only waits for that.
-			if !sleep(ctx, 10*time.Millisecond) {
+			if !backoff.Sleep(ctx, 10*time.Millisecond) {
 				break
 			}
 			continue
 		}
-		if !w.flushOnce(ctx) && !sleep(ctx, w.backoff.next()) {
+		if !w.flushOnce(ctx) && !w.backoff.Wait(ctx) {
 			break
 		}
 	}
 	return w.s.pendingCount()
-}
-
-// backoff is exponential with full jitter: each wait is uniform in [0, cap), where
-// cap doubles from min to max, so retries from many replicas do not line up.
-type backoff struct {
-	min, max time.Duration
-	cur      time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return time.Duration(rand.Int64N(int64(b.cur))) + time.Millisecond
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// sleep waits d, or less if ctx ends first; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

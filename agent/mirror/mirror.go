@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -157,24 +157,8 @@ func sameEntries(a, b map[endpoint.Key]endpoint.Endpoint) bool {
 	return true
 }
 
-// backoff returns the wait before retry n (0-based): full jitter over a capped
-// exponential, so that many agents retrying one backend spread out.
-func (m *Mirror) backoff(n int) time.Duration {
-	ceiling := m.opts.RetryMin << min(n, 20)
-	if ceiling <= 0 || ceiling > m.opts.RetryMax {
-		ceiling = m.opts.RetryMax
-	}
-	return time.Duration(rand.Int64N(int64(ceiling)) + 1)
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// retry spaces retries after failures: full jitter over a capped exponential, so
+// that many agents retrying one backend spread out.
+func (m *Mirror) retry() *backoff.Backoff {
+	return &backoff.Backoff{Min: m.opts.RetryMin, Max: m.opts.RetryMax}
 }

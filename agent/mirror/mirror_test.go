@@ -220,13 +220,14 @@ func TestServesLastKnownGoodAndResyncs(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+func TestRetryFollowsOptions(t *testing.T) {
 	m := New(nil, Options{RetryMin: 100 * time.Millisecond, RetryMax: time.Second})
-	for n := range 70 {
-		ceiling := min(100*time.Millisecond<<min(n, 20), time.Second)
-		for range 20 {
-			if d := m.backoff(n); d <= 0 || d > ceiling {
-				t.Fatalf("backoff(%d) = %s, want in (0, %s]", n, d, ceiling)
+	for range 20 {
+		b := m.retry()
+		for n := range 70 {
+			ceiling := min(100*time.Millisecond<<min(n, 20), time.Second) + time.Millisecond
+			if d := b.Next(); d <= 0 || d > ceiling {
+				t.Fatalf("retry %d waits %s, want in (0, %s]", n, d, ceiling)
 			}
 		}
 	}

@@ -4,23 +4,24 @@ import (
 	"context"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 )
 
 // pollLoop lists the registry every PollInterval, and sooner after a failure.
 func (m *Mirror) pollLoop(ctx context.Context) {
-	for failures := 0; ; {
+	b := m.retry()
+	for {
 		wait := m.opts.PollInterval
 		if err := m.pollOnce(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			wait = min(m.backoff(failures), m.opts.PollInterval)
-			failures++
+			wait = min(b.Next(), m.opts.PollInterval)
 			m.log.Warn("registry list failed; serving the last known endpoints", "err", err, "retry_in", wait)
 		} else {
-			failures = 0
+			b.Reset()
 		}
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return
 		}
 	}

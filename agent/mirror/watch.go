@@ -5,13 +5,15 @@ import (
 	"errors"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
 // watchLoop follows the change feed, opening it again whenever it ends. It returns
 // registry.ErrNoWatch if the backend turns out to have no feed, nil when ctx ends.
 func (m *Mirror) watchLoop(ctx context.Context, w registry.Watcher) error {
-	for failures := 0; ctx.Err() == nil; {
+	b := m.retry()
+	for ctx.Err() == nil {
 		synced, err := m.watchOnce(ctx, w)
 		if errors.Is(err, registry.ErrNoWatch) {
 			return err
@@ -20,15 +22,14 @@ func (m *Mirror) watchLoop(ctx context.Context, w registry.Watcher) error {
 			return nil
 		}
 		if synced {
-			failures = 0 // the feed worked for a while: start the backoff again
+			b.Reset() // the feed worked for a while: start the backoff again
 		}
 		if err == nil {
 			err = errors.New("change feed ended")
 		}
-		wait := m.backoff(failures)
-		failures++
+		wait := b.Next()
 		m.log.Warn("registry watch interrupted; serving the last known endpoints", "err", err, "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return nil
 		}
 	}

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -19,7 +18,7 @@ import (
 // backoff and full jitter; a stream that got as far as a complete initial phase
 // resets the backoff.
 func (c *Client) run(ctx context.Context) {
-	ceiling := c.opts.BackoffMin
+	b := backoff.Backoff{Min: c.opts.BackoffMin, Max: c.opts.BackoffMax}
 	for {
 		caughtUp, err := c.streamOnce(ctx)
 		c.cache.disconnected()
@@ -27,18 +26,13 @@ func (c *Client) run(ctx context.Context) {
 			return
 		}
 		if caughtUp {
-			ceiling = c.opts.BackoffMin
+			b.Reset()
 		}
-		wait := time.Duration(rand.Int64N(int64(ceiling)) + 1)
-		ceiling = min(2*ceiling, c.opts.BackoffMax)
+		wait := b.Next()
 		c.reconnects.Add(1)
 		c.log.Info("registrar watch stream lost; reconnecting", "err", err, "in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -157,7 +151,7 @@ func (c *Client) resend(ctx context.Context, ops []registry.Op) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		ceiling := c.opts.BackoffMin
+		b := backoff.Backoff{Min: c.opts.BackoffMin, Max: c.opts.BackoffMax}
 		for _, group := range splitByKind(ops) {
 			for ctx.Err() == nil {
 				v, err := c.send(ctx, group)
@@ -166,14 +160,7 @@ func (c *Client) resend(ctx context.Context, ops []registry.Op) {
 					break
 				}
 				c.log.Warn("re-sending writes failed; retrying", "err", err)
-				wait := time.Duration(rand.Int64N(int64(ceiling)) + 1)
-				ceiling = min(2*ceiling, c.opts.BackoffMax)
-				t := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-				case <-t.C:
-				}
+				b.Wait(ctx)
 			}
 		}
 	}()

@@ -3,13 +3,13 @@ package etcd
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -32,7 +32,9 @@ func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registr
 		done()
 		return nil, r.closedErr(err)
 	}
-	w := &watcher{r: r, f: f, start: start, end: end, state: state, rev: rev, out: make(chan registry.Event)}
+	w := &watcher{r: r, f: f, start: start, end: end, state: state, rev: rev, out: make(chan registry.Event),
+		// Jittered so that many watchers do not retry in step.
+		retry: backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}}
 	go func() {
 		defer done()
 		w.run(ctx)
@@ -48,7 +50,7 @@ type watcher struct {
 	state      map[string]endpoint.Endpoint // by etcd key
 	rev        int64
 	out        chan registry.Event
-	retry      backoff
+	retry      backoff.Backoff
 }
 
 func (w *watcher) run(ctx context.Context) {
@@ -80,7 +82,7 @@ func (w *watcher) run(ctx context.Context) {
 			}
 		default:
 			w.r.log.Warn("etcd watch ended; resuming", "from", w.rev+1, "err", err)
-			if !w.retry.wait(ctx) {
+			if !w.retry.Wait(ctx) {
 				return
 			}
 		}
@@ -103,7 +105,7 @@ func (w *watcher) follow(ctx context.Context) error {
 		if err := resp.Err(); err != nil {
 			return err
 		}
-		w.retry.reset()
+		w.retry.Reset()
 		if !w.handle(ctx, resp) {
 			return ctx.Err()
 		}
@@ -179,7 +181,7 @@ func (w *watcher) resync(ctx context.Context) bool {
 			return false
 		}
 		w.r.log.Warn("etcd watch re-read failed; retrying", "err", err)
-		if !w.retry.wait(ctx) {
+		if !w.retry.Wait(ctx) {
 			return false
 		}
 	}
@@ -223,33 +225,4 @@ func diff(old, cur map[string]endpoint.Endpoint) []registry.Event {
 		}
 	}
 	return out
-}
-
-// backoff spaces retries exponentially from minRetry to maxRetry, with jitter so
-// that many watchers do not retry in step.
-type backoff struct{ n uint }
-
-const (
-	minRetry = 100 * time.Millisecond
-	maxRetry = 5 * time.Second
-)
-
-func (b *backoff) reset() { b.n = 0 }
-
-// wait sleeps for the next delay and reports false if ctx ended first.
-func (b *backoff) wait(ctx context.Context) bool {
-	d := maxRetry
-	if b.n < 6 {
-		d = min(maxRetry, minRetry<<b.n)
-		b.n++
-	}
-	d = d/2 + rand.N(d/2)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -78,7 +78,8 @@ func (w *watch) run(ctx context.Context, cancel context.CancelFunc, fd *feed) {
 		delete(w.r.watches, w)
 		w.r.mu.Unlock()
 	}()
-	backoff := minBackoff
+	// Full jitter keeps many watchers from resyncing in lockstep.
+	retry := backoff.Backoff{Min: minBackoff, Max: maxBackoff}
 	for {
 		start := time.Now()
 		err := w.session(ctx, fd)
@@ -87,17 +88,13 @@ func (w *watch) run(ctx context.Context, cancel context.CancelFunc, fd *feed) {
 		}
 		// A session that ran a while was healthy: back off afresh.
 		if time.Since(start) > 2*maxBackoff {
-			backoff = minBackoff
+			retry.Reset()
 		}
 		w.r.log.Warn("watch interrupted, re-reading state", "filter", w.filter, "error", err)
 		for fd = nil; fd == nil; {
-			// Full jitter keeps many watchers from resyncing in lockstep.
-			select {
-			case <-ctx.Done():
+			if !retry.Wait(ctx) {
 				return
-			case <-time.After(rand.N(backoff) + time.Millisecond):
 			}
-			backoff = min(2*backoff, maxBackoff)
 			if fd, err = w.r.openFeed(ctx, w.filter); err != nil {
 				w.r.log.Warn("watch cannot create consumer", "filter", w.filter, "error", err)
 				if w.r.nc.IsClosed() {
