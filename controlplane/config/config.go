@@ -22,6 +22,21 @@ type Config struct {
 	Topology         *Topology
 	RegistrationAuth RegistrationAuth
 	Reconciler       Reconciler
+	// Links are the settings injected into every cross-group link's client
+	// configuration (spec, "Connection detail selection"); an extension of the spec's
+	// reference, all optional.
+	Links LinkSettings
+}
+
+// LinkSettings is the `links` section.
+type LinkSettings struct {
+	// SpireSocketPath is where source nodes get the SVID for mTLS to destinations that
+	// require it.
+	SpireSocketPath   string
+	BackoffInitial    time.Duration
+	BackoffMax        time.Duration
+	KeepaliveInterval time.Duration
+	KeepaliveTimeout  time.Duration
 }
 
 // Mode says where the topology comes from.

@@ -26,7 +26,21 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		"topology":          func(n *yaml.Node, p string) { c.Topology = d.topology(n, p) },
 		"registration_auth": func(n *yaml.Node, p string) { d.auth(n, p, &c.RegistrationAuth) },
 		"reconciler":        func(n *yaml.Node, p string) { d.reconciler(n, p, &c.Reconciler) },
+		"links":             func(n *yaml.Node, p string) { d.linkSettings(n, p, &c.Links) },
 	})
+}
+
+func (d *decoder) linkSettings(n *yaml.Node, path string, l *LinkSettings) {
+	d.mapping(n, path, map[string]fieldFunc{
+		"spire_socket_path":  func(n *yaml.Node, p string) { d.str(n, p, &l.SpireSocketPath) },
+		"backoff_initial":    func(n *yaml.Node, p string) { d.duration(n, p, false, &l.BackoffInitial) },
+		"backoff_max":        func(n *yaml.Node, p string) { d.duration(n, p, false, &l.BackoffMax) },
+		"keepalive_interval": func(n *yaml.Node, p string) { d.duration(n, p, false, &l.KeepaliveInterval) },
+		"keepalive_timeout":  func(n *yaml.Node, p string) { d.duration(n, p, false, &l.KeepaliveTimeout) },
+	})
+	if l.BackoffMax != 0 && l.BackoffMax < l.BackoffInitial {
+		d.fail(n, path+".backoff_max", "%s is shorter than backoff_initial %s", l.BackoffMax, l.BackoffInitial)
+	}
 }
 
 func (d *decoder) server(n *yaml.Node, path string, s *Server) {

@@ -45,7 +45,8 @@ type Options struct {
 	RegisterTimeout time.Duration
 	// StopTimeout bounds the graceful stop of the northbound server; 5 s when zero.
 	StopTimeout time.Duration
-	// Links are the settings injected into every link's client configuration.
+	// Links are the settings injected into every link's client configuration; when
+	// zero, the config file's links section applies.
 	Links controlplane.LinkSettings
 	// Store replaces the store Config.Database describes; the server closes it.
 	Store store.Store
@@ -96,8 +97,12 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}
 	closers = append(closers, func() { _ = s.store.Close() })
+	links := o.Links
+	if links == (controlplane.LinkSettings{}) {
+		links = controlplane.LinkSettings(o.Config.Links)
+	}
 	s.svc, err = controlplane.New(ctx, controlplane.Options{
-		Store: s.store, Topology: o.Config.Topology, Logger: s.log.With("component", "service"), Links: o.Links,
+		Store: s.store, Topology: o.Config.Topology, Logger: s.log.With("component", "service"), Links: links,
 	})
 	if err != nil {
 		return nil, err
