@@ -18,8 +18,8 @@ func TestLinksSection(t *testing.T) {
 	}
 	for in, msg := range map[string]string{
 		"links:\n  backoff_initial: 10s\n  backoff_max: 1s\n": "links.backoff_max: 1s is shorter than backoff_initial 10s",
-		"links:\n  keepalive: 5s\n":                          "links.keepalive: unknown key",
-		"links:\n  backoff_max: soon\n":                      "links.backoff_max",
+		"links:\n  keepalive: 5s\n":                           "links.keepalive: unknown key",
+		"links:\n  backoff_max: soon\n":                       "links.backoff_max",
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", in, err, msg)
