@@ -1,0 +1,47 @@
+{{/* Selector labels of one component. Call with (dict "root" $ "component" "name"). */}}
+{{- define "switchboard.selector" -}}
+app.kubernetes.io/name: switchboard
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* All labels of one component: the selector plus the chart's. */}}
+{{- define "switchboard.labels" -}}
+{{ include "switchboard.selector" . }}
+app.kubernetes.io/version: {{ .root.Values.image.tag | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end }}
+
+{{- define "switchboard.image" -}}
+image: {{ printf "%s:%s" .Values.image.repository .Values.image.tag | quote }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+{{- end }}
+
+{{/* Every pod runs as the distroless nonroot user. */}}
+{{- define "switchboard.podSecurityContext" -}}
+automountServiceAccountToken: false
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  fsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{- define "switchboard.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: ["ALL"]
+{{- end }}
+
+{{/* --registry-backend and the chosen backend's flags, as container args. */}}
+{{- define "switchboard.backendArgs" -}}
+- {{ printf "--registry-backend=%s" .Values.backend.name | quote }}
+{{- range $flag, $value := index .Values.backend.flags .Values.backend.name }}
+- {{ printf "--%s=%v" $flag $value | quote }}
+{{- end }}
+{{- end }}
