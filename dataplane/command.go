@@ -212,7 +212,11 @@ func (c *Controller) deleteSubscription(ctx context.Context, v *linkView, sub *c
 	delete(c.state.subs, key)
 	c.mu.Unlock()
 	if !ok {
-		return fail(ErrSubNotFound)
+		// Not one this controller made (installed around it, or lost with a session
+		// reset): the datapath itself still knows it.
+		if subID, ok = c.datapathSubscription(key); !ok {
+			return fail(ErrSubNotFound)
+		}
 	}
 	err = c.dp.Unsubscribe(ctx, id, subID)
 	switch {
@@ -223,4 +227,15 @@ func (c *Controller) deleteSubscription(ctx context.Context, v *linkView, sub *c
 	}
 	st.Success = true
 	return st
+}
+
+// datapathSubscription looks a subscription up in the datapath rather than in the
+// controller's own table.
+func (c *Controller) datapathSubscription(key subKey) (SubID, bool) {
+	for _, s := range c.dp.Subscriptions() {
+		if s.Conn == key.conn && s.Name == key.name {
+			return s.ID, true
+		}
+	}
+	return 0, false
 }

@@ -678,3 +678,26 @@ func TestDeleteLinkSharingAConnection(t *testing.T) {
 		t.Fatalf("datapath still has %d connections", n)
 	}
 }
+
+// A subscription the controller did not install itself (made around it on the
+// datapath) is still removed when the CP deletes it, not answered "not found".
+func TestDeleteSubscriptionMadeAroundTheController(t *testing.T) {
+	f := newFixture(t, nil)
+	ps := f.peer.next(f.ctx)
+	ps.command(f.ctx, &controllerv1.ConfigCommand{ConnectionsToCreate: []*controllerv1.Connection{conn("L1", "10.0.0.1:1")}})
+	conns := f.dp.Connections()
+	if len(conns) != 1 {
+		t.Fatalf("datapath has %d connections", len(conns))
+	}
+	name := dataplane.Name{Components: [3]string{"a", "b", "c"}, ComponentID: dataplane.NoComponentID}
+	if _, err := f.dp.Subscribe(f.ctx, conns[0].ID, name, func(error) {}); err != nil {
+		t.Fatal(err)
+	}
+	ack := ps.command(f.ctx, &controllerv1.ConfigCommand{SubscriptionsToDelete: []*controllerv1.Subscription{sub("L1", "a", "b", "c")}})
+	if ss := subStatuses(ack); !ss[0].ok {
+		t.Fatalf("delete of a subscription made around the controller: %+v", ss)
+	}
+	if n := len(f.dp.Subscriptions()); n != 0 {
+		t.Fatalf("datapath still has %d subscriptions", n)
+	}
+}

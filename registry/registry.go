@@ -17,7 +17,9 @@ import (
 // the same batch nets out. Unregistering a key that is not stored is not an error.
 //
 // List returns the endpoints that match the filter, sorted as endpoint.Sort does;
-// expired entries are never returned.
+// expired entries are never returned. Callers must not modify the result: a backend
+// may share it with its cache (the registrar client does, so that a cached read costs
+// no allocation); Clone what you need to change.
 //
 // Close releases the backend; it is idempotent, and calls after it fail with ErrClosed.
 type Registry interface {
