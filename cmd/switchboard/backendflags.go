@@ -31,6 +31,8 @@ func addBackendFlags(cmd *cobra.Command, defaultBackend string) *backendFlags {
 		usage += " (empty: none)"
 	}
 	cmd.Flags().StringVar(&b.name, "registry-backend", defaultBackend, usage)
+	markBackendFlag(cmd.Flags().Lookup("registry-backend"))
+	cmd.SetUsageTemplate(backendUsageTemplate)
 	_ = cmd.RegisterFlagCompletionFunc("registry-backend", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return names, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -56,9 +58,55 @@ func addBackendFlags(cmd *cobra.Command, defaultBackend string) *backendFlags {
 		if p.Default == "false" {
 			f.NoOptDefVal = "true" // a bare --flag switches it on
 		}
+		markBackendFlag(f)
 	}
 	return b
 }
+
+// Backend flags are listed in a section of their own in --help, after the command's
+// own flags: there are many, and only the chosen backend's apply.
+const backendFlagAnnotation = "switchboard/registry-backend"
+
+func markBackendFlag(f *pflag.Flag) {
+	f.Annotations = map[string][]string{backendFlagAnnotation: {"true"}}
+}
+
+func init() {
+	cobra.AddTemplateFunc("commandFlagUsages", func(c *cobra.Command) string { return flagUsages(c, false) })
+	cobra.AddTemplateFunc("backendFlagUsages", func(c *cobra.Command) string { return flagUsages(c, true) })
+}
+
+func flagUsages(c *cobra.Command, backend bool) string {
+	fs := pflag.NewFlagSet(c.Name(), pflag.ContinueOnError)
+	fs.SortFlags = false
+	if backend {
+		fs.AddFlag(c.LocalFlags().Lookup("registry-backend")) // the choice first, then its options
+	}
+	c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := f.Annotations[backendFlagAnnotation]; ok == backend && f.Name != "registry-backend" {
+			fs.AddFlag(f)
+		}
+	})
+	return fs.FlagUsages()
+}
+
+// backendUsageTemplate is cobra's usage template for a leaf command, with the
+// backend flags split out.
+const backendUsageTemplate = `Usage:
+  {{.UseLine}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}
+
+Flags:
+{{commandFlagUsages . | trimTrailingWhitespaces}}
+
+Registry backend flags (only those of the chosen --registry-backend apply):
+{{backendFlagUsages . | trimTrailingWhitespaces}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+`
 
 // params returns the backend parameters the user set explicitly; defaults come from
 // the backend itself, and registry.Open reports a flag of another backend set by

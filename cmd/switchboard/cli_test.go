@@ -163,3 +163,23 @@ func TestRegistryCommandsAgainstCloudMap(t *testing.T) {
 		t.Fatalf("watch on a polled backend: exit %d, %q", code, errOut)
 	}
 }
+
+// --help puts a command's own flags first and the many backend flags in a section of
+// their own, the chosen backend first.
+func TestHelpSeparatesBackendFlags(t *testing.T) {
+	out, _, code := run(t, "registry", "lookup", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	own, backend, ok := strings.Cut(out, "Registry backend flags")
+	if !ok {
+		t.Fatalf("no backend section:\n%s", out)
+	}
+	if !strings.Contains(own, "--service") || strings.Contains(own, "--nats-url") || strings.Contains(own, "--registry-backend") {
+		t.Fatalf("command flags section:\n%s", own)
+	}
+	lines := strings.Split(strings.TrimSpace(backend), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "--registry-backend") || !strings.Contains(backend, "--etcd-endpoints") {
+		t.Fatalf("backend section:\n%s", backend)
+	}
+}
