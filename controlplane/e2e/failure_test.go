@@ -37,7 +37,15 @@ func (s *recordingStore) UpdateLink(ctx context.Context, id string, u store.Link
 }
 
 func (s *recordingStore) DeleteLink(ctx context.Context, id string) error {
-	err := s.Store.DeleteLink(ctx, id)
+	return s.hardDelete(id, s.Store.DeleteLink(ctx, id))
+}
+
+// DeleteLinkIf is the reconciler's hard delete.
+func (s *recordingStore) DeleteLinkIf(ctx context.Context, id string, version int64) error {
+	return s.hardDelete(id, s.Store.DeleteLinkIf(ctx, id, version))
+}
+
+func (s *recordingStore) hardDelete(id string, err error) error {
 	if err == nil {
 		s.mu.Lock()
 		s.hardDeleted[id] = true

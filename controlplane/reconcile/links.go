@@ -104,7 +104,9 @@ func (r *Links) Sync(ctx context.Context, nodeID string) error {
 	if len(cmd.ConnectionsToDelete)+len(cmd.ConnectionsToCreate) == 0 {
 		return nil
 	}
-	r.markConnecting(ctx, plan.create)
+	if err := r.markConnecting(ctx, plan.create); err != nil {
+		return err // the core changed a link since it was listed: decide again
+	}
 	ack, err := send(ctx, r.o.Nodes, nodeID, cmd)
 	if err != nil {
 		return err
@@ -169,9 +171,13 @@ func (r *Links) isOrphan(ctx context.Context, nodeID, linkID string) (bool, erro
 
 // markConnecting records that the creates are being sent (Pending -> Connecting). An
 // Applied link being dialled again lost its connection or its endpoint: it goes back
-// to Pending first, as the state machine requires.
-func (r *Links) markConnecting(ctx context.Context, links []store.Link) {
-	for _, l := range links {
+// to Pending first, as the state machine requires. Each write is conditional on the
+// version classified, and the links' versions are brought forward so that the acks
+// are written against what was sent. A link the core changed since the list fails the
+// pass with ErrRetrySoon before anything is sent.
+func (r *Links) markConnecting(ctx context.Context, links []store.Link) error {
+	for i := range links {
+		l := &links[i]
 		steps := []store.LinkStatus{store.LinkConnecting}
 		switch l.Status {
 		case store.LinkConnecting:
@@ -180,12 +186,18 @@ func (r *Links) markConnecting(ctx context.Context, links []store.Link) {
 			steps = []store.LinkStatus{store.LinkPending, store.LinkConnecting}
 		}
 		for _, st := range steps {
-			if _, err := store.SetLinkStatus(ctx, r.o.Store, l.ID, st, ""); err != nil {
+			cur, err := store.SetLinkStatusIf(ctx, r.o.Store, l.ID, l.Version, st, "")
+			if err != nil {
+				if err := conflicted("link "+l.ID+" before sending", err); errors.Is(err, ErrRetrySoon) {
+					return err
+				}
 				r.o.Logger.Debug("link not marked connecting", "link", l.ID, "err", err)
 				break
 			}
+			l.Status, l.Version = cur.Status, cur.Version
 		}
 	}
+	return nil
 }
 
 // routesOver queues route reconciliation for both ends of links that are up.
@@ -229,10 +241,11 @@ func (r *Links) processAck(ctx context.Context, nodeID string, p *linkPlan, cmd 
 		errs = append(errs, err)
 	}
 	r.routesOver(nodeID, up)
-	return errors.Join(errs...)
+	return settle(errs)
 }
 
-// deleted: success or "connection not found" is the hard delete.
+// deleted: success or "connection not found" is the hard delete, of the link as it was
+// listed.
 func (r *Links) deleted(ctx context.Context, l store.Link, st *controllerv1.ConnectionStatus) error {
 	if err := statusMatches(st, l.ID); err != nil {
 		return err
@@ -240,39 +253,71 @@ func (r *Links) deleted(ctx context.Context, l store.Link, st *controllerv1.Conn
 	if !st.GetSuccess() && st.GetError() != dataplane.StatusConnectionNotFound {
 		return fmt.Errorf("delete link %s on %s: %s", l.ID, l.SourceNodeID, st.GetError())
 	}
-	if err := r.o.Store.DeleteLink(ctx, l.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("hard-delete link %s: %w", l.ID, err)
+	if err := r.o.Store.DeleteLinkIf(ctx, l.ID, l.Version); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return conflicted("hard-delete link "+l.ID, fmt.Errorf("hard-delete link %s: %w", l.ID, err))
 	}
 	r.o.Logger.Debug("link deleted", "link", l.ID, "node", l.SourceNodeID)
 	return nil
 }
 
 // created: success -> Applied, failure -> Failed with the node's message (and an error,
-// so the queue retries with backoff). A link that moved to another node or was
-// deleted while the command was out is left to whoever owns it now.
+// so the queue retries with backoff).
 func (r *Links) created(ctx context.Context, nodeID string, l store.Link, st *controllerv1.ConnectionStatus) (store.Link, bool, error) {
 	if err := statusMatches(st, l.ID); err != nil {
 		return l, false, err
-	}
-	cur, err := r.o.Store.GetLink(ctx, l.ID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (cur.Deleted || cur.SourceNodeID != nodeID)) {
-		return l, false, nil
-	}
-	if err != nil {
-		return l, false, fmt.Errorf("link %s: %w", l.ID, err)
 	}
 	status, msg := store.LinkApplied, ""
 	if !st.GetSuccess() {
 		status, msg = store.LinkFailed, st.GetError()
 	}
-	if _, err := store.SetLinkStatus(ctx, r.o.Store, l.ID, status, msg); err != nil && !errors.Is(err, store.ErrInvalidTransition) {
-		return cur, false, fmt.Errorf("link %s -> %s: %w", l.ID, status, err)
+	cur, mine, err := r.writeAck(ctx, nodeID, l, status, msg)
+	if err != nil || !mine {
+		return cur, false, err
 	}
 	if !st.GetSuccess() {
 		return cur, false, fmt.Errorf("create link %s on %s: %s", l.ID, nodeID, msg)
 	}
 	r.o.Logger.Debug("link applied", "link", l.ID, "node", nodeID)
 	return cur, true, nil
+}
+
+// ackAttempts bounds writeAck's compare-and-set loop. The destination's claim lands
+// about when the ack does, so a first conflict is common and a second rare.
+const ackAttempts = 3
+
+// writeAck records the create's outcome on l as it was sent. A link that moved to
+// another node or was deleted while the command was out is left to whoever owns it now
+// (mine is false). One the core reset meanwhile — back to Pending, a new endpoint or
+// config — is not overwritten: the error, wrapping ErrRetrySoon, has the node synced
+// again from fresh state. Otherwise (the link is as sent, or its destination claimed
+// it, which only adds the claimer) the write is conditional on the version just read,
+// and a conflict means reading and deciding again.
+func (r *Links) writeAck(ctx context.Context, nodeID string, l store.Link, status store.LinkStatus, msg string) (store.Link, bool, error) {
+	for attempt := 1; ; attempt++ {
+		cur, err := r.o.Store.GetLink(ctx, l.ID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (cur.Deleted || cur.SourceNodeID != nodeID)) {
+			return l, false, nil
+		}
+		if err != nil {
+			return l, false, fmt.Errorf("link %s: %w", l.ID, err)
+		}
+		if cur.Status == store.LinkPending || cur.DestEndpoint != l.DestEndpoint || cur.ConnConfig != l.ConnConfig {
+			return cur, false, fmt.Errorf("%w: link %s was reset while its create was out", ErrRetrySoon, l.ID)
+		}
+		if cur.Status == status && cur.StatusMessage == msg {
+			return cur, true, nil // the claim got there first
+		}
+		_, err = store.SetLinkStatusIf(ctx, r.o.Store, l.ID, cur.Version, status, msg)
+		switch {
+		case errors.Is(err, store.ErrConflict) && attempt < ackAttempts:
+			continue
+		case errors.Is(err, store.ErrConflict):
+			return cur, false, conflicted(fmt.Sprintf("link %s -> %s", l.ID, status), err)
+		case err != nil && !errors.Is(err, store.ErrInvalidTransition):
+			return cur, false, fmt.Errorf("link %s -> %s: %w", l.ID, status, err)
+		}
+		return cur, true, nil
+	}
 }
 
 func statusMatches(st *controllerv1.ConnectionStatus, linkID string) error {

@@ -28,9 +28,12 @@ import (
 // streams and southbound service on loopback gRPC, with real data-plane controllers
 // over memdp, and the two reconcilers a test calls directly, one Sync at a time.
 type rig struct {
-	t      *testing.T
-	ctx    context.Context
+	t   *testing.T
+	ctx context.Context
+	// st is the store of the service and the reconcilers; hooks.Store is the store
+	// under it, where a hook writes what "the core" does at an awkward moment.
 	st     store.Store
+	hooks  *hookStore
 	svc    *controlplane.Service
 	nodes  *countingNodes
 	f      *e2e.Fabric
@@ -63,14 +66,16 @@ func newRig(t *testing.T, db string, orphans bool) *rig {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	r := &rig{t: t, ctx: ctx}
-	r.st = memory.New()
+	var base store.Store = memory.New()
 	if db == config.DatabaseSQLite {
 		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cp.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.st = st
+		base = st
 	}
+	r.hooks = &hookStore{Store: base}
+	r.st = r.hooks
 	topo, err := config.Parse([]byte("topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -231,3 +236,49 @@ type dataplaneConn = dataplane.ConnInfo
 // e2eConverged checks everything the store wants is in place (extra connections
 // allowed).
 func e2eConverged(r *rig) error { return e2e.Converged(r.ctx, r.st, r.f, false) }
+
+// hookStore runs the test's hooks just before each link or route update reaches the
+// store, to stage a core decision between a reconciler's read and its write.
+type hookStore struct {
+	store.Store
+	mu    sync.Mutex
+	link  func(id string, u store.LinkUpdate)
+	route func(id int64, u store.RouteUpdate)
+}
+
+func (h *hookStore) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (store.Link, error) {
+	h.mu.Lock()
+	fn := h.link
+	h.mu.Unlock()
+	if fn != nil {
+		fn(id, u)
+	}
+	return h.Store.UpdateLink(ctx, id, u)
+}
+
+func (h *hookStore) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) (store.Route, error) {
+	h.mu.Lock()
+	fn := h.route
+	h.mu.Unlock()
+	if fn != nil {
+		fn(id, u)
+	}
+	return h.Store.UpdateRoute(ctx, id, u)
+}
+
+func (h *hookStore) onLink(fn func(string, store.LinkUpdate)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.link = fn
+}
+
+func (h *hookStore) onRoute(fn func(int64, store.RouteUpdate)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.route = fn
+}
+
+// conditional reports whether u is a reconciler's conditional write to status st.
+func conditional[S comparable](ifVersion *int64, status *S, st S) bool {
+	return ifVersion != nil && status != nil && *status == st
+}

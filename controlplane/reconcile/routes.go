@@ -55,6 +55,9 @@ type routePlan struct {
 	set, del map[subKey]*store.Route
 	setOrder []subKey
 	delOrder []subKey
+	// errs are the writes made while classifying that the core's changes refused
+	// (each wraps ErrRetrySoon).
+	errs []error
 }
 
 func (p *routePlan) add(to map[subKey]*store.Route, order *[]subKey, k subKey, r *store.Route) {
@@ -100,7 +103,7 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 	}
 	cmd := plan.command()
 	if len(cmd.SubscriptionsToSet)+len(cmd.SubscriptionsToDelete) == 0 {
-		return nil
+		return settle(plan.errs)
 	}
 	ack, err := send(ctx, r.o.Nodes, nodeID, cmd)
 	if err != nil {
@@ -141,7 +144,7 @@ func (r *Routes) classify(ctx context.Context, nodeID string, routes []store.Rou
 		if err != nil {
 			return nil, err
 		}
-		if r.linkReady(ctx, nodeID, rt, l, live) {
+		if r.linkReady(ctx, p, nodeID, rt, l, live) {
 			r.classifyLive(ctx, p, rt, k, live)
 		}
 	}
@@ -162,8 +165,8 @@ func (r *Routes) classifyDeleted(ctx context.Context, p *routePlan, rt *store.Ro
 		p.add(p.del, &p.delOrder, k, rt)
 		return nil
 	}
-	if err := r.o.Store.DeleteRoute(ctx, rt.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("hard-delete route %d: %w", rt.ID, err)
+	if err := r.o.Store.DeleteRouteIf(ctx, rt.ID, rt.Version); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return conflicted("hard-delete route", fmt.Errorf("hard-delete route %d: %w", rt.ID, err))
 	}
 	return nil
 }
@@ -171,13 +174,13 @@ func (r *Routes) classifyDeleted(ctx context.Context, p *routePlan, rt *store.Ro
 // linkReady checks the route's link: missing -> skip; Failed -> route Failed; not yet
 // Applied -> defer to the link reconciler; Applied but not live on this node -> back
 // to the link reconciler (linkDown).
-func (r *Routes) linkReady(ctx context.Context, nodeID string, rt *store.Route, l *store.Link, live nodeState) bool {
+func (r *Routes) linkReady(ctx context.Context, p *routePlan, nodeID string, rt *store.Route, l *store.Link, live nodeState) bool {
 	switch {
 	case l == nil || l.Deleted:
 		r.o.Logger.Debug("route skipped: link gone", "route", rt.ID, "link", rt.LinkID)
 		return false
 	case l.Status == store.LinkFailed:
-		r.markFailed(ctx, rt, "link "+l.ID+" failed: "+l.StatusMessage)
+		p.errs = append(p.errs, r.markFailed(ctx, rt, "link "+l.ID+" failed: "+l.StatusMessage))
 		return false
 	case l.Status != store.LinkApplied:
 		r.o.EnqueueLinks(l.SourceNodeID)
@@ -195,7 +198,9 @@ func (r *Routes) linkReady(ctx context.Context, nodeID string, rt *store.Route, 
 // missing and dials again; on the destination side the source still holds its end, so
 // the link is reset to Pending to make the source dial anew. A link that changed since
 // the node was asked is left alone: the list may predate its new connection, and
-// resetting it would have it dialled twice (whoever changed it queues this node).
+// resetting it would have it dialled twice (whoever changed it queues this node). The
+// reset is conditional on the version read, so a change that lands after the read is
+// not overwritten either.
 func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, asked time.Time) {
 	defer func() { l.Status = store.LinkPending }() // the cache: other routes over it defer
 	if l.SourceNodeID == nodeID {
@@ -206,7 +211,7 @@ func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, ask
 	if err != nil || cur.LastUpdated.After(asked) || cur.Status != store.LinkApplied {
 		return
 	}
-	if _, err := store.SetLinkStatus(ctx, r.o.Store, l.ID, store.LinkPending, "connection not live on "+nodeID); err != nil {
+	if _, err := store.SetLinkStatusIf(ctx, r.o.Store, l.ID, cur.Version, store.LinkPending, "connection not live on "+nodeID); err != nil {
 		r.o.Logger.Debug("link not reset", "link", l.ID, "err", err)
 	}
 	r.o.EnqueueLinks(l.SourceNodeID)
@@ -214,26 +219,27 @@ func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, ask
 
 // classifyLive: an active subscription is Applied without a round trip; anything else
 // is (re)subscribed, going back to Pending first (a Failed route, or an Applied one
-// whose subscription the node lost).
+// whose subscription the node lost). A route the core changed since it was listed is
+// left for the next pass.
 func (r *Routes) classifyLive(ctx context.Context, p *routePlan, rt *store.Route, k subKey, live nodeState) {
 	if live.subs[k] {
 		if rt.Status != store.RouteApplied {
-			r.setStatus(ctx, rt, store.RouteApplied, "")
+			p.errs = append(p.errs, r.setStatus(ctx, rt, store.RouteApplied, ""))
 		}
 		return
 	}
 	if rt.Status != store.RoutePending {
-		r.setStatus(ctx, rt, store.RoutePending, "")
+		if err := r.setStatus(ctx, rt, store.RoutePending, ""); err != nil {
+			p.errs = append(p.errs, err)
+			return
+		}
 	}
 	p.add(p.set, &p.setOrder, k, rt)
 }
 
 // processAck applies the node's per-subscription statuses.
 func (r *Routes) processAck(ctx context.Context, nodeID string, p *routePlan, ack *controllerv1.ConfigCommandAck) error {
-	var (
-		errs  []error
-		retry bool
-	)
+	errs := p.errs
 	for _, st := range ack.GetSubscriptionsStatus() {
 		k := subKey{NameFromProto(st.GetSubscription()), st.GetSubscription().GetLinkId()}
 		if rt, ok := p.del[k]; ok {
@@ -249,22 +255,19 @@ func (r *Routes) processAck(ctx context.Context, nodeID string, p *routePlan, ac
 		delete(p.set, k)
 		switch {
 		case st.GetSuccess():
-			r.setStatus(ctx, rt, store.RouteApplied, "")
+			errs = append(errs, r.setStatus(ctx, rt, store.RouteApplied, ""))
 		case st.GetError() == dataplane.StatusConnectionNotFound:
-			retry = true // left Pending; the next pass finds the link down and resets it
+			// Left Pending; the next pass finds the link down and resets it.
+			errs = append(errs, fmt.Errorf("%w: a connection of %s went away before its subscription was sent", ErrRetrySoon, nodeID))
 		default:
-			r.markFailed(ctx, rt, st.GetError())
-			errs = append(errs, fmt.Errorf("subscribe %s over %s on %s: %s", k.name, k.link, nodeID, st.GetError()))
+			errs = append(errs, r.markFailed(ctx, rt, st.GetError()),
+				fmt.Errorf("subscribe %s over %s on %s: %s", k.name, k.link, nodeID, st.GetError()))
 		}
 	}
 	if n := len(p.set) + len(p.del); n > 0 {
 		errs = append(errs, fmt.Errorf("ack from %s misses %d subscription statuses", nodeID, n))
 	}
-	err := errors.Join(errs...)
-	if retry && err == nil {
-		return fmt.Errorf("%w: a connection of %s went away before its subscription was sent", ErrRetrySoon, nodeID)
-	}
-	return err
+	return settle(errs)
 }
 
 // unsubscribed: success or "not found" hard-deletes the route (orphans have none).
@@ -278,35 +281,52 @@ func (r *Routes) unsubscribed(ctx context.Context, nodeID string, rt *store.Rout
 		r.o.Logger.Info("orphan subscription deleted", "node", nodeID, "name", k.name.String(), "link", k.link)
 		return nil
 	}
-	if err := r.o.Store.DeleteRoute(ctx, rt.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("hard-delete route %d: %w", rt.ID, err)
+	if err := r.o.Store.DeleteRouteIf(ctx, rt.ID, rt.Version); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return conflicted("hard-delete route", fmt.Errorf("hard-delete route %d: %w", rt.ID, err))
 	}
 	return nil
 }
 
 // setStatus moves a route unless, meanwhile, it was deleted or moved to another node
-// (a failover): then its new owner's reconcile decides.
-func (r *Routes) setStatus(ctx context.Context, rt *store.Route, st store.RouteStatus, msg string) {
+// (a failover): then its new owner's reconcile decides. The write is conditional on
+// rt.Version, the version this pass decided from, and brings it forward; a route the
+// core changed in any other way since is not overwritten, and the error returned
+// (wrapping ErrRetrySoon) has the node synced again from fresh state.
+func (r *Routes) setStatus(ctx context.Context, rt *store.Route, st store.RouteStatus, msg string) error {
 	cur, err := r.o.Store.GetRoute(ctx, rt.ID)
-	if err != nil || cur.Deleted || cur.SourceNodeID != rt.SourceNodeID || cur.LinkID != rt.LinkID {
-		return
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // hard-deleted meanwhile: nothing to record
+	case err != nil:
+		return fmt.Errorf("route %d: %w", rt.ID, err)
+	case cur.Deleted || cur.SourceNodeID != rt.SourceNodeID || cur.LinkID != rt.LinkID:
+		return nil
 	}
 	if cur.Status == st && cur.StatusMessage == msg {
-		return
+		return nil
 	}
-	if _, err := store.SetRouteStatus(ctx, r.o.Store, rt.ID, st, msg); err != nil {
+	next, err := store.SetRouteStatusIf(ctx, r.o.Store, rt.ID, rt.Version, st, msg)
+	if errors.Is(err, store.ErrConflict) {
+		return conflicted(fmt.Sprintf("route %d -> %s", rt.ID, st), err)
+	}
+	if err != nil {
 		r.o.Logger.Debug("route status not changed", "route", rt.ID, "to", st.String(), "err", err)
+	} else {
+		rt.Version = next.Version
 	}
 	rt.Status = st
+	return nil
 }
 
 // markFailed records msg; an Applied route passes through Pending, as the state
 // machine requires.
-func (r *Routes) markFailed(ctx context.Context, rt *store.Route, msg string) {
+func (r *Routes) markFailed(ctx context.Context, rt *store.Route, msg string) error {
 	if rt.Status == store.RouteApplied {
-		r.setStatus(ctx, rt, store.RoutePending, msg)
+		if err := r.setStatus(ctx, rt, store.RoutePending, msg); err != nil {
+			return err
+		}
 	}
-	r.setStatus(ctx, rt, store.RouteFailed, msg)
+	return r.setStatus(ctx, rt, store.RouteFailed, msg)
 }
 
 // linkCache reads each link once per pass.

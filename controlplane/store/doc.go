@@ -7,4 +7,11 @@
 // stores enforce the state machines: a status change that the machine does not allow
 // fails with ErrInvalidTransition, so a late acknowledgement can never revive a record
 // that was marked deleted in the meantime.
+//
+// Links and routes carry a Version the store bumps on every change. The reconcilers,
+// which read a record, talk to a node and only then write, make their writes
+// conditional on the version they decided from (LinkUpdate.IfVersion,
+// RouteUpdate.IfVersion, DeleteLinkIf, DeleteRouteIf): a stale one fails with
+// ErrConflict and changes nothing, so a reconciler cannot overwrite what the core
+// decided meanwhile (a gateway failover, a re-key, a reset).
 package store

@@ -13,6 +13,12 @@ func SetLinkStatus(ctx context.Context, s Store, id string, st LinkStatus, msg s
 	return s.UpdateLink(ctx, id, LinkUpdate{Status: &st, StatusMessage: &msg})
 }
 
+// SetLinkStatusIf is SetLinkStatus on condition that the link is still at version
+// (ErrConflict if not).
+func SetLinkStatusIf(ctx context.Context, s Store, id string, version int64, st LinkStatus, msg string) (Link, error) {
+	return s.UpdateLink(ctx, id, LinkUpdate{IfVersion: &version, Status: &st, StatusMessage: &msg})
+}
+
 // MarkLinkDeleted marks the link for deletion.
 func MarkLinkDeleted(ctx context.Context, s Store, id string) (Link, error) {
 	return SetLinkStatus(ctx, s, id, LinkDeleted, "")
@@ -21,6 +27,12 @@ func MarkLinkDeleted(ctx context.Context, s Store, id string) (Link, error) {
 // SetRouteStatus moves the route to st with message msg.
 func SetRouteStatus(ctx context.Context, s Store, id int64, st RouteStatus, msg string) (Route, error) {
 	return s.UpdateRoute(ctx, id, RouteUpdate{Status: &st, StatusMessage: &msg})
+}
+
+// SetRouteStatusIf is SetRouteStatus on condition that the route is still at version
+// (ErrConflict if not).
+func SetRouteStatusIf(ctx context.Context, s Store, id int64, version int64, st RouteStatus, msg string) (Route, error) {
+	return s.UpdateRoute(ctx, id, RouteUpdate{IfVersion: &version, Status: &st, StatusMessage: &msg})
 }
 
 // MarkRouteApplied records that the subscription is active on its node.

@@ -63,6 +63,9 @@ type Link struct {
 	StatusMessage string
 	Deleted       bool
 	LastUpdated   time.Time
+	// Version is set by the store: 1 on create, one more on every update. Writes can be
+	// made conditional on it (LinkUpdate.IfVersion, DeleteLinkIf).
+	Version int64
 }
 
 // Involves reports whether the node is the link's source, its claimed destination, or
@@ -92,6 +95,8 @@ type Route struct {
 	StatusMessage string
 	Deleted       bool
 	LastUpdated   time.Time
+	// Version is Link.Version for routes.
+	Version int64
 }
 
 // IsTemplate reports whether the route is a wildcard template.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 )
 
 // Errors callers branch on. Implementations wrap them with the record's identity.
@@ -11,6 +12,9 @@ var (
 	ErrExists            = errors.New("already exists")
 	ErrInvalidTransition = errors.New("invalid status transition")
 	ErrClosed            = errors.New("store closed")
+	// ErrConflict: a write's version precondition failed because the record changed
+	// since the caller read it. Nothing was written.
+	ErrConflict = errors.New("record changed since it was read")
 )
 
 // Store persists the control plane's state. Every method is safe for concurrent use and
@@ -32,12 +36,15 @@ type Store interface {
 	CreateLink(ctx context.Context, l Link) error
 	GetLink(ctx context.Context, id string) (Link, error)
 	ListLinks(ctx context.Context, f LinkFilter) ([]Link, error)
-	// UpdateLink changes the fields set in u at once and returns the result. A status
-	// change the link state machine forbids fails with ErrInvalidTransition and changes
-	// nothing; Status LinkDeleted marks the link deleted.
+	// UpdateLink changes the fields set in u at once and returns the result, its
+	// Version one higher. A stale u.IfVersion fails with ErrConflict, a status change
+	// the link state machine forbids with ErrInvalidTransition; either changes
+	// nothing. Status LinkDeleted marks the link deleted.
 	UpdateLink(ctx context.Context, id string, u LinkUpdate) (Link, error)
 	// DeleteLink removes the link (the hard delete).
 	DeleteLink(ctx context.Context, id string) error
+	// DeleteLinkIf removes the link only if it is still at version (ErrConflict if not).
+	DeleteLinkIf(ctx context.Context, id string, version int64) error
 
 	// CreateRoute stores a new route and returns it with its id. An expansion starts
 	// Pending, a template Pending or Applied. A route with the same Key, deleted or not,
@@ -50,6 +57,8 @@ type Store interface {
 	UpdateRoute(ctx context.Context, id int64, u RouteUpdate) (Route, error)
 	// DeleteRoute removes the route (the hard delete).
 	DeleteRoute(ctx context.Context, id int64) error
+	// DeleteRouteIf is DeleteLinkIf for routes.
+	DeleteRouteIf(ctx context.Context, id int64, version int64) error
 
 	CreateSegment(ctx context.Context, name string) error
 	// DeleteSegment removes the segment and its links.
@@ -120,6 +129,10 @@ func (f LinkFilter) Match(l Link) bool {
 
 // LinkUpdate lists the fields UpdateLink changes; nil fields are kept.
 type LinkUpdate struct {
+	// IfVersion, when set, is the precondition: the stored link must still be at this
+	// version. A reconciler that decided from a read made before a round trip to a node
+	// sets it, so that its write cannot clobber what the core decided meanwhile.
+	IfVersion     *int64
 	SourceNodeID  *string
 	DestNodeID    *string
 	DestEndpoint  *string
@@ -128,8 +141,11 @@ type LinkUpdate struct {
 	StatusMessage *string
 }
 
-// Apply checks the update against l and returns the changed link.
+// Apply checks the update against l and returns the changed link, its version bumped.
 func (u LinkUpdate) Apply(l Link) (Link, error) {
+	if err := CheckVersion("link "+l.ID, l.Version, u.IfVersion); err != nil {
+		return l, err
+	}
 	if l.Deleted {
 		return l, errorf(ErrInvalidTransition, "link %s is deleted", l.ID)
 	}
@@ -145,6 +161,7 @@ func (u LinkUpdate) Apply(l Link) (Link, error) {
 	set(&l.DestEndpoint, u.DestEndpoint)
 	set(&l.ConnConfig, u.ConnConfig)
 	set(&l.StatusMessage, u.StatusMessage)
+	l.Version++
 	return l, nil
 }
 
@@ -169,14 +186,19 @@ func (f RouteFilter) Match(r Route) bool {
 
 // RouteUpdate lists the fields UpdateRoute changes; nil fields are kept.
 type RouteUpdate struct {
+	// IfVersion is LinkUpdate.IfVersion for routes.
+	IfVersion     *int64
 	SourceNodeID  *string
 	DestNodeID    *string
 	Status        *RouteStatus
 	StatusMessage *string
 }
 
-// Apply checks the update against r and returns the changed route.
+// Apply checks the update against r and returns the changed route, its version bumped.
 func (u RouteUpdate) Apply(r Route) (Route, error) {
+	if err := CheckVersion("route "+strconv.FormatInt(r.ID, 10), r.Version, u.IfVersion); err != nil {
+		return r, err
+	}
 	if r.Deleted {
 		return r, errorf(ErrInvalidTransition, "route %d is deleted", r.ID)
 	}
@@ -190,7 +212,17 @@ func (u RouteUpdate) Apply(r Route) (Route, error) {
 	set(&r.SourceNodeID, u.SourceNodeID)
 	set(&r.DestNodeID, u.DestNodeID)
 	set(&r.StatusMessage, u.StatusMessage)
+	r.Version++
 	return r, nil
+}
+
+// CheckVersion returns ErrConflict, naming what, when a precondition is set and the
+// stored version differs from it.
+func CheckVersion(what string, stored int64, want *int64) error {
+	if want == nil || *want == stored {
+		return nil
+	}
+	return errorf(ErrConflict, "%s is at version %d, not %d", what, stored, *want)
 }
 
 // CheckNewLink returns an error if l cannot be created.

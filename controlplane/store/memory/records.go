@@ -124,7 +124,7 @@ func (s *Store) CreateLink(ctx context.Context, l store.Link) error {
 	if _, ok := s.links[l.ID]; ok {
 		return store.Exists("link", l.ID)
 	}
-	l.LastUpdated = s.now()
+	l.LastUpdated, l.Version = s.now(), 1
 	s.links[l.ID] = l
 	return nil
 }
@@ -175,13 +175,26 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 
 // DeleteLink implements store.Store.
 func (s *Store) DeleteLink(ctx context.Context, id string) error {
+	return s.deleteLink(ctx, id, nil)
+}
+
+// DeleteLinkIf implements store.Store.
+func (s *Store) DeleteLinkIf(ctx context.Context, id string, version int64) error {
+	return s.deleteLink(ctx, id, &version)
+}
+
+func (s *Store) deleteLink(ctx context.Context, id string, version *int64) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if _, ok := s.links[id]; !ok {
+	l, ok := s.links[id]
+	if !ok {
 		return store.NotFound("link", id)
+	}
+	if err := store.CheckVersion("link "+id, l.Version, version); err != nil {
+		return err
 	}
 	delete(s.links, id)
 	return nil
@@ -202,7 +215,7 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
 	s.nextID++
-	r.ID, r.LastUpdated = s.nextID, s.now()
+	r.ID, r.LastUpdated, r.Version = s.nextID, s.now(), 1
 	s.routes[r.ID], s.routeKey[key] = r, r.ID
 	return r, nil
 }
@@ -267,6 +280,15 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 
 // DeleteRoute implements store.Store.
 func (s *Store) DeleteRoute(ctx context.Context, id int64) error {
+	return s.deleteRoute(ctx, id, nil)
+}
+
+// DeleteRouteIf implements store.Store.
+func (s *Store) DeleteRouteIf(ctx context.Context, id int64, version int64) error {
+	return s.deleteRoute(ctx, id, &version)
+}
+
+func (s *Store) deleteRoute(ctx context.Context, id int64, version *int64) error {
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
@@ -275,6 +297,9 @@ func (s *Store) DeleteRoute(ctx context.Context, id int64) error {
 	r, ok := s.routes[id]
 	if !ok {
 		return store.NotFound("route", itoa(id))
+	}
+	if err := store.CheckVersion("route "+itoa(id), r.Version, version); err != nil {
+		return err
 	}
 	delete(s.routes, id)
 	delete(s.routeKey, r.Key())

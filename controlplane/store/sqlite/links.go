@@ -9,7 +9,7 @@ import (
 )
 
 const linkCols = `id, source_node, source_group, dest_group, dest_node, target_node, dest_endpoint,
-	conn_config, status, status_msg, deleted, last_updated`
+	conn_config, status, status_msg, deleted, last_updated, version`
 
 func scanLink(sc scanner) (store.Link, error) {
 	var (
@@ -19,7 +19,7 @@ func scanLink(sc scanner) (store.Link, error) {
 		updated int64
 	)
 	err := sc.Scan(&l.ID, &l.SourceNodeID, &l.SourceGroup, &l.DestGroup, &l.DestNodeID, &l.TargetNodeID,
-		&l.DestEndpoint, &l.ConnConfig, &status, &l.StatusMessage, &deleted, &updated)
+		&l.DestEndpoint, &l.ConnConfig, &status, &l.StatusMessage, &deleted, &updated, &l.Version)
 	if err != nil {
 		return l, err
 	}
@@ -30,7 +30,7 @@ func scanLink(sc scanner) (store.Link, error) {
 
 func linkArgs(l store.Link, now time.Time) []any {
 	return []any{l.ID, l.SourceNodeID, l.SourceGroup, l.DestGroup, l.DestNodeID, l.TargetNodeID,
-		l.DestEndpoint, l.ConnConfig, l.Status.String(), l.StatusMessage, boolInt(l.Deleted), now.UnixNano()}
+		l.DestEndpoint, l.ConnConfig, l.Status.String(), l.StatusMessage, boolInt(l.Deleted), now.UnixNano(), 1}
 }
 
 // CreateLink implements store.Store.
@@ -38,7 +38,7 @@ func (s *Store) CreateLink(ctx context.Context, l store.Link) error {
 	if err := store.CheckNewLink(l); err != nil {
 		return err
 	}
-	err := s.exec(ctx, nil, "INSERT INTO links ("+linkCols+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+	err := s.exec(ctx, nil, "INSERT INTO links ("+linkCols+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 		linkArgs(l, s.now())...)
 	if isUniqueViolation(err) {
 		return store.Exists("link", l.ID)
@@ -103,9 +103,9 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 		}
 		l.LastUpdated = time.Unix(0, s.now().UnixNano())
 		_, err = tx.ExecContext(ctx, `UPDATE links SET source_node=?, dest_node=?, dest_endpoint=?, conn_config=?,
-			status=?, status_msg=?, deleted=?, last_updated=? WHERE id=?`,
+			status=?, status_msg=?, deleted=?, last_updated=?, version=? WHERE id=?`,
 			l.SourceNodeID, l.DestNodeID, l.DestEndpoint, l.ConnConfig, l.Status.String(), l.StatusMessage,
-			boolInt(l.Deleted), l.LastUpdated.UnixNano(), id)
+			boolInt(l.Deleted), l.LastUpdated.UnixNano(), l.Version, id)
 		out = l
 		return wrap(err)
 	})
@@ -115,4 +115,20 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 // DeleteLink implements store.Store.
 func (s *Store) DeleteLink(ctx context.Context, id string) error {
 	return s.exec(ctx, store.NotFound("link", id), "DELETE FROM links WHERE id = ?", id)
+}
+
+// DeleteLinkIf implements store.Store. The check and the delete share one write
+// transaction, so no update can slip in between.
+func (s *Store) DeleteLinkIf(ctx context.Context, id string, version int64) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		l, err := getLink(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := store.CheckVersion("link "+id, l.Version, &version); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "DELETE FROM links WHERE id = ?", id)
+		return wrap(err)
+	})
 }

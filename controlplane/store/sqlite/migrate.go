@@ -69,10 +69,13 @@ var migrations = []string{
 		group_b TEXT NOT NULL,
 		PRIMARY KEY (segment, group_a, group_b)
 	);`,
+	// 2: record versions, the compare-and-set precondition of UpdateLink/UpdateRoute.
+	`ALTER TABLE links ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+	ALTER TABLE routes ADD COLUMN version INTEGER NOT NULL DEFAULT 1;`,
 }
 
 // SchemaVersion is the version Open migrates to.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 func (s *Store) migrate(ctx context.Context) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {

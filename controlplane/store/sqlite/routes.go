@@ -10,7 +10,7 @@ import (
 )
 
 const routeCols = `id, source_node, dest_node, link_id, c0, c1, c2, has_cid, cid, status, status_msg,
-	deleted, last_updated`
+	deleted, last_updated, version`
 
 func scanRoute(sc scanner) (store.Route, error) {
 	var (
@@ -22,7 +22,8 @@ func scanRoute(sc scanner) (store.Route, error) {
 		updated int64
 	)
 	err := sc.Scan(&r.ID, &r.SourceNodeID, &r.DestNodeID, &r.LinkID, &r.Name.Components[0],
-		&r.Name.Components[1], &r.Name.Components[2], &hasID, &cid, &status, &r.StatusMessage, &deleted, &updated)
+		&r.Name.Components[1], &r.Name.Components[2], &hasID, &cid, &status, &r.StatusMessage, &deleted, &updated,
+		&r.Version)
 	if err != nil {
 		return r, err
 	}
@@ -41,12 +42,12 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 	if err := s.check(ctx); err != nil {
 		return store.Route{}, err
 	}
-	r.LastUpdated = time.Unix(0, s.now().UnixNano())
+	r.LastUpdated, r.Version = time.Unix(0, s.now().UnixNano()), 1
 	res, err := s.db.ExecContext(ctx, `INSERT INTO routes (route_key, source_node, dest_node, link_id, c0, c1, c2,
-		has_cid, cid, status, status_msg, deleted, last_updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		has_cid, cid, status, status_msg, deleted, last_updated, version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Key(), r.SourceNodeID, r.DestNodeID, r.LinkID, r.Name.Components[0], r.Name.Components[1],
 		r.Name.Components[2], boolInt(r.Name.HasID), int64(r.Name.ID), r.Status.String(), r.StatusMessage,
-		boolInt(r.Deleted), r.LastUpdated.UnixNano())
+		boolInt(r.Deleted), r.LastUpdated.UnixNano(), r.Version)
 	if isUniqueViolation(err) {
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
@@ -105,9 +106,9 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 		}
 		r.LastUpdated = time.Unix(0, s.now().UnixNano())
 		_, err = tx.ExecContext(ctx, `UPDATE routes SET route_key=?, source_node=?, dest_node=?, status=?,
-			status_msg=?, deleted=?, last_updated=? WHERE id=?`,
+			status_msg=?, deleted=?, last_updated=?, version=? WHERE id=?`,
 			r.Key(), r.SourceNodeID, r.DestNodeID, r.Status.String(), r.StatusMessage, boolInt(r.Deleted),
-			r.LastUpdated.UnixNano(), id)
+			r.LastUpdated.UnixNano(), r.Version, id)
 		if isUniqueViolation(err) {
 			return store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 		}
@@ -120,4 +121,19 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 // DeleteRoute implements store.Store.
 func (s *Store) DeleteRoute(ctx context.Context, id int64) error {
 	return s.exec(ctx, store.NotFound("route", strconv.FormatInt(id, 10)), "DELETE FROM routes WHERE id = ?", id)
+}
+
+// DeleteRouteIf implements store.Store, checking and deleting in one transaction.
+func (s *Store) DeleteRouteIf(ctx context.Context, id int64, version int64) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := getRoute(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := store.CheckVersion("route "+strconv.FormatInt(id, 10), r.Version, &version); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "DELETE FROM routes WHERE id = ?", id)
+		return wrap(err)
+	})
 }

@@ -109,3 +109,57 @@ func TestBadPath(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateVersions: a database of schema 1 (before record versions) is migrated on
+// Open; its links and routes start at version 1 and count on from there.
+func TestMigrateVersions(t *testing.T) {
+	ctx := ctxT(t)
+	path := filepath.Join(t.TempDir(), "cp.db")
+	s := open(t, path)
+	l := store.Link{ID: "l1", SourceNodeID: "a/1", DestEndpoint: "b:443", Status: store.LinkPending}
+	if err := s.CreateLink(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.CreateRoute(ctx, store.Route{SourceNodeID: "a/1", LinkID: "l1", Name: store.NewName("o", "n", "s"),
+		Status: store.RoutePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ALTER TABLE links DROP COLUMN version", "ALTER TABLE routes DROP COLUMN version",
+		"DELETE FROM schema_migrations WHERE version > 1"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_ = db.Close()
+
+	s = open(t, path)
+	defer s.Close()
+	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.SchemaVersion {
+		t.Fatalf("schema version after migration = %d, %v", v, err)
+	}
+	got, err := s.GetLink(ctx, "l1")
+	if err != nil || got.Version != 1 {
+		t.Fatalf("migrated link = %+v, %v; want version 1", got, err)
+	}
+	if _, err := store.SetLinkStatusIf(ctx, s, "l1", 1, store.LinkConnecting, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetLink(ctx, "l1"); got.Version != 2 {
+		t.Fatalf("updated migrated link at version %d", got.Version)
+	}
+	gr, err := s.GetRoute(ctx, r.ID)
+	if err != nil || gr.Version != 1 {
+		t.Fatalf("migrated route = %+v, %v; want version 1", gr, err)
+	}
+	if err := s.DeleteRouteIf(ctx, r.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -32,6 +32,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"RouteRekey", testRouteRekey},
 		{"RouteTransitions", testRouteTransitions},
 		{"RouteDeletedIsFinal", testRouteDeletedIsFinal},
+		{"LinkVersions", testLinkVersions},
+		{"LinkPrecondition", testLinkPrecondition},
+		{"RouteVersions", testRouteVersions},
+		{"RoutePrecondition", testRoutePrecondition},
 		{"Segments", testSegments},
 		{"Clear", testClear},
 		{"Concurrent", testConcurrent},
@@ -72,8 +76,8 @@ func equal[T any](t *testing.T, what string, got, want T) {
 	}
 }
 
-// untimed zeroes LastUpdated so records compare by content; the suite checks the
-// timestamps on their own.
+// untimed zeroes LastUpdated and Version so records compare by content; the suite
+// checks the timestamps and versions on their own.
 func untimedNodes(ns []store.Node) []store.Node {
 	for i := range ns {
 		ns[i].LastUpdated = time.Time{}
@@ -83,14 +87,14 @@ func untimedNodes(ns []store.Node) []store.Node {
 
 func untimedLinks(ls []store.Link) []store.Link {
 	for i := range ls {
-		ls[i].LastUpdated = time.Time{}
+		ls[i].LastUpdated, ls[i].Version = time.Time{}, 0
 	}
 	return ls
 }
 
 func untimedRoutes(rs []store.Route) []store.Route {
 	for i := range rs {
-		rs[i].LastUpdated = time.Time{}
+		rs[i].LastUpdated, rs[i].Version = time.Time{}, 0
 	}
 	return rs
 }
