@@ -61,7 +61,10 @@ func defaultDataDir() string {
 }
 
 func runDev(cmd *cobra.Command, a *app, o devOptions) error {
-	ctx := cmd.Context()
+	// Cancelling ctx stops every component started so far: on interrupt, and when a
+	// later one fails to start.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
 	log := a.logger()
 	host, portStr, err := net.SplitHostPort(o.natsListen)
 	if err != nil {
@@ -86,6 +89,7 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	}
 	cp, err := startDevControlPlane(ctx, o, log)
 	if err != nil {
+		cancel()
 		return errors.Join(err, reg.stop())
 	}
 	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")

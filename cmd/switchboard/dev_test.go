@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -172,5 +173,30 @@ func TestDevControlPlane(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A component that cannot start (its port is taken) fails dev at once and stops what
+// was already running, instead of leaving it serving without the others.
+func TestDevFailsCleanlyWhenAPortIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	out := &syncBuffer{}
+	cmd := newRootCmd(out, out)
+	cmd.SetArgs([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
+		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",
+		"--controlplane-southbound", taken.Addr().String(), "--data-dir", t.TempDir(), "--log-level", "warn"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("dev returned %v, want the port conflict", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev kept running after the control plane failed to start")
 	}
 }
