@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,15 +12,25 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/dataplane"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 )
 
 // startControlPlane runs `switchboard controlplane --config` in the background with
 // the given config body (loopback ports added) and returns the northbound and
 // southbound addresses and a stop function.
 func startControlPlane(t *testing.T, body string) (nb, sb string, stop func() error) {
+	return startControlPlaneWith(t, "", body)
+}
+
+// startControlPlaneWithNorthbound adds nbExtra (indented YAML) to the northbound section.
+func startControlPlaneWithNorthbound(t *testing.T, nbExtra string) (nb, sb string, stop func() error) {
+	return startControlPlaneWith(t, nbExtra, "database:\n  type: in_memory\n")
+}
+
+func startControlPlaneWith(t *testing.T, nbExtra, body string) (nb, sb string, stop func() error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cp.yaml")
-	cfg := "northbound:\n  endpoint: 127.0.0.1:0\nsouthbound:\n  endpoint: 127.0.0.1:0\n" +
+	cfg := "northbound:\n  endpoint: 127.0.0.1:0\n" + nbExtra + "southbound:\n  endpoint: 127.0.0.1:0\n" +
 		"reconciler:\n  base_retry_delay: 10ms\n" + body
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -222,5 +233,45 @@ func TestControlPlaneDefaults(t *testing.T) {
 	if c.Mode().String() != "api" || c.Database.Type != "in_memory" ||
 		c.Northbound.Endpoint != "127.0.0.1:50051" || c.Southbound.Endpoint != "127.0.0.1:50052" {
 		t.Fatalf("default config %+v", c)
+	}
+}
+
+// TestCtlOverMutualTLS: a northbound endpoint that requires client certificates takes
+// ctl's --tls-* flags, and refuses ctl without them.
+func TestCtlOverMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlsutil.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(name, id string) tlsutil.Files {
+		leaf, err := ca.Issue(id, "127.0.0.1", "localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := ca.WriteFiles(dir, name, leaf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	srv := issue("server", "spiffe://test/controlplane")
+	cli := issue("ctl", "spiffe://test/operator")
+	nb, _, stop := startControlPlaneWithNorthbound(t, fmt.Sprintf("  tls:\n    cert_file: %s\n    key_file: %s\n    ca_file: %s\n", srv.Cert, srv.Key, srv.CA))
+	tlsFlags := []string{"--tls-ca", cli.CA, "--tls-cert", cli.Cert, "--tls-key", cli.Key, "--tls-server-name", "127.0.0.1"}
+	if out, errOut, code := ctl(t, nb, append(tlsFlags, "segment", "add", "secure")...); code != 0 || !strings.Contains(out, "secure") {
+		t.Fatalf("ctl over mTLS: exit %d, %q, %q", code, out, errOut)
+	}
+	if _, _, code := ctl(t, nb, "--timeout", "2s", "segment", "list"); code == 0 {
+		t.Fatal("a plaintext ctl reached a TLS-only northbound")
+	}
+	if _, _, code := ctl(t, nb, "--timeout", "2s", "--tls-ca", cli.CA, "--tls-server-name", "127.0.0.1", "segment", "list"); code == 0 {
+		t.Fatal("ctl without a client certificate reached an mTLS northbound")
+	}
+	if _, errOut, code := ctl(t, nb, "--tls-cert", cli.Cert, "segment", "list"); code != 2 || !strings.Contains(errOut, "go together") {
+		t.Fatalf("--tls-cert without --tls-key: exit %d, %q", code, errOut)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
