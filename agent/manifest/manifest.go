@@ -53,7 +53,8 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 // MaxSize bounds the manifest files Load reads: a manifest lists one node's entries.
 const MaxSize = 4 << 20
 
-// Load reads and parses a manifest file; errors start with the file name.
+// Load reads and parses a manifest file, expanding ${NAME} from the environment (see
+// ParseEnv); errors start with the file name.
 func Load(path string) (*Manifest, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -67,7 +68,7 @@ func Load(path string) (*Manifest, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("manifest %s: %w", path, &Error{Err: fmt.Errorf("larger than %d bytes", MaxSize)})
 	}
-	m, err := Parse(data)
+	m, err := loadEnv(data)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}

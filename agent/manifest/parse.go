@@ -18,8 +18,12 @@ import (
 // laughs") fail instead of exhausting memory.
 const nodeBudget = 1 << 20
 
-// Parse parses and validates a manifest.
-func Parse(data []byte) (*Manifest, error) {
+// Parse parses and validates a manifest, taking every value literally (see ParseEnv).
+func Parse(data []byte) (*Manifest, error) { return parse(data, nil) }
+
+// parse decodes the YAML, lets rewrite change the node tree (nil: no change), then
+// parses and validates the manifest.
+func parse(data []byte, rewrite func(*yaml.Node) error) (*Manifest, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -31,6 +35,11 @@ func Parse(data []byte) (*Manifest, error) {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &Error{Line: extra.Line, Err: errors.New("want one YAML document, found another")}
+	}
+	if rewrite != nil {
+		if err := rewrite(&doc); err != nil {
+			return nil, err
+		}
 	}
 	p := &parser{budget: nodeBudget}
 	m, err := p.manifest(&doc)
