@@ -76,7 +76,13 @@ func TestDeployChecksCatchMistakes(t *testing.T) {
 		{"agent.yaml", "--shutdown-timeout=20s", "--shutdown-timeout=40s", "does not fit in terminationGracePeriodSeconds"},
 		{"agent.yaml", "--metrics-listen=:9102", "--metrics-listen=127.0.0.1:9102", "is loopback"},
 		{"agent.yaml", "port: 9100", "port: http", `entries[0].port: want an integer`},
-		{"agent.yaml", `-e "s|\${NODE_IP}|$NODE_IP|g"`, "", "uses ${NODE_IP}, which init container render-manifest does not replace"},
+		{"agent.yaml", "team: platform", "team: ${TEAM}", "the manifest uses ${TEAM}, which container agent's env does not set"},
+		{"agent.yaml", "- name: NODE_IP\n              valueFrom:\n                fieldRef:\n                  fieldPath: status.hostIP\n            ", "",
+			"the manifest uses ${NODE_IP}, which container agent's env does not set"},
+		{"agent.yaml", "              value: cluster-a\n", "", "env CLUSTER_NAME has neither value nor valueFrom"},
+		{"agent.yaml", "fieldPath: status.hostIP", "fieldPath: status.hostIp", "fieldRef status.hostIp is not a downward API field"},
+		{"agent.yaml", "value: cluster-a", "value: cluster-b", `cluster "cluster-b", but the registrar accepts [cluster-a]`},
+		{"agent.yaml", "configMap:\n            name: switchboard-agent-manifest", "emptyDir: {}", "agent.yaml is not mounted from a ConfigMap"},
 		{"agent.yaml", "--registrar-node=$(NODE_NAME)", "--registrar-node=$(NODE)", "refers to NODE, which is not in env"},
 		{"agent.yaml", "switchboard-system.svc:9443", "switchboard-system.svc:9444", "has no port 9444"},
 		{"agent.yaml", "--manifest=/etc/switchboard/manifest/agent.yaml", "--manifest=/etc/agent.yaml", "--manifest /etc/agent.yaml is on no volume mount"},
@@ -211,9 +217,9 @@ type servicePort struct {
 
 type envVar struct {
 	Name      string
-	Value     string
-	ValueFrom struct {
-		FieldRef struct {
+	Value     *string
+	ValueFrom *struct {
+		FieldRef *struct {
 			FieldPath string `yaml:"fieldPath"`
 		} `yaml:"fieldRef"`
 	} `yaml:"valueFrom"`
@@ -263,11 +269,38 @@ type pod struct {
 // fieldRefSamples stand in for what the downward API gives a pod.
 var fieldRefSamples = map[string]string{"status.hostIP": "192.0.2.10", "spec.nodeName": "node-1"}
 
-func (e envVar) value() string {
-	if e.Value != "" {
-		return e.Value
+// value returns what the container sees as e on a sample node: its value, or a sample
+// of what the downward API gives.
+func (e envVar) value() (string, error) {
+	switch {
+	case e.Value != nil:
+		return *e.Value, nil
+	case e.ValueFrom == nil:
+		return "", fmt.Errorf("env %s has neither value nor valueFrom", e.Name)
+	case e.ValueFrom.FieldRef == nil:
+		return "", fmt.Errorf("env %s: valueFrom without fieldRef: teach deploy_test.go a sample for it", e.Name)
 	}
-	return fieldRefSamples[e.ValueFrom.FieldRef.FieldPath]
+	v, ok := fieldRefSamples[e.ValueFrom.FieldRef.FieldPath]
+	if !ok {
+		return "", fmt.Errorf("env %s: fieldRef %s is not a downward API field deploy_test.go knows", e.Name, e.ValueFrom.FieldRef.FieldPath)
+	}
+	return v, nil
+}
+
+// containerEnv returns c's environment on a sample node; a later entry for a name wins,
+// as in Kubernetes. Entries without a value are left out and reported.
+func containerEnv(c container) (map[string]string, []error) {
+	env := map[string]string{}
+	var errs []error
+	for _, e := range c.Env {
+		v, err := e.value()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		env[e.Name] = v
+	}
+	return env, errs
 }
 
 func yamlFiles(t *testing.T, dir string) []string {
@@ -454,16 +487,14 @@ var kubeVarRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 // expandEnv does what the kubelet does to command and args: $(NAME) becomes the value
 // of the container's env var NAME. An undefined NAME stays literal there, which is
 // never what was meant, so it is an error here.
-func expandEnv(c container, argv []string) ([]string, error) {
+func expandEnv(env map[string]string, argv []string) ([]string, error) {
 	var errs []error
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		out[i] = kubeVarRef.ReplaceAllStringFunc(a, func(ref string) string {
 			name := kubeVarRef.FindStringSubmatch(ref)[1]
-			for _, e := range c.Env {
-				if e.Name == name {
-					return e.value()
-				}
+			if v, ok := env[name]; ok {
+				return v
 			}
 			errs = append(errs, fmt.Errorf("%s refers to %s, which is not in env", a, name))
 			return ref
@@ -498,7 +529,11 @@ func parseInvocation(argv []string) (*cobra.Command, error) {
 
 func (d *deployment) checkContainer(p pod, c container, argv []string) {
 	where := fmt.Sprintf("%s container %s", p.where, c.Name)
-	argv, err := expandEnv(c, argv)
+	env, errs := containerEnv(c)
+	for _, err := range errs {
+		d.errorf("%s: %v", where, err)
+	}
+	argv, err := expandEnv(env, argv)
 	if err != nil {
 		d.errorf("%s: %v", where, err)
 	}
@@ -529,7 +564,7 @@ func (d *deployment) checkContainer(p pod, c container, argv []string) {
 	case "agent":
 		d.addresses = append(d.addresses, strings.Split(flag("registrar-address"), ",")...)
 		if f := flag("manifest"); f != "" {
-			d.loadAgentManifest(where, p, c, f)
+			d.loadAgentManifest(where, p, c, env, f)
 		}
 	case "controlplane":
 		if f := flag("config"); f != "" {
@@ -726,23 +761,34 @@ func (d *deployment) configMapFile(p pod, c container, file string) (string, err
 	return "", fmt.Errorf("%s is not mounted from a ConfigMap", file)
 }
 
-var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// manifestEnvRef is agent/manifest's syntax: ${NAME}, and $${ for a literal "${".
+var manifestEnvRef = regexp.MustCompile(`\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// loadAgentManifest parses the agent's manifest: straight from its ConfigMap, or, when
-// an init container writes it into an emptyDir, from the template that init container
-// mounts with ${NAME} replaced by the init container's env (what its sed script does).
-func (d *deployment) loadAgentManifest(where string, p pod, c container, file string) {
+// loadAgentManifest parses the agent's manifest, mounted from its ConfigMap, the way the
+// agent loads it: every ${NAME} in a value must be set in the container's env, and is
+// expanded with env's (sample) values.
+func (d *deployment) loadAgentManifest(where string, p pod, c container, env map[string]string, file string) {
 	text, err := d.configMapFile(p, c, file)
 	if err != nil {
-		vol, _, _ := mountOf(c, file)
-		init, ok := initWriting(p, vol)
-		if !ok {
-			d.errorf("%s: --manifest %s: %v, and no init container writes it", where, file, err)
-			return
-		}
-		text = d.renderTemplate(where, p, init, path.Base(file))
+		d.errorf("%s: --manifest %s: %v", where, file, err)
+		return
 	}
-	m, err := manifest.Parse([]byte(text))
+	refs, err := manifestRefs([]byte(text))
+	if err != nil {
+		d.errorf("%s: --manifest %s: %v", where, file, err)
+		return
+	}
+	unset := slices.DeleteFunc(refs, func(name string) bool { _, ok := env[name]; return ok })
+	for _, name := range unset {
+		d.errorf("%s: the manifest uses ${%s}, which container %s's env does not set", where, name, c.Name)
+	}
+	if len(unset) > 0 {
+		return // ParseEnv would only repeat the first of them
+	}
+	m, err := manifest.ParseEnv([]byte(text), func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	})
 	if err != nil {
 		d.errorf("%s: --manifest %s: %v", where, file, err)
 		return
@@ -750,43 +796,58 @@ func (d *deployment) loadAgentManifest(where string, p pod, c container, file st
 	d.manifests = append(d.manifests, manifestAt{where, m})
 }
 
-// initWriting returns the init container that mounts volume vol writable.
-func initWriting(p pod, vol string) (container, bool) {
-	for _, ic := range p.spec.InitContainers {
-		for _, m := range ic.VolumeMounts {
-			if m.Name == vol && !m.ReadOnly {
-				return ic, true
+// manifestRefs returns, sorted and once each, the NAMEs of every ${NAME} that the agent
+// expands in a manifest: those in values, not in keys, comments or after "$$".
+func manifestRefs(data []byte) ([]string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	refs := map[string]bool{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 1; i < len(n.Content); i += 2 {
+				walk(n.Content[i])
+			}
+		case yaml.ScalarNode:
+			for _, m := range manifestEnvRef.FindAllStringSubmatch(n.Value, -1) {
+				if m[1] != "" {
+					refs[m[1]] = true
+				}
+			}
+		default: // documents and sequences; an alias's target is walked where it is defined
+			for _, c := range n.Content {
+				walk(c)
 			}
 		}
 	}
-	return container{}, false
+	walk(&doc)
+	return slices.Sorted(maps.Keys(refs)), nil
 }
 
-func (d *deployment) renderTemplate(where string, p pod, init container, base string) string {
-	var text string
-	for _, m := range init.VolumeMounts {
-		if s, err := d.configMapFile(p, init, path.Join(m.MountPath, base)); err == nil {
-			text = s
-		}
+func TestDeployManifestRefs(t *testing.T) {
+	data := `# ${IN_COMMENT}
+entries:
+  - cluster: ${CLUSTER_NAME}
+    address: &ip "${NODE_IP}"
+    node: node-$${LITERAL}-${NODE_NAME}${NODE_NAME}
+    ${IN_KEY}: x
+    checks:
+      - http: http://${NODE_IP}:9100/metrics
+      - http: *ip
+`
+	got, err := manifestRefs([]byte(data))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if text == "" {
-		d.errorf("%s: init container %s mounts no ConfigMap holding %s", where, init.Name, base)
-		return ""
+	if want := []string{"CLUSTER_NAME", "NODE_IP", "NODE_NAME"}; !slices.Equal(got, want) {
+		t.Errorf("manifestRefs = %v, want %v", got, want)
 	}
-	script := strings.Join(slices.Concat(init.Command, init.Args), " ")
-	return placeholder.ReplaceAllStringFunc(text, func(ref string) string {
-		name := placeholder.FindStringSubmatch(ref)[1]
-		if !strings.Contains(script, `\${`+name+`}`) {
-			d.errorf("%s: the manifest template uses %s, which init container %s does not replace", where, ref, init.Name)
-		}
-		for _, e := range init.Env {
-			if e.Name == name {
-				return e.value()
-			}
-		}
-		d.errorf("%s: the manifest template uses %s, which is not in init container %s's env", where, ref, init.Name)
-		return ref
-	})
+	if _, err := manifestRefs([]byte("entries: [")); err == nil {
+		t.Error("manifestRefs of broken YAML: no error")
+	}
 }
 
 func (d *deployment) checkControlPlaneConfig(where string, p pod, c container, file string) {
