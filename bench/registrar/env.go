@@ -117,6 +117,25 @@ func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*s
 // closeQuietly closes what a scenario opened; the scenario's result is already in.
 func closeQuietly(c io.Closer) { _ = c.Close() }
 
+// preloaded starts a scenario: a fresh backend holding n endpoints and a registrar over
+// it. stop releases both.
+func (e *env) preloaded(ctx context.Context, name string, n int) (srv *server, stop func(), err error) {
+	e.scenario(name)
+	b, err := e.backend(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := preload(ctx, b, n); err != nil {
+		closeQuietly(b)
+		return nil, nil, err
+	}
+	if srv, err = startRegistrar(b, nil); err != nil {
+		closeQuietly(b)
+		return nil, nil, err
+	}
+	return srv, func() { srv.stop(); closeQuietly(b) }, nil
+}
+
 // counting wraps a backend and counts Apply calls and the ops they carried; it keeps
 // the change feed.
 type counting struct {

@@ -15,20 +15,11 @@ import (
 // idleMemory measures the registrar's heap and goroutine stacks per idle watcher.
 // The watchers run in a child process, so only the registrar's side is counted.
 func idleMemory(ctx context.Context, e *env, o options) ([]result, error) {
-	e.scenario("memory")
-	b, err := e.backend(ctx)
+	srv, stop, err := e.preloaded(ctx, "memory", o.endpoints)
 	if err != nil {
 		return nil, err
 	}
-	defer closeQuietly(b)
-	if err := preload(ctx, b, o.endpoints); err != nil {
-		return nil, err
-	}
-	srv, err := startRegistrar(b, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
+	defer stop()
 	addr := srv.Addr().String()
 	// One watcher first, so the shared snapshot is built before the baseline.
 	if err := runWatchers(ctx, addr, 1, 1, nil); err != nil {

@@ -55,20 +55,11 @@ func openWatchers(ctx context.Context, conns []*grpc.ClientConn, n int) ([]grpc.
 // run in a child process, as agents run on their own nodes: the registrar's process
 // carries only the registrar.
 func fanout(ctx context.Context, e *env, o options) ([]result, error) {
-	e.scenario("fanout")
-	b, err := e.backend(ctx)
+	srv, stop, err := e.preloaded(ctx, "fanout", o.endpoints)
 	if err != nil {
 		return nil, err
 	}
-	defer closeQuietly(b)
-	if err := preload(ctx, b, o.endpoints); err != nil {
-		return nil, err
-	}
-	srv, err := startRegistrar(b, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
+	defer stop()
 	regs := o.registrations
 	eps := make([]endpoint.Endpoint, regs)
 	for i := range eps {
@@ -171,20 +162,11 @@ func fanoutWatchers(target string, n, conns, regs int) error {
 }
 
 func snapshotScenario(ctx context.Context, e *env, n int, goal time.Duration, anchor string) ([]result, error) {
-	e.scenario(fmt.Sprintf("snapshot%d", n))
-	b, err := e.backend(ctx)
+	srv, stop, err := e.preloaded(ctx, fmt.Sprintf("snapshot%d", n), n)
 	if err != nil {
 		return nil, err
 	}
-	defer closeQuietly(b)
-	if err := preload(ctx, b, n); err != nil {
-		return nil, err
-	}
-	srv, err := startRegistrar(b, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
+	defer stop()
 	if got := srv.Registrar().Counts()["east"]; got != n {
 		return nil, fmt.Errorf("registrar holds %d endpoints, want %d", got, n)
 	}
@@ -244,20 +226,11 @@ func snapshotScenario(ctx context.Context, e *env, n int, goal time.Duration, an
 }
 
 func storm(ctx context.Context, e *env, o options) ([]result, error) {
-	e.scenario("storm")
-	b, err := e.backend(ctx)
+	srv, stop, err := e.preloaded(ctx, "storm", o.endpoints)
 	if err != nil {
 		return nil, err
 	}
-	defer closeQuietly(b)
-	if err := preload(ctx, b, o.endpoints); err != nil {
-		return nil, err
-	}
-	srv, err := startRegistrar(b, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
+	defer stop()
 	conns, err := dialN(srv.Addr().String(), o.conns)
 	if err != nil {
 		return nil, err
