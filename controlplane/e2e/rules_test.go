@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -122,6 +123,39 @@ func TestWithdrawAndComponentID(t *testing.T) {
 			if r.Name.HasID {
 				t.Fatalf("route %d for the withdrawn name left", r.ID)
 			}
+		}
+	})
+}
+
+// TestLateSubscriptionAcks: every datapath acknowledges subscribes only after its
+// controller's ack timer fired, so each first subscribe is reported failed although
+// the node keeps the subscription. Through the real work queues every route must
+// still end Applied (the retry finds the subscription active), with no status change
+// refused by the store on the way.
+func TestLateSubscriptionAcks(t *testing.T) {
+	const ackTimeout = 100 * time.Millisecond
+	forStores(t, func(t *testing.T, db string) {
+		reg := prometheus.NewRegistry()
+		c := startCP(t, testConfig(t, db, starTopology), func(o *server.Options) { o.Metrics = reg })
+		f := newFabric(t)
+		for _, g := range []string{"cloud", "edge-a", "edge-b"} {
+			n, err := f.Start(NodeConfig{Group: g, ID: "n1", Target: c.SouthboundAddr(), AckTimeout: ackTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Datapath().DelayAcks(3 * ackTimeout)
+		}
+		converge(t, c, f, true)
+		announce(t, f, c, "edge-a/n1", "edge-b/n1")
+		converge(t, c, f, true)
+		routeErrors := func(kind string) float64 {
+			return counter(t, reg, "switchboard_controlplane_reconcile_errors_total", map[string]string{"queue": "route", "kind": kind})
+		}
+		if routeErrors("error") == 0 {
+			t.Fatal("no subscribe failed on its ack timeout: the test did not stage late acks")
+		}
+		if n := routeErrors("rejected_transition"); n != 0 {
+			t.Fatalf("%v status changes refused by the store", n)
 		}
 	})
 }

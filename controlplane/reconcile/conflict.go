@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
@@ -41,4 +42,16 @@ func settle(errs []error) error {
 		return errors.Join(hard...)
 	}
 	return errors.Join(soon...)
+}
+
+// rejected handles a status change the store refused because the state machine forbids
+// it (store.ErrInvalidTransition). The reconciler decided from a wrong idea of the
+// record, so the refusal is never expected and never ignored: it is logged at warn and
+// comes back as an error, which has the queue retry the node with backoff and the
+// server count it. Other errors, and nil, come back as they are.
+func rejected(log *slog.Logger, err error, args ...any) error {
+	if errors.Is(err, store.ErrInvalidTransition) {
+		log.Warn("status change rejected by the state machine", append(args, "err", err)...)
+	}
+	return err
 }

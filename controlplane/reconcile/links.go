@@ -188,11 +188,9 @@ func (r *Links) markConnecting(ctx context.Context, links []store.Link) error {
 		for _, st := range steps {
 			cur, err := store.SetLinkStatusIf(ctx, r.o.Store, l.ID, l.Version, st, "")
 			if err != nil {
-				if err := conflicted("link "+l.ID+" before sending", err); errors.Is(err, ErrRetrySoon) {
-					return err
-				}
-				r.o.Logger.Debug("link not marked connecting", "link", l.ID, "err", err)
-				break
+				err = fmt.Errorf("link %s: %s -> %s before sending: %w", l.ID, l.Status, st, err)
+				return rejected(r.o.Logger, conflicted("link "+l.ID+" before sending", err),
+					"link", l.ID, "node", l.SourceNodeID, "from", l.Status.String(), "to", st.String())
 			}
 			l.Status, l.Version = cur.Status, cur.Version
 		}
@@ -313,8 +311,9 @@ func (r *Links) writeAck(ctx context.Context, nodeID string, l store.Link, statu
 			continue
 		case errors.Is(err, store.ErrConflict):
 			return cur, false, conflicted(fmt.Sprintf("link %s -> %s", l.ID, status), err)
-		case err != nil && !errors.Is(err, store.ErrInvalidTransition):
-			return cur, false, fmt.Errorf("link %s -> %s: %w", l.ID, status, err)
+		case err != nil:
+			return cur, false, rejected(r.o.Logger, fmt.Errorf("link %s: %s -> %s: %w", l.ID, cur.Status, status, err),
+				"link", l.ID, "node", nodeID, "from", cur.Status.String(), "to", status.String())
 		}
 		return cur, true, nil
 	}

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
@@ -46,6 +47,8 @@ type rig struct {
 	cloud, edge *e2e.Node
 	// lenient lets datapaths hold connections the store does not know.
 	lenient bool
+	// warnings are the reconcilers' log records at warn and above.
+	warnings *recordLog
 }
 
 var svcName = dataplane.NewName("org", "ns", "svc")
@@ -60,12 +63,13 @@ func forStores(t *testing.T, fn func(t *testing.T, db string)) {
 // newRig starts cloud/n1 and edge/n1 in a star, with edge/n1 announcing svcName.
 // Only cloud/n1 has an external endpoint, so the one link goes from edge/n1 to
 // cloud/n1, and the one route (toward the announcer) sits on cloud/n1, the link's
-// destination.
-func newRig(t *testing.T, db string, orphans bool) *rig {
+// destination. opts adjust both nodes' configurations.
+func newRig(t *testing.T, db string, orphans bool, opts ...func(*e2e.NodeConfig)) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	r := &rig{t: t, ctx: ctx}
+	r := &rig{t: t, ctx: ctx, warnings: &recordLog{}}
+	logger := slog.New(r.warnings)
 	var base store.Store = memory.New()
 	if db == config.DatabaseSQLite {
 		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cp.db"))
@@ -85,15 +89,19 @@ func newRig(t *testing.T, db string, orphans bool) *rig {
 	}
 	streams := nodestream.New(10 * time.Second)
 	r.nodes = &countingNodes{Nodes: streams, commands: map[string]int{}, requests: map[string]int{}}
-	r.links = reconcile.NewLinks(reconcile.LinkOptions{Store: r.st, Nodes: r.nodes, OrphanDetection: orphans,
+	r.links = reconcile.NewLinks(reconcile.LinkOptions{Store: r.st, Nodes: r.nodes, OrphanDetection: orphans, Logger: logger,
 		EnqueueRoutes: func(ids ...string) { r.mu.Lock(); r.routePokes = append(r.routePokes, ids...); r.mu.Unlock() }})
-	r.routes = reconcile.NewRoutes(reconcile.RouteOptions{Store: r.st, Nodes: r.nodes, OrphanDetection: orphans,
+	r.routes = reconcile.NewRoutes(reconcile.RouteOptions{Store: r.st, Nodes: r.nodes, OrphanDetection: orphans, Logger: logger,
 		EnqueueLinks: func(ids ...string) { r.mu.Lock(); r.linkPokes = append(r.linkPokes, ids...); r.mu.Unlock() }})
 	addr := r.serve(streams)
 	r.f = e2e.NewFabric()
 	t.Cleanup(r.f.Close)
 	for _, g := range []string{"cloud", "edge"} {
-		n, err := r.f.Start(e2e.NodeConfig{Group: g, ID: "n1", Target: addr, NoExternal: g == "edge"})
+		cfg := e2e.NodeConfig{Group: g, ID: "n1", Target: addr, NoExternal: g == "edge"}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		n, err := r.f.Start(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,6 +252,9 @@ type hookStore struct {
 	mu    sync.Mutex
 	link  func(id string, u store.LinkUpdate)
 	route func(id int64, u store.RouteUpdate)
+	// refuseRoute, when it returns an error, has UpdateRoute fail with it and write
+	// nothing.
+	refuseRoute func(id int64, u store.RouteUpdate) error
 }
 
 func (h *hookStore) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (store.Link, error) {
@@ -258,12 +269,23 @@ func (h *hookStore) UpdateLink(ctx context.Context, id string, u store.LinkUpdat
 
 func (h *hookStore) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) (store.Route, error) {
 	h.mu.Lock()
-	fn := h.route
+	fn, refuse := h.route, h.refuseRoute
 	h.mu.Unlock()
 	if fn != nil {
 		fn(id, u)
 	}
+	if refuse != nil {
+		if err := refuse(id, u); err != nil {
+			return store.Route{}, err
+		}
+	}
 	return h.Store.UpdateRoute(ctx, id, u)
+}
+
+func (h *hookStore) onRouteRefuse(fn func(int64, store.RouteUpdate) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refuseRoute = fn
 }
 
 func (h *hookStore) onLink(fn func(string, store.LinkUpdate)) {
@@ -281,4 +303,28 @@ func (h *hookStore) onRoute(fn func(int64, store.RouteUpdate)) {
 // conditional reports whether u is a reconciler's conditional write to status st.
 func conditional[S comparable](ifVersion *int64, status *S, st S) bool {
 	return ifVersion != nil && status != nil && *status == st
+}
+
+// recordLog is a slog.Handler keeping the messages of records at warn and above.
+type recordLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *recordLog) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelWarn }
+
+func (l *recordLog) Handle(_ context.Context, rec slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, rec.Message)
+	return nil
+}
+
+func (l *recordLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *recordLog) WithGroup(string) slog.Handler      { return l }
+
+func (l *recordLog) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
 }

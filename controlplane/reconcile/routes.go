@@ -187,7 +187,7 @@ func (r *Routes) linkReady(ctx context.Context, p *routePlan, nodeID string, rt 
 		return false
 	}
 	if _, up := live.conns[l.ID]; !up {
-		r.linkDown(ctx, nodeID, l, live.asked)
+		p.errs = append(p.errs, r.linkDown(ctx, nodeID, l, live.asked))
 		return false
 	}
 	return true
@@ -200,21 +200,27 @@ func (r *Routes) linkReady(ctx context.Context, p *routePlan, nodeID string, rt 
 // the node was asked is left alone: the list may predate its new connection, and
 // resetting it would have it dialled twice (whoever changed it queues this node). The
 // reset is conditional on the version read, so a change that lands after the read is
-// not overwritten either.
-func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, asked time.Time) {
+// not overwritten either (the conflict is not an error: the source is queued anyway).
+func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, asked time.Time) error {
 	defer func() { l.Status = store.LinkPending }() // the cache: other routes over it defer
 	if l.SourceNodeID == nodeID {
 		r.o.EnqueueLinks(l.SourceNodeID)
-		return
+		return nil
 	}
 	cur, err := r.o.Store.GetLink(ctx, l.ID)
 	if err != nil || cur.LastUpdated.After(asked) || cur.Status != store.LinkApplied {
-		return
+		return nil
 	}
-	if _, err := store.SetLinkStatusIf(ctx, r.o.Store, l.ID, cur.Version, store.LinkPending, "connection not live on "+nodeID); err != nil {
-		r.o.Logger.Debug("link not reset", "link", l.ID, "err", err)
+	defer r.o.EnqueueLinks(l.SourceNodeID)
+	_, err = store.SetLinkStatusIf(ctx, r.o.Store, l.ID, cur.Version, store.LinkPending, "connection not live on "+nodeID)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		r.o.Logger.Debug("link not reset: changed meanwhile", "link", l.ID, "err", err)
+		return nil
 	}
-	r.o.EnqueueLinks(l.SourceNodeID)
+	if err != nil {
+		return rejected(r.o.Logger, fmt.Errorf("reset link %s: %w", l.ID, err), "link", l.ID, "node", nodeID, "to", store.LinkPending.String())
+	}
+	return nil
 }
 
 // classifyLive: an active subscription is Applied without a round trip; anything else
@@ -223,8 +229,8 @@ func (r *Routes) linkDown(ctx context.Context, nodeID string, l *store.Link, ask
 // left for the next pass.
 func (r *Routes) classifyLive(ctx context.Context, p *routePlan, rt *store.Route, k subKey, live nodeState) {
 	if live.subs[k] {
-		if rt.Status != store.RouteApplied {
-			p.errs = append(p.errs, r.setStatus(ctx, rt, store.RouteApplied, ""))
+		if rt.Status != store.RouteApplied || rt.StatusMessage != "" {
+			p.errs = append(p.errs, r.markApplied(ctx, rt))
 		}
 		return
 	}
@@ -255,7 +261,7 @@ func (r *Routes) processAck(ctx context.Context, nodeID string, p *routePlan, ac
 		delete(p.set, k)
 		switch {
 		case st.GetSuccess():
-			errs = append(errs, r.setStatus(ctx, rt, store.RouteApplied, ""))
+			errs = append(errs, r.markApplied(ctx, rt))
 		case st.GetError() == dataplane.StatusConnectionNotFound:
 			// Left Pending; the next pass finds the link down and resets it.
 			errs = append(errs, fmt.Errorf("%w: a connection of %s went away before its subscription was sent", ErrRetrySoon, nodeID))
@@ -306,16 +312,27 @@ func (r *Routes) setStatus(ctx context.Context, rt *store.Route, st store.RouteS
 		return nil
 	}
 	next, err := store.SetRouteStatusIf(ctx, r.o.Store, rt.ID, rt.Version, st, msg)
-	if errors.Is(err, store.ErrConflict) {
+	switch {
+	case errors.Is(err, store.ErrConflict):
 		return conflicted(fmt.Sprintf("route %d -> %s", rt.ID, st), err)
+	case err != nil:
+		return rejected(r.o.Logger, fmt.Errorf("route %d on %s: %s -> %s: %w", rt.ID, rt.SourceNodeID, cur.Status, st, err),
+			"route", rt.ID, "node", rt.SourceNodeID, "from", cur.Status.String(), "to", st.String())
 	}
-	if err != nil {
-		r.o.Logger.Debug("route status not changed", "route", rt.ID, "to", st.String(), "err", err)
-	} else {
-		rt.Version = next.Version
-	}
-	rt.Status = st
+	rt.Version, rt.Status = next.Version, next.Status
 	return nil
+}
+
+// markApplied records an active subscription; a Failed route passes through Pending,
+// as the state machine requires (a subscribe whose ack came after the node's timer
+// fired failed, but the node kept the subscription).
+func (r *Routes) markApplied(ctx context.Context, rt *store.Route) error {
+	if rt.Status == store.RouteFailed {
+		if err := r.setStatus(ctx, rt, store.RoutePending, ""); err != nil {
+			return err
+		}
+	}
+	return r.setStatus(ctx, rt, store.RouteApplied, "")
 }
 
 // markFailed records msg; an Applied route passes through Pending, as the state

@@ -33,7 +33,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"queue"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "reconcile_errors_total", Help: "Reconciles that failed, by queue and kind (retry: requeued without consuming a retry).",
+			Namespace: ns, Name: "reconcile_errors_total", Help: "Reconciles that failed, by queue and kind (retry: requeued without consuming a retry; rejected_transition: the store refused a status change).",
 		}, []string{"queue", "kind"}),
 		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "registrations_total", Help: "Registration handshakes by outcome.",
@@ -60,6 +60,10 @@ func (m *metrics) observe(queue string) func(string, time.Duration, error) {
 		m.duration.WithLabelValues(queue).Observe(took.Seconds())
 		switch {
 		case err == nil:
+		case errors.Is(err, store.ErrInvalidTransition):
+			// A reconciler decided from a wrong idea of a record's state: worth an
+			// alert of its own rather than blending into node failures.
+			m.errors.WithLabelValues(queue, "rejected_transition").Inc()
 		case errors.Is(err, reconcile.ErrRetrySoon):
 			m.errors.WithLabelValues(queue, "retry").Inc()
 		default:
