@@ -66,28 +66,36 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := NodeID(reg.Group, reg.NodeID)
-	prev, err := s.store.GetNode(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return Registered{}, fmt.Errorf("register %s: %w", id, err)
-	}
-	reconnect := err == nil
-	n := store.Node{ID: id, Group: reg.Group, ConnDetails: reg.ConnDetails, Connected: true, Session: prev.Session + 1}
-	if err := s.store.SaveNode(ctx, n); err != nil {
-		return Registered{}, fmt.Errorf("register %s: %w", id, err)
+	var (
+		n         store.Node
+		reconnect bool
+		w         *work
+	)
+	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+		prev, err := s.store.GetNode(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("register %s: %w", id, err)
+		}
+		reconnect = err == nil
+		n = store.Node{ID: id, Group: reg.Group, ConnDetails: reg.ConnDetails, Connected: true, Session: prev.Session + 1}
+		if err := s.store.SaveNode(ctx, n); err != nil {
+			return fmt.Errorf("register %s: %w", id, err)
+		}
+		w = newWork()
+		w.link(id)
+		w.route(id)
+		if err := s.syncLinks(ctx, n, reg.Connections, w); err != nil {
+			return err
+		}
+		if err := s.ensureLinks(ctx, n, w); err != nil {
+			return err
+		}
+		return s.expandAll(ctx, w)
+	})
+	if err != nil {
+		return Registered{}, err
 	}
 	s.log.Info("node registered", "node", id, "session", n.Session, "reconnect", reconnect)
-	w := newWork()
-	w.link(id)
-	w.route(id)
-	if err := s.syncLinks(ctx, n, reg.Connections, w); err != nil {
-		return Registered{}, err
-	}
-	if err := s.ensureLinks(ctx, n, w); err != nil {
-		return Registered{}, err
-	}
-	if err := s.expandAll(ctx, w); err != nil {
-		return Registered{}, err
-	}
 	return Registered{Result: w.result(), NodeID: id, Session: n.Session}, nil
 }
 
@@ -176,36 +184,47 @@ func (s *Service) NodeDisconnected(ctx context.Context, nodeID string, session u
 	return s.depart(ctx, nodeID, session, false)
 }
 
+// depart is one store transaction: a failure at any of its writes (the node marked
+// gone, each link failed over, each route cleaned up, the record deleted) leaves the
+// store as it was, so the caller can report it and the next event starts from a
+// consistent state.
 func (s *Service) depart(ctx context.Context, nodeID string, session uint64, graceful bool) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, err := s.store.GetNode(ctx, nodeID)
-	if err != nil {
-		return Result{}, fmt.Errorf("node %s leaving: %w", nodeID, err)
-	}
-	if session != 0 && session != n.Session {
-		return Result{}, fmt.Errorf("%w: node %s is at session %d, not %d", ErrStaleSession, nodeID, n.Session, session)
-	}
-	// Mark it gone first, so neither failover nor ensure-links picks it.
-	if err := s.store.SetNodeConnected(ctx, nodeID, false); err != nil {
-		return Result{}, fmt.Errorf("node %s leaving: %w", nodeID, err)
-	}
-	n.Connected = false
 	w := newWork()
-	if err := s.failover(ctx, n, graceful, w); err != nil {
-		return Result{}, err
-	}
-	if err := s.cleanupRoutes(ctx, nodeID, w); err != nil {
-		return Result{}, err
-	}
-	if graceful {
-		if err := s.store.DeleteNode(ctx, nodeID); err != nil {
-			return Result{}, fmt.Errorf("delete node %s: %w", nodeID, err)
-		}
-	}
-	if err := s.expandAll(ctx, w); err != nil {
+	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+		return s.departTx(ctx, nodeID, session, graceful, w)
+	})
+	if err != nil {
 		return Result{}, err
 	}
 	s.log.Info("node left", "node", nodeID, "graceful", graceful)
 	return w.result(), nil
+}
+
+func (s *Service) departTx(ctx context.Context, nodeID string, session uint64, graceful bool, w *work) error {
+	n, err := s.store.GetNode(ctx, nodeID)
+	if err != nil {
+		return fmt.Errorf("node %s leaving: %w", nodeID, err)
+	}
+	if session != 0 && session != n.Session {
+		return fmt.Errorf("%w: node %s is at session %d, not %d", ErrStaleSession, nodeID, n.Session, session)
+	}
+	// Mark it gone first, so neither failover nor ensure-links picks it.
+	if err := s.store.SetNodeConnected(ctx, nodeID, false); err != nil {
+		return fmt.Errorf("node %s leaving: %w", nodeID, err)
+	}
+	n.Connected = false
+	if err := s.failover(ctx, n, graceful, w); err != nil {
+		return err
+	}
+	if err := s.cleanupRoutes(ctx, nodeID, w); err != nil {
+		return err
+	}
+	if graceful {
+		if err := s.store.DeleteNode(ctx, nodeID); err != nil {
+			return fmt.Errorf("delete node %s: %w", nodeID, err)
+		}
+	}
+	return s.expandAll(ctx, w)
 }

@@ -174,33 +174,40 @@ func (s *Service) ClaimLink(ctx context.Context, nodeID, linkID string) (Result,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := newWork()
-	n, err := s.store.GetNode(ctx, nodeID)
+	claimed := false
+	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+		n, err := s.store.GetNode(ctx, nodeID)
+		if err != nil {
+			return fmt.Errorf("claim link %s: %w", linkID, err)
+		}
+		l, err := s.store.GetLink(ctx, linkID)
+		if err != nil {
+			return fmt.Errorf("claim link %s: %w", linkID, err)
+		}
+		switch {
+		case l.Deleted:
+			return fmt.Errorf("%w: link %s is deleted", ErrClaimRejected, linkID)
+		case n.Group != l.DestGroup:
+			return fmt.Errorf("%w: link %s leads to group %q, node %s is in %q", ErrClaimRejected, linkID,
+				l.DestGroup, nodeID, n.Group)
+		case l.DestNodeID == nodeID && l.Status == store.LinkApplied:
+			return nil // a repeated claim changes nothing
+		}
+		if _, err := s.store.UpdateLink(ctx, linkID, store.LinkUpdate{
+			DestNodeID: &nodeID, Status: store.Ptr(store.LinkApplied), StatusMessage: store.Ptr(""),
+		}); err != nil {
+			return fmt.Errorf("claim link %s: %w", linkID, err)
+		}
+		claimed = true
+		w.route(nodeID)
+		w.route(l.SourceNodeID)
+		return s.expandAll(ctx, w)
+	})
 	if err != nil {
-		return Result{}, fmt.Errorf("claim link %s: %w", linkID, err)
-	}
-	l, err := s.store.GetLink(ctx, linkID)
-	if err != nil {
-		return Result{}, fmt.Errorf("claim link %s: %w", linkID, err)
-	}
-	switch {
-	case l.Deleted:
-		return Result{}, fmt.Errorf("%w: link %s is deleted", ErrClaimRejected, linkID)
-	case n.Group != l.DestGroup:
-		return Result{}, fmt.Errorf("%w: link %s leads to group %q, node %s is in %q", ErrClaimRejected, linkID,
-			l.DestGroup, nodeID, n.Group)
-	case l.DestNodeID == nodeID && l.Status == store.LinkApplied:
-		return Result{}, nil // a repeated claim changes nothing
-	}
-	if _, err := s.store.UpdateLink(ctx, linkID, store.LinkUpdate{
-		DestNodeID: &nodeID, Status: store.Ptr(store.LinkApplied), StatusMessage: store.Ptr(""),
-	}); err != nil {
-		return Result{}, fmt.Errorf("claim link %s: %w", linkID, err)
-	}
-	s.log.Info("link claimed", "link", linkID, "node", nodeID)
-	w.route(nodeID)
-	w.route(l.SourceNodeID)
-	if err := s.expandAll(ctx, w); err != nil {
 		return Result{}, err
+	}
+	if claimed {
+		s.log.Info("link claimed", "link", linkID, "node", nodeID)
 	}
 	return w.result(), nil
 }

@@ -17,22 +17,29 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.store.GetNode(ctx, nodeID); err != nil {
-		return Result{}, fmt.Errorf("announce %s: %w", name, err)
-	}
-	_, err := s.store.CreateRoute(ctx, store.Route{
-		SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: name, Status: store.RouteApplied,
-	})
-	if errors.Is(err, store.ErrExists) {
-		return Result{}, nil
-	}
-	if err != nil {
-		return Result{}, fmt.Errorf("announce %s: %w", name, err)
-	}
-	s.log.Info("wildcard route added", "name", name.String(), "node", nodeID)
 	w := newWork()
-	if err := s.expandAll(ctx, w); err != nil {
+	added := false
+	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+		if _, err := s.store.GetNode(ctx, nodeID); err != nil {
+			return fmt.Errorf("announce %s: %w", name, err)
+		}
+		_, err := s.store.CreateRoute(ctx, store.Route{
+			SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: name, Status: store.RouteApplied,
+		})
+		if errors.Is(err, store.ErrExists) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("announce %s: %w", name, err)
+		}
+		added = true
+		return s.expandAll(ctx, w)
+	})
+	if err != nil {
 		return Result{}, err
+	}
+	if added {
+		s.log.Info("wildcard route added", "name", name.String(), "node", nodeID)
 	}
 	return w.result(), nil
 }
@@ -42,18 +49,21 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name store.Name) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tpls, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: &name})
-	if err != nil {
-		return Result{}, fmt.Errorf("withdraw %s: %w", name, err)
-	}
-	if len(tpls) == 0 {
-		return Result{}, store.NotFound("wildcard route", name.String()+" of "+nodeID)
-	}
-	if err := s.store.DeleteRoute(ctx, tpls[0].ID); err != nil {
-		return Result{}, fmt.Errorf("withdraw %s: %w", name, err)
-	}
 	w := newWork()
-	if err := s.expandAll(ctx, w); err != nil {
+	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+		tpls, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: &name})
+		if err != nil {
+			return fmt.Errorf("withdraw %s: %w", name, err)
+		}
+		if len(tpls) == 0 {
+			return store.NotFound("wildcard route", name.String()+" of "+nodeID)
+		}
+		if err := s.store.DeleteRoute(ctx, tpls[0].ID); err != nil {
+			return fmt.Errorf("withdraw %s: %w", name, err)
+		}
+		return s.expandAll(ctx, w)
+	})
+	if err != nil {
 		return Result{}, err
 	}
 	return w.result(), nil

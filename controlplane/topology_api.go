@@ -15,13 +15,13 @@ func (s *Service) AddSegment(ctx context.Context, name string) (Result, error) {
 	if err := config.ValidSegmentName(name); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	return s.mutateTopology(ctx, func() error { return s.store.CreateSegment(ctx, name) })
+	return s.mutateTopology(ctx, func(ctx context.Context) error { return s.store.CreateSegment(ctx, name) })
 }
 
 // RemoveSegment deletes a segment and its links (API mode only); links no segment allows
 // any more are soft-deleted.
 func (s *Service) RemoveSegment(ctx context.Context, name string) (Result, error) {
-	return s.mutateTopology(ctx, func() error { return s.store.DeleteSegment(ctx, name) })
+	return s.mutateTopology(ctx, func(ctx context.Context) error { return s.store.DeleteSegment(ctx, name) })
 }
 
 // AddSegmentLink connects groups a and b in segment (API mode only). Either may be "*";
@@ -30,14 +30,14 @@ func (s *Service) AddSegmentLink(ctx context.Context, segment, a, b string) (Res
 	if err := checkSegmentLink(segment, a, b); err != nil {
 		return Result{}, err
 	}
-	return s.mutateTopology(ctx, func() error {
+	return s.mutateTopology(ctx, func(ctx context.Context) error {
 		return s.store.AddSegmentLink(ctx, store.NewSegmentLink(segment, a, b))
 	})
 }
 
 // RemoveSegmentLink disconnects groups a and b in segment (API mode only).
 func (s *Service) RemoveSegmentLink(ctx context.Context, segment, a, b string) (Result, error) {
-	return s.mutateTopology(ctx, func() error {
+	return s.mutateTopology(ctx, func(ctx context.Context) error {
 		return s.store.RemoveSegmentLink(ctx, store.NewSegmentLink(segment, a, b))
 	})
 }
@@ -62,18 +62,22 @@ func checkSegmentLink(segment, a, b string) error {
 }
 
 // mutateTopology refuses in config mode, applies change, then brings links and routes in
-// line with the new topology.
-func (s *Service) mutateTopology(ctx context.Context, change func() error) (Result, error) {
+// line with the new topology, all in one store transaction: a topology change whose
+// links or routes cannot be written is not kept either.
+func (s *Service) mutateTopology(ctx context.Context, change func(ctx context.Context) error) (Result, error) {
 	if s.Mode() == config.ConfigMode {
 		return Result{}, ErrConfigMode
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := change(); err != nil {
-		return Result{}, err
-	}
 	w := newWork()
-	if err := s.syncTopology(ctx, w); err != nil {
+	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+		if err := change(ctx); err != nil {
+			return err
+		}
+		return s.syncTopology(ctx, w)
+	})
+	if err != nil {
 		return Result{}, err
 	}
 	return w.result(), nil

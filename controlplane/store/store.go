@@ -17,11 +17,35 @@ var (
 	ErrConflict = errors.New("record changed since it was read")
 )
 
+// ErrTxDone is returned for a call made with a transaction's context after the
+// transaction ended (committed or rolled back).
+var ErrTxDone = errors.New("transaction already ended")
+
 // Store persists the control plane's state. Every method is safe for concurrent use and
-// each call is atomic on its own; the control plane serialises the decisions that span
-// several calls. Lists come back in a fixed order — nodes and segments by name, links by
-// id, routes by id (creation order) — so both implementations answer alike.
+// each call is atomic on its own; Atomically makes several calls one change. Lists come
+// back in a fixed order — nodes and segments by name, links by id, routes by id
+// (creation order) — so both implementations answer alike.
 type Store interface {
+	// Atomically runs fn as one transaction. Every call fn makes on this store with the
+	// context it is handed (or one derived from it) belongs to the transaction: it sees
+	// the transaction's earlier writes, and all of them take effect together when fn
+	// returns nil. When fn returns an error or panics, none of them does, and the error
+	// is returned as is. Other callers never observe a transaction half done.
+	//
+	// The transaction travels in the context rather than as a second Store value so
+	// that wrappers around a Store (metrics, fault injection, recording) see the calls
+	// made inside a transaction like any other; they need not know transactions exist.
+	//
+	// Version checks (IfVersion, DeleteLinkIf, DeleteRouteIf) work inside a
+	// transaction as outside, against the transaction's view. Atomically called with a
+	// context that already carries a transaction of this store nests: the inner fn's
+	// writes are undone alone if it fails, and are committed with the outer
+	// transaction. The transaction's context is for one goroutine at a time, and calls
+	// made with any other context while a transaction runs may wait for it to end (so a
+	// transaction must not wait on such a call). After Atomically returns, calls with
+	// the transaction's context fail with ErrTxDone.
+	Atomically(ctx context.Context, fn func(ctx context.Context) error) error
+
 	// SaveNode creates or replaces the node with n.ID; LastUpdated is set by the store.
 	SaveNode(ctx context.Context, n Node) error
 	GetNode(ctx context.Context, id string) (Node, error)

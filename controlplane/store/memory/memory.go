@@ -43,22 +43,36 @@ func (s *Store) reset(all bool) {
 	}
 }
 
-// lock takes the write lock, or fails when the store is closed.
-func (s *Store) lock(ctx context.Context) (func(), error) {
+// lock takes the write lock, or fails when the store is closed. Within a transaction
+// (ctx carries one) the lock is already held: it returns the transaction, for the
+// write to record its undo, and takes nothing.
+func (s *Store) lock(ctx context.Context) (*tx, func(), error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if t := s.txOf(ctx); t != nil {
+		if t.done.Load() {
+			return nil, nil, store.ErrTxDone
+		}
+		return t, func() {}, nil
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, store.ErrClosed
+		return nil, nil, store.ErrClosed
 	}
-	return s.mu.Unlock, nil
+	return nil, s.mu.Unlock, nil
 }
 
 func (s *Store) rlock(ctx context.Context) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if t := s.txOf(ctx); t != nil {
+		if t.done.Load() {
+			return nil, store.ErrTxDone
+		}
+		return func() {}, nil
 	}
 	s.mu.RLock()
 	if s.closed {
@@ -70,22 +84,24 @@ func (s *Store) rlock(ctx context.Context) (func(), error) {
 
 // ClearRuntime implements store.Store.
 func (s *Store) ClearRuntime(ctx context.Context) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	s.keepAll(t)
 	s.reset(false)
 	return nil
 }
 
 // ClearAll implements store.Store.
 func (s *Store) ClearAll(ctx context.Context) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	s.keepAll(t)
 	s.reset(true)
 	return nil
 }

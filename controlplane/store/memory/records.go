@@ -19,13 +19,14 @@ func cloneNode(n store.Node) store.Node {
 
 // SaveNode implements store.Store.
 func (s *Store) SaveNode(ctx context.Context, n store.Node) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	n = cloneNode(n)
 	n.LastUpdated = s.now()
+	keep(t, s.nodes, n.ID)
 	s.nodes[n.ID] = n
 	return nil
 }
@@ -83,7 +84,7 @@ func (s *Store) ListGroups(ctx context.Context) ([]string, error) {
 
 // SetNodeConnected implements store.Store.
 func (s *Store) SetNodeConnected(ctx context.Context, id string, connected bool) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -93,13 +94,14 @@ func (s *Store) SetNodeConnected(ctx context.Context, id string, connected bool)
 		return store.NotFound("node", id)
 	}
 	n.Connected, n.LastUpdated = connected, s.now()
+	keep(t, s.nodes, id)
 	s.nodes[id] = n
 	return nil
 }
 
 // DeleteNode implements store.Store.
 func (s *Store) DeleteNode(ctx context.Context, id string) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -107,6 +109,7 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 	if _, ok := s.nodes[id]; !ok {
 		return store.NotFound("node", id)
 	}
+	keep(t, s.nodes, id)
 	delete(s.nodes, id)
 	return nil
 }
@@ -116,7 +119,7 @@ func (s *Store) CreateLink(ctx context.Context, l store.Link) error {
 	if err := store.CheckNewLink(l); err != nil {
 		return err
 	}
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -125,6 +128,7 @@ func (s *Store) CreateLink(ctx context.Context, l store.Link) error {
 		return store.Exists("link", l.ID)
 	}
 	l.LastUpdated, l.Version = s.now(), 1
+	keep(t, s.links, l.ID)
 	s.links[l.ID] = l
 	return nil
 }
@@ -155,7 +159,7 @@ func (s *Store) ListLinks(ctx context.Context, f store.LinkFilter) ([]store.Link
 
 // UpdateLink implements store.Store.
 func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (store.Link, error) {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return store.Link{}, err
 	}
@@ -169,6 +173,7 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 		return store.Link{}, err
 	}
 	l.LastUpdated = s.now()
+	keep(t, s.links, id)
 	s.links[id] = l
 	return l, nil
 }
@@ -184,7 +189,7 @@ func (s *Store) DeleteLinkIf(ctx context.Context, id string, version int64) erro
 }
 
 func (s *Store) deleteLink(ctx context.Context, id string, version *int64) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -196,6 +201,7 @@ func (s *Store) deleteLink(ctx context.Context, id string, version *int64) error
 	if err := store.CheckVersion("link "+id, l.Version, version); err != nil {
 		return err
 	}
+	keep(t, s.links, id)
 	delete(s.links, id)
 	return nil
 }
@@ -205,7 +211,7 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 	if err := store.CheckNewRoute(r); err != nil {
 		return store.Route{}, err
 	}
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return store.Route{}, err
 	}
@@ -214,8 +220,11 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 	if _, ok := s.routeKey[key]; ok {
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
+	s.keepNextID(t)
 	s.nextID++
 	r.ID, r.LastUpdated, r.Version = s.nextID, s.now(), 1
+	keep(t, s.routes, r.ID)
+	keep(t, s.routeKey, key)
 	s.routes[r.ID], s.routeKey[key] = r, r.ID
 	return r, nil
 }
@@ -253,7 +262,7 @@ func (s *Store) ListRoutes(ctx context.Context, f store.RouteFilter) ([]store.Ro
 
 // UpdateRoute implements store.Store.
 func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) (store.Route, error) {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return store.Route{}, err
 	}
@@ -270,10 +279,13 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 		if _, taken := s.routeKey[newKey]; taken {
 			return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 		}
+		keep(t, s.routeKey, old.Key())
+		keep(t, s.routeKey, newKey)
 		delete(s.routeKey, old.Key())
 		s.routeKey[newKey] = id
 	}
 	r.LastUpdated = s.now()
+	keep(t, s.routes, id)
 	s.routes[id] = r
 	return r, nil
 }
@@ -289,7 +301,7 @@ func (s *Store) DeleteRouteIf(ctx context.Context, id int64, version int64) erro
 }
 
 func (s *Store) deleteRoute(ctx context.Context, id int64, version *int64) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -301,6 +313,8 @@ func (s *Store) deleteRoute(ctx context.Context, id int64, version *int64) error
 	if err := store.CheckVersion("route "+itoa(id), r.Version, version); err != nil {
 		return err
 	}
+	keep(t, s.routes, id)
+	keep(t, s.routeKey, r.Key())
 	delete(s.routes, id)
 	delete(s.routeKey, r.Key())
 	return nil

@@ -10,7 +10,7 @@ import (
 
 // CreateSegment implements store.Store.
 func (s *Store) CreateSegment(ctx context.Context, name string) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -18,13 +18,14 @@ func (s *Store) CreateSegment(ctx context.Context, name string) error {
 	if _, ok := s.segments[name]; ok {
 		return store.Exists("segment", name)
 	}
+	keep(t, s.segments, name)
 	s.segments[name] = map[store.SegmentLink]struct{}{}
 	return nil
 }
 
 // DeleteSegment implements store.Store.
 func (s *Store) DeleteSegment(ctx context.Context, name string) error {
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -32,6 +33,7 @@ func (s *Store) DeleteSegment(ctx context.Context, name string) error {
 	if _, ok := s.segments[name]; !ok {
 		return store.NotFound("segment", name)
 	}
+	keep(t, s.segments, name)
 	delete(s.segments, name)
 	return nil
 }
@@ -59,7 +61,7 @@ func (s *Store) ListSegments(ctx context.Context) ([]store.Segment, error) {
 // AddSegmentLink implements store.Store.
 func (s *Store) AddSegmentLink(ctx context.Context, l store.SegmentLink) error {
 	l = store.NewSegmentLink(l.Segment, l.GroupA, l.GroupB)
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -71,6 +73,7 @@ func (s *Store) AddSegmentLink(ctx context.Context, l store.SegmentLink) error {
 	if _, dup := links[l]; dup {
 		return store.Exists("segment link", l.GroupA+"-"+l.GroupB)
 	}
+	keep(t, links, l)
 	links[l] = struct{}{}
 	return nil
 }
@@ -78,7 +81,7 @@ func (s *Store) AddSegmentLink(ctx context.Context, l store.SegmentLink) error {
 // RemoveSegmentLink implements store.Store.
 func (s *Store) RemoveSegmentLink(ctx context.Context, l store.SegmentLink) error {
 	l = store.NewSegmentLink(l.Segment, l.GroupA, l.GroupB)
-	unlock, err := s.lock(ctx)
+	t, unlock, err := s.lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -90,6 +93,7 @@ func (s *Store) RemoveSegmentLink(ctx context.Context, l store.SegmentLink) erro
 	if _, found := links[l]; !found {
 		return store.NotFound("segment link", l.GroupA+"-"+l.GroupB)
 	}
+	keep(t, links, l)
 	delete(links, l)
 	return nil
 }

@@ -61,7 +61,7 @@ func (s *Store) GetLink(ctx context.Context, id string) (store.Link, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Link{}, err
 	}
-	return getLink(ctx, s.db, id)
+	return getLink(ctx, s.q(ctx), id)
 }
 
 // ListLinks implements store.Store.

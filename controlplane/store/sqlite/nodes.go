@@ -54,7 +54,7 @@ func (s *Store) GetNode(ctx context.Context, id string) (store.Node, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Node{}, err
 	}
-	n, err := scanNode(s.db.QueryRowContext(ctx, "SELECT "+nodeCols+" FROM nodes WHERE id = ?", id))
+	n, err := scanNode(s.q(ctx).QueryRowContext(ctx, "SELECT "+nodeCols+" FROM nodes WHERE id = ?", id))
 	if isNoRows(err) {
 		return store.Node{}, store.NotFound("node", id)
 	}
@@ -99,7 +99,7 @@ func queryAll[T any](ctx context.Context, s *Store, q string, args []any, scan f
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.q(ctx).QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -74,37 +74,45 @@ func (s *Store) check(ctx context.Context) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
+	if t := s.txOf(ctx); t != nil && t.done.Load() {
+		return store.ErrTxDone
+	}
 	return ctx.Err()
 }
 
 // ClearRuntime implements store.Store.
 func (s *Store) ClearRuntime(ctx context.Context) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		return execAll(ctx, tx, "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes")
+	return s.Atomically(ctx, func(ctx context.Context) error {
+		return execAll(ctx, s.q(ctx), "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes")
 	})
 }
 
 // ClearAll implements store.Store.
 func (s *Store) ClearAll(ctx context.Context) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		return execAll(ctx, tx, "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes",
+	return s.Atomically(ctx, func(ctx context.Context) error {
+		return execAll(ctx, s.q(ctx), "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes",
 			"DELETE FROM segment_links", "DELETE FROM segments")
 	})
 }
 
-func execAll(ctx context.Context, tx *sql.Tx, stmts ...string) error {
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
+func execAll(ctx context.Context, q querier, stmts ...string) error {
+	for _, stmt := range stmts {
+		if _, err := q.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
 	return nil
 }
 
-// inTx runs fn in a write transaction and commits it when fn succeeds.
+// inTx runs fn in a write transaction and commits it when fn succeeds. Inside a
+// transaction of Atomically, fn runs on it directly: every inTx caller reads, checks
+// and then makes a single write, so a failure leaves nothing to undo.
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := s.check(ctx); err != nil {
 		return err
+	}
+	if t := s.txOf(ctx); t != nil {
+		return fn(t.tx)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -125,7 +133,7 @@ func (s *Store) exec(ctx context.Context, notFound error, q string, args ...any)
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, q, args...)
+	res, err := s.q(ctx).ExecContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite store: %w", err)
 	}

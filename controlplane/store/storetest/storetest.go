@@ -40,6 +40,11 @@ func Run(t *testing.T, newStore Factory) {
 		{"Clear", testClear},
 		{"Concurrent", testConcurrent},
 		{"Closed", testClosed},
+		{"TxRollback", testTxRollback},
+		{"TxCommit", testTxCommit},
+		{"TxNested", testTxNested},
+		{"TxVersions", testTxVersions},
+		{"TxEnded", testTxEnded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStore(t)

@@ -1,0 +1,108 @@
+package memory
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+)
+
+// tx is a transaction in progress. It holds the store's write lock from start to end,
+// so its writes go straight into the maps; each write first records how to undo
+// itself, and a failed transaction (or a failed nested one) replays those records
+// backwards. That costs in proportion to what the transaction wrote, not to the size
+// of the store, which a copy-on-begin snapshot would.
+type tx struct {
+	done atomic.Bool // set when Atomically returns; the lock is no longer held
+	undo []func()
+}
+
+// txKey finds this store's transaction in a context. It holds the store so that a
+// context carrying a transaction of one store means nothing to another.
+type txKey struct{ s *Store }
+
+func (s *Store) txOf(ctx context.Context) *tx {
+	t, _ := ctx.Value(txKey{s}).(*tx)
+	return t
+}
+
+// Atomically implements store.Store.
+func (s *Store) Atomically(ctx context.Context, fn func(ctx context.Context) error) error {
+	if t := s.txOf(ctx); t != nil {
+		if t.done.Load() {
+			return store.ErrTxDone
+		}
+		return t.run(ctx, fn)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	t := &tx{}
+	defer t.done.Store(true)
+	return t.run(context.WithValue(ctx, txKey{s}, t), fn)
+}
+
+// run calls fn and undoes what it wrote if it fails or panics. Writes of a nested
+// run that succeeds stay recorded, so the enclosing one can still undo them.
+func (t *tx) run(ctx context.Context, fn func(context.Context) error) error {
+	mark := len(t.undo)
+	ok := false
+	defer func() {
+		if !ok {
+			t.rollbackTo(mark)
+		}
+	}()
+	if err := fn(ctx); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+func (t *tx) rollbackTo(mark int) {
+	for i := len(t.undo) - 1; i >= mark; i-- {
+		t.undo[i]()
+	}
+	t.undo = t.undo[:mark]
+}
+
+// keep records how to restore m[k] as it is now; a no-op outside a transaction.
+func keep[K comparable, V any](t *tx, m map[K]V, k K) {
+	if t == nil {
+		return
+	}
+	old, had := m[k]
+	t.undo = append(t.undo, func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
+}
+
+// keepAll records how to restore every map and the route id sequence, before a reset
+// replaces them.
+func (s *Store) keepAll(t *tx) {
+	if t == nil {
+		return
+	}
+	nodes, links, routes, keys, segs, next := s.nodes, s.links, s.routes, s.routeKey, s.segments, s.nextID
+	t.undo = append(t.undo, func() {
+		s.nodes, s.links, s.routes, s.routeKey, s.segments, s.nextID = nodes, links, routes, keys, segs, next
+	})
+}
+
+// keepNextID records the route id sequence before CreateRoute advances it.
+func (s *Store) keepNextID(t *tx) {
+	if t == nil {
+		return
+	}
+	next := s.nextID
+	t.undo = append(t.undo, func() { s.nextID = next })
+}
