@@ -1,5 +1,5 @@
 // Package controlplane is the control plane's model and decision logic, without network
-// transport: ../shared/spec/control-plane.md sections "Topology", "Node Lifecycle",
+// transport: spec/control-plane.md sections "Topology", "Node Lifecycle",
 // "Link Management" and "Route Management".
 //
 // Service (the spec's route service) turns events into link and route records in a
@@ -34,4 +34,7 @@
 //   - NodeDisconnected and NodeDeregistered take the session NodeRegistered returned, so
 //     the end of a replaced stream cannot tear down its successor.
 //   - Nodes without a group register but take part in no link or route.
+//   - Every event is one store transaction (store.Store.Atomically): a store failure
+//     half-way through a departure, registration, claim, announcement or topology
+//     change leaves nothing half-applied, and the event can simply be retried.
 package controlplane

@@ -6,6 +6,18 @@
 // A request waits at most the handler's timeout (90 s by default). When a node's stream
 // goes away every request still waiting on it fails at once with ErrStreamClosed,
 // instead of blocking until the timeout ("In-flight waiters on disconnect").
+//
+// Every send has a deadline too (10 s by default, WithSendTimeout): a node that stops
+// reading its stream fills the HTTP/2 flow-control window, after which a send would
+// block for as long as the node stays silent — holding the stream's send lock, and
+// with it every reconciler worker that wants to reach the node. A send that misses
+// the deadline closes the stream instead (ErrSendTimeout): the node is evicted, and
+// it reconnects and is reconciled afresh.
+//
+// A stream that is closed by the handler rather than by its owner — replaced by a
+// newer stream of the same node (ErrReplaced) or evicted — closes Done; the owner (the
+// southbound service) must then end the node's RPC with a status that says why, so the
+// process on the other end learns it is no longer registered.
 package nodestream
 
 import (
@@ -23,6 +35,12 @@ import (
 // DefaultTimeout is how long a request waits for its response.
 const DefaultTimeout = 90 * time.Second
 
+// DefaultSendTimeout bounds one send: waiting for the stream's turn plus writing the
+// message into gRPC's flow-control window. A healthy node drains its window in
+// milliseconds; ten seconds leaves room for a busy network and a GC pause without
+// keeping reconcilers waiting on a node that has stopped reading.
+const DefaultSendTimeout = 10 * time.Second
+
 var (
 	// ErrNotConnected is returned for a node without a stream.
 	ErrNotConnected = errors.New("node not connected")
@@ -30,6 +48,14 @@ var (
 	ErrStreamClosed = errors.New("node stream closed")
 	// ErrTimeout is returned when a response does not arrive in time.
 	ErrTimeout = errors.New("timed out waiting for the node's response")
+	// ErrSendTimeout: a send missed the send deadline because the node is not reading
+	// its stream; the stream is closed (errors wrapping it match ErrStreamClosed too).
+	ErrSendTimeout = errors.New("send deadline exceeded: the node is not reading its stream")
+	// ErrReplaced is the cause of a stream closed because a newer stream of the same
+	// node registered.
+	ErrReplaced = errors.New("replaced by a newer connection of the same node")
+	// errRemoved is the cause of a stream its owner removed.
+	errRemoved = errors.New("stream removed")
 )
 
 // SendFunc writes one message on a node's stream. The handler never calls it
@@ -38,40 +64,66 @@ type SendFunc func(*controllerv1.ControlMessage) error
 
 // Handler tracks node streams. The zero value is not usable; call New.
 type Handler struct {
-	timeout time.Duration
-	mu      sync.Mutex
-	streams map[string]*Stream
+	timeout     time.Duration
+	sendTimeout time.Duration
+	mu          sync.Mutex
+	streams     map[string]*Stream
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithSendTimeout sets the send deadline (DefaultSendTimeout if d <= 0).
+func WithSendTimeout(d time.Duration) Option {
+	return func(h *Handler) {
+		if d > 0 {
+			h.sendTimeout = d
+		}
+	}
 }
 
 // New returns a handler whose requests wait at most timeout (DefaultTimeout if 0).
-func New(timeout time.Duration) *Handler {
+func New(timeout time.Duration, opts ...Option) *Handler {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Handler{timeout: timeout, streams: map[string]*Stream{}}
+	h := &Handler{timeout: timeout, sendTimeout: DefaultSendTimeout, streams: map[string]*Stream{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Stream is one node's control stream.
 type Stream struct {
-	nodeID string
-	sendMu sync.Mutex
-	send   SendFunc
+	nodeID      string
+	send        SendFunc
+	sendTimeout time.Duration
+	// turn is the send lock as a channel, so waiting for it can time out; a send holds
+	// it until SendFunc returns, even when its caller gave up, so that sends never
+	// overlap (gRPC forbids concurrent sends on a stream).
+	turn chan struct{}
+	done chan struct{} // closed by close
 
 	mu      sync.Mutex
 	closed  bool
+	cause   error
 	waiters map[string]chan *controllerv1.ControlMessage
 }
 
-// Add registers the stream of a node and returns it. A stream the node had before (a
-// reconnect racing the old stream's end) is closed first, failing its waiters.
+// Add registers the stream of a node and returns it. A stream the node had before —
+// a reconnect racing the old stream's end, or a second process using the same node
+// id — is closed first with ErrReplaced, failing its waiters.
 func (h *Handler) Add(nodeID string, send SendFunc) *Stream {
-	s := &Stream{nodeID: nodeID, send: send, waiters: map[string]chan *controllerv1.ControlMessage{}}
+	s := &Stream{nodeID: nodeID, send: send, sendTimeout: h.sendTimeout,
+		turn: make(chan struct{}, 1), done: make(chan struct{}),
+		waiters: map[string]chan *controllerv1.ControlMessage{}}
 	h.mu.Lock()
 	old := h.streams[nodeID]
 	h.streams[nodeID] = s
 	h.mu.Unlock()
 	if old != nil {
-		old.close()
+		old.close(ErrReplaced)
 	}
 	return s
 }
@@ -86,7 +138,7 @@ func (h *Handler) Remove(s *Stream) bool {
 		delete(h.streams, s.nodeID)
 	}
 	h.mu.Unlock()
-	s.close()
+	s.close(errRemoved)
 	return current
 }
 
@@ -157,6 +209,21 @@ func (s *Stream) Deliver(msg *controllerv1.ControlMessage) bool {
 	return ok
 }
 
+// Done is closed when the stream is closed: removed by its owner, replaced by a newer
+// stream of the node, or evicted for missing the send deadline. Err says which.
+func (s *Stream) Done() <-chan struct{} { return s.done }
+
+// Err is why the stream was closed (ErrReplaced, an error wrapping ErrSendTimeout, or
+// the owner's removal); nil while it is open.
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cause
+}
+
+// NodeID is the node the stream belongs to.
+func (s *Stream) NodeID() string { return s.nodeID }
+
 // Send writes msg on this stream without waiting (the southbound loop's own replies).
 func (s *Stream) Send(msg *controllerv1.ControlMessage) error {
 	if msg.GetMessageId() == "" {
@@ -173,7 +240,7 @@ func (s *Stream) request(ctx context.Context, msg *controllerv1.ControlMessage, 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s", ErrStreamClosed, s.nodeID)
+		return nil, s.closedErr()
 	}
 	s.waiters[msg.MessageId] = ch
 	s.mu.Unlock()
@@ -187,7 +254,7 @@ func (s *Stream) request(ctx context.Context, msg *controllerv1.ControlMessage, 
 	select {
 	case resp, ok := <-ch:
 		if !ok {
-			return nil, fmt.Errorf("%w: %s", ErrStreamClosed, s.nodeID)
+			return nil, s.closedErr()
 		}
 		return resp, nil
 	case <-timer.C:
@@ -197,19 +264,75 @@ func (s *Stream) request(ctx context.Context, msg *controllerv1.ControlMessage, 
 	}
 }
 
+// write sends msg within the send deadline, which covers both waiting for the
+// stream's turn and the send itself. A send that misses it evicts the node: the
+// stream is closed, and the blocked SendFunc returns once the owner ends the RPC.
 func (s *Stream) write(msg *controllerv1.ControlMessage) error {
+	timer := time.NewTimer(s.sendTimeout)
+	defer timer.Stop()
+	select {
+	case <-s.done:
+		return s.closedErr()
+	default:
+	}
+	select {
+	case s.turn <- struct{}{}:
+	case <-s.done:
+		return s.closedErr()
+	case <-timer.C:
+		return s.evict()
+	}
+	if s.isClosed() {
+		<-s.turn
+		return s.closedErr()
+	}
+	sent := make(chan error, 1)
+	// Owned by this stream's turn: it ends when SendFunc returns, which gRPC
+	// guarantees once the RPC ends, and the eviction below makes the RPC end.
+	go func() {
+		err := s.send(msg)
+		<-s.turn
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			return fmt.Errorf("send to node %s: %w", s.nodeID, err)
+		}
+		return nil
+	case <-s.done:
+		return s.closedErr()
+	case <-timer.C:
+		return s.evict()
+	}
+}
+
+// evict closes the stream of a node that did not take a message within the send
+// deadline and returns the error for the send that noticed.
+func (s *Stream) evict() error {
+	err := fmt.Errorf("%w: %w (node %s, waited %s)", ErrStreamClosed, ErrSendTimeout, s.nodeID, s.sendTimeout)
+	s.close(err)
+	return err
+}
+
+func (s *Stream) isClosed() bool {
 	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// closedErr is the error for a send or request on a closed stream: ErrStreamClosed,
+// and the cause when the handler closed it.
+func (s *Stream) closedErr() error {
+	cause := s.Err()
+	switch {
+	case cause == nil || cause == errRemoved:
 		return fmt.Errorf("%w: %s", ErrStreamClosed, s.nodeID)
+	case errors.Is(cause, ErrStreamClosed): // an eviction's error says it all
+		return cause
+	default:
+		return fmt.Errorf("%w: %s: %w", ErrStreamClosed, s.nodeID, cause)
 	}
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	if err := s.send(msg); err != nil {
-		return fmt.Errorf("send to node %s: %w", s.nodeID, err)
-	}
-	return nil
 }
 
 func (s *Stream) forget(id string) {
@@ -218,14 +341,16 @@ func (s *Stream) forget(id string) {
 	s.mu.Unlock()
 }
 
-// close fails every waiter at once (their channels close) and refuses new requests.
-func (s *Stream) close() {
+// close fails every waiter at once (their channels close), refuses new requests and
+// sends, and records the cause; the first close wins.
+func (s *Stream) close(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	s.closed = true
+	s.closed, s.cause = true, cause
+	close(s.done)
 	for id, ch := range s.waiters {
 		close(ch)
 		delete(s.waiters, id)

@@ -149,3 +149,103 @@ func TestTimeoutAndSendFailure(t *testing.T) {
 		t.Fatalf("Nodes = %v", got)
 	}
 }
+
+// stuckPeer is a node that stops reading after its first message: every later send
+// blocks, as gRPC's does once the flow-control window is full, until the stream ends.
+type stuckPeer struct {
+	mu      sync.Mutex
+	first   chan *controllerv1.ControlMessage
+	n       int
+	ended   chan struct{}
+	overlap bool // two sends ran at once
+	inSend  bool
+}
+
+func newStuckPeer() *stuckPeer {
+	return &stuckPeer{first: make(chan *controllerv1.ControlMessage, 1), ended: make(chan struct{})}
+}
+
+func (p *stuckPeer) send(m *controllerv1.ControlMessage) error {
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	p.overlap = p.overlap || p.inSend
+	p.inSend = true
+	p.mu.Unlock()
+	defer func() { p.mu.Lock(); p.inSend = false; p.mu.Unlock() }()
+	if n == 1 {
+		p.first <- m
+		return nil
+	}
+	<-p.ended
+	return errors.New("stream ended")
+}
+
+// TestSendDeadlineEvictsSlowNode: a send that cannot go out within the send deadline
+// closes the stream (ErrSendTimeout); the request already waiting for an answer and
+// the send queued behind the stuck one fail at once, and Done tells the owner.
+func TestSendDeadlineEvictsSlowNode(t *testing.T) {
+	h := New(time.Hour, WithSendTimeout(100*time.Millisecond))
+	p := newStuckPeer()
+	s := h.Add("g/n1", p.send)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := h.Request(ctx, "g/n1", listReq()) // goes out, never answered
+		waiting <- err
+	}()
+	<-p.first
+	stuck := make(chan error, 1)
+	go func() { stuck <- h.Send("g/n1", listReq()) }() // blocks in the peer
+	queued := make(chan error, 1)
+	go func() { queued <- h.Send("g/n1", listReq()) }() // waits for its turn
+
+	for what, ch := range map[string]chan error{"stuck send": stuck, "queued send": queued, "waiting request": waiting} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, ErrStreamClosed) {
+				t.Fatalf("%s: %v, want ErrStreamClosed", what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still blocked after the send deadline", what)
+		}
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done not closed after the eviction")
+	}
+	if !errors.Is(s.Err(), ErrSendTimeout) {
+		t.Fatalf("Err() = %v, want ErrSendTimeout", s.Err())
+	}
+	if err := h.Send("g/n1", listReq()); !errors.Is(err, ErrSendTimeout) {
+		t.Fatalf("send after the eviction: %v", err)
+	}
+	// The owner ends the RPC: the blocked send returns; sends never overlapped.
+	close(p.ended)
+	h.Remove(s)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overlap {
+		t.Fatal("two sends ran on the stream at once")
+	}
+}
+
+func TestReplacedStreamSaysWhy(t *testing.T) {
+	h := New(time.Hour)
+	old := h.Add("g/n1", newPeer().send)
+	h.Add("g/n1", newPeer().send)
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("the replaced stream's Done is open")
+	}
+	if !errors.Is(old.Err(), ErrReplaced) {
+		t.Fatalf("Err() = %v, want ErrReplaced", old.Err())
+	}
+	if err := old.Send(listReq()); !errors.Is(err, ErrStreamClosed) || !errors.Is(err, ErrReplaced) {
+		t.Fatalf("send on the replaced stream: %v", err)
+	}
+}

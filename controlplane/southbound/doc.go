@@ -1,5 +1,5 @@
 // Package southbound is the control plane's ControllerService, the gRPC endpoint data-plane
-// nodes keep one bidirectional stream open to (../shared/spec/control-plane.md, "Node
+// nodes keep one bidirectional stream open to (spec/control-plane.md, "Node
 // Lifecycle": Registration, Registration Authentication, Deregistration, Crash
 // Disconnect; "Race Conditions": Concurrent DP-initiated config).
 //
@@ -20,4 +20,17 @@
 //     removed nothing can be sent), then the node is deregistered. A stream that ends
 //     without one is a crash: the stream is removed first, so requests in flight fail at
 //     once, then the node is marked disconnected and its links fail over.
+//
+// The node command handler can also close a stream, and the loop then ends the RPC
+// with a status that tells the process why, so it does not go on believing it is
+// registered:
+//   - ABORTED when a newer stream registered the same node id (a reconnect that beat
+//     the old stream's end, or a second process with the same id). The newer stream
+//     keeps the node; the old one's end is not a crash. Both ends log it at warn
+//     level; two processes with one id keep displacing each other at their reconnect
+//     backoff, and the warnings repeat until one is fixed.
+//   - RESOURCE_EXHAUSTED when a send to the node missed the send deadline (10 s by
+//     default, nodestream.WithSendTimeout): the node stopped reading. It is evicted —
+//     disconnected like a crash — so no reconciler waits on it, and is rebuilt when it
+//     registers again.
 package southbound

@@ -1,7 +1,9 @@
 package southbound
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -33,13 +35,24 @@ type fixture struct {
 	st      store.Store
 	streams *nodestream.Handler
 	conn    *grpc.ClientConn
+	addr    string
+	// logs holds what the service logged at warn level and above.
+	logs *logBuffer
 
 	mu       sync.Mutex
 	queued   []controlplane.Result
 	outcomes []string
+	// onEnqueue, when set, also receives every result (the reconcilers' queues).
+	onEnqueue func(controlplane.Result)
 }
 
 func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duration) *fixture {
+	t.Helper()
+	return newFixtureWith(t, a, registerTimeout, nodestream.New(30*time.Second))
+}
+
+// newFixtureWith is newFixture over the given command handler.
+func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Duration, streams *nodestream.Handler) *fixture {
 	t.Helper()
 	st := memory.New()
 	topo, err := config.Parse([]byte("topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n"))
@@ -50,10 +63,18 @@ func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, svc: svc, st: st, streams: nodestream.New(30 * time.Second)}
+	f := &fixture{t: t, svc: svc, st: st, streams: streams, logs: &logBuffer{}}
 	srv := New(Options{
-		Service: svc, Streams: f.streams, Auth: a, RegisterTimeout: registerTimeout,
-		Enqueue:        func(r controlplane.Result) { f.mu.Lock(); f.queued = append(f.queued, r); f.mu.Unlock() },
+		Service: svc, Streams: f.streams, Auth: a, RegisterTimeout: registerTimeout, Logger: f.logs.logger(),
+		Enqueue: func(r controlplane.Result) {
+			f.mu.Lock()
+			f.queued = append(f.queued, r)
+			then := f.onEnqueue
+			f.mu.Unlock()
+			if then != nil {
+				then(r)
+			}
+		},
 		OnRegistration: func(o string) { f.mu.Lock(); f.outcomes = append(f.outcomes, o); f.mu.Unlock() },
 	})
 	gs := grpc.NewServer(grpc.WaitForHandlers(true))
@@ -63,6 +84,7 @@ func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duratio
 		t.Fatal(err)
 	}
 	go func() { _ = gs.Serve(lis) }()
+	f.addr = lis.Addr().String()
 	f.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -170,4 +192,38 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// logBuffer collects text log lines, safe for concurrent writers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// logger writes warnings and errors to b.
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// lines returns the logged lines that contain every one of parts.
+func (b *logBuffer) lines(parts ...string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+next:
+	for _, line := range strings.Split(b.buf.String(), "\n") {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue next
+			}
+		}
+		out = append(out, line)
+	}
+	return out
 }

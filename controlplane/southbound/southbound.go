@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
@@ -107,6 +108,14 @@ type session struct {
 	nodeID string
 	id     uint64
 	st     *nodestream.Stream
+	peer   string // the node's address, for logs
+}
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 // awaitRegistration returns the first message, which must be a RegisterNodeRequest
@@ -160,7 +169,15 @@ func (s *Server) register(stream controlStream, msg *controllerv1.ControlMessage
 		s.o.OnRegistration(OutcomeInvalid)
 		return nil, toStatus(fmt.Errorf("register %q: %w", nodeID, err))
 	}
-	sess := &session{nodeID: reg.NodeID, id: reg.Session}
+	sess := &session{nodeID: reg.NodeID, id: reg.Session, peer: peerAddr(ctx)}
+	if s.o.Streams.Connected(reg.NodeID) {
+		// Either the node reconnected before its old stream broke (once), or two
+		// processes share the node id and will keep displacing each other, each
+		// reconnecting with backoff: say so loudly enough to be found.
+		s.o.Logger.Warn("node registered while its previous stream is still open: the previous stream is closed "+
+			"as replaced; if this repeats, two processes use the same node id",
+			"node", reg.NodeID, "session", reg.Session, "peer", sess.peer)
+	}
 	sess.st = s.o.Streams.Add(reg.NodeID, stream.Send)
 	err = sess.st.Send(&controllerv1.ControlMessage{ReplyTo: msg.GetMessageId(),
 		Payload: &controllerv1.ControlMessage_RegisterNodeResponse{RegisterNodeResponse: &controllerv1.RegisterNodeResponse{
@@ -191,32 +208,89 @@ func registration(req *controllerv1.RegisterNodeRequest) controlplane.Registrati
 	return reg
 }
 
-// serve is the message loop, until deregistration or the end of the stream.
+// serve is the message loop, until deregistration, the end of the stream, or the
+// command handler closing the stream (replaced or evicted). Recv runs on its own
+// goroutine because only returning from the handler ends a gRPC stream: the loop
+// must be able to stop while Recv waits.
 func (s *Server) serve(stream controlStream, sess *session) error {
 	ctx := stream.Context()
+	msgs := make(chan *controllerv1.ControlMessage)
+	recvErr := make(chan error, 1)
+	quit := make(chan struct{})
+	defer close(quit)
+	// Owned by this handler: Recv fails at the latest when the handler returns and
+	// gRPC ends the stream, and a message nobody takes any more is dropped on quit.
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-quit:
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := stream.Recv()
-		if err != nil {
+		select {
+		case err := <-recvErr:
 			s.ended(ctx, sess, err)
 			return nil
-		}
-		switch p := msg.GetPayload().(type) {
-		case *controllerv1.ControlMessage_DeregisterNodeRequest:
-			return s.deregister(ctx, sess, msg)
-		case *controllerv1.ControlMessage_ConfigCommand:
-			if msg.GetReplyTo() == "" {
-				s.nodeCommand(ctx, sess, msg.GetMessageId(), p.ConfigCommand)
-				continue
+		case <-sess.st.Done():
+			return s.closedByHandler(ctx, sess)
+		case msg := <-msgs:
+			if msg.GetDeregisterNodeRequest() != nil {
+				return s.deregister(ctx, sess, msg)
 			}
+			s.handle(ctx, sess, msg)
 		}
-		if msg.GetReplyTo() != "" {
-			if !sess.st.Deliver(msg) {
-				s.o.Logger.Debug("response nobody waits for", "node", sess.nodeID, "reply_to", msg.GetReplyTo())
-			}
-			continue
-		}
-		s.o.Logger.Warn("unexpected message on control channel", "node", sess.nodeID, "type", fmt.Sprintf("%T", msg.GetPayload()))
 	}
+}
+
+func (s *Server) handle(ctx context.Context, sess *session, msg *controllerv1.ControlMessage) {
+	if cmd := msg.GetConfigCommand(); cmd != nil && msg.GetReplyTo() == "" {
+		s.nodeCommand(ctx, sess, msg.GetMessageId(), cmd)
+		return
+	}
+	if msg.GetReplyTo() != "" {
+		if !sess.st.Deliver(msg) {
+			s.o.Logger.Debug("response nobody waits for", "node", sess.nodeID, "reply_to", msg.GetReplyTo())
+		}
+		return
+	}
+	s.o.Logger.Warn("unexpected message on control channel", "node", sess.nodeID, "type", fmt.Sprintf("%T", msg.GetPayload()))
+}
+
+// closedByHandler ends the RPC of a stream the command handler closed, with a status
+// that tells the process on the other end why, so it stops believing it is
+// registered:
+//   - replaced by a newer stream of the same node: ABORTED. The newer registration
+//     won a conflict over the node id; the loser may retry (the data-plane
+//     controller reconnects with backoff), which is what ABORTED asks of a client.
+//     ALREADY_EXISTS would describe a refused newcomer, not an existing stream that
+//     was taken over.
+//   - evicted for not reading within the send deadline: RESOURCE_EXHAUSTED, as for
+//     any consumer whose buffer stayed full. The node is disconnected like a crash
+//     (failover, route cleanup) and rebuilt when it registers again.
+func (s *Server) closedByHandler(ctx context.Context, sess *session) error {
+	cause := sess.st.Err()
+	s.ended(ctx, sess, cause)
+	switch {
+	case errors.Is(cause, nodestream.ErrReplaced):
+		s.o.Logger.Warn("control stream replaced by a newer connection of the same node id; if this repeats, "+
+			"two processes use the same node id", "node", sess.nodeID, "session", sess.id, "peer", sess.peer)
+		return status.Errorf(codes.Aborted, "node %s (session %d): replaced by a newer connection of the same node id; "+
+			"if this repeats, another process uses this node id", sess.nodeID, sess.id)
+	case errors.Is(cause, nodestream.ErrSendTimeout):
+		s.o.Logger.Warn("node evicted: it is not reading its control stream", "node", sess.nodeID,
+			"session", sess.id, "peer", sess.peer, "err", cause)
+		return status.Errorf(codes.ResourceExhausted, "node %s: not reading its control stream, disconnected: %v",
+			sess.nodeID, cause)
+	}
+	return status.Errorf(codes.Unavailable, "node %s: control stream closed: %v", sess.nodeID, cause)
 }
 
 // deregister answers first — once the stream is removed nothing can be sent on it —
