@@ -147,7 +147,6 @@ func testTxCommit(t *testing.T, s store.Store) {
 func testTxNested(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	fill(t, ctx, s)
-	before := snapshot(t, ctx, s)
 	err := s.Atomically(ctx, func(ctx context.Context) error {
 		must(t, s.SaveNode(ctx, node("outer/1", "outer", true, "")))
 		err := s.Atomically(ctx, func(ctx context.Context) error {
@@ -179,7 +178,7 @@ func testTxNested(t *testing.T, s store.Store) {
 
 	must(t, s.DeleteNode(ctx, "inner/2"))
 	must(t, s.DeleteNode(ctx, "outer/1"))
-	before = snapshot(t, ctx, s)
+	before := snapshot(t, ctx, s)
 	err = s.Atomically(ctx, func(ctx context.Context) error {
 		must(t, s.Atomically(ctx, func(ctx context.Context) error {
 			return s.SaveNode(ctx, node("inner/3", "inner", true, ""))
