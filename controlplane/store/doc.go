@@ -20,5 +20,6 @@
 // topology change) in one, so a failure half-way leaves nothing half-applied. The
 // transaction travels in the context, so wrappers around a Store keep working; SQLite
 // runs a real write transaction (savepoints when nested), the memory store holds its
-// lock and undoes the recorded writes on failure.
+// lock and undoes the recorded writes on failure. Both take the write lock at the
+// transaction's first write, so an event still deciding keeps no reconciler waiting.
 package store

@@ -36,14 +36,21 @@ type Store interface {
 	// that wrappers around a Store (metrics, fault injection, recording) see the calls
 	// made inside a transaction like any other; they need not know transactions exist.
 	//
+	// The transaction takes the store's write lock at its first write, not when it
+	// starts (SQLite's deferred transactions, without their failure when another
+	// writer committed meanwhile): reads before the first write see the latest
+	// committed state, as reads outside a transaction do, and keep no writer waiting.
+	// From the first write on, the transaction's view is its own.
+	//
 	// Version checks (IfVersion, DeleteLinkIf, DeleteRouteIf) work inside a
 	// transaction as outside, against the transaction's view. Atomically called with a
 	// context that already carries a transaction of this store nests: the inner fn's
 	// writes are undone alone if it fails, and are committed with the outer
 	// transaction. The transaction's context is for one goroutine at a time, and calls
-	// made with any other context while a transaction runs may wait for it to end (so a
-	// transaction must not wait on such a call). After Atomically returns, calls with
-	// the transaction's context fail with ErrTxDone.
+	// made with any other context while a transaction holds the lock may wait for it
+	// to end (so after its first write a transaction must not wait on such a call).
+	// After Atomically returns, calls with the transaction's context fail with
+	// ErrTxDone.
 	Atomically(ctx context.Context, fn func(ctx context.Context) error) error
 
 	// SaveNode creates or replaces the node with n.ID; LastUpdated is set by the store.

@@ -44,8 +44,9 @@ func (s *Store) reset(all bool) {
 }
 
 // lock takes the write lock, or fails when the store is closed. Within a transaction
-// (ctx carries one) the lock is already held: it returns the transaction, for the
-// write to record its undo, and takes nothing.
+// (ctx carries one) the lock is held from the transaction's first write to its end:
+// lock returns the transaction, for the write to record its undo, and an unlock that
+// leaves the lock to the transaction.
 func (s *Store) lock(ctx context.Context) (*tx, func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -53,6 +54,14 @@ func (s *Store) lock(ctx context.Context) (*tx, func(), error) {
 	if t := s.txOf(ctx); t != nil {
 		if t.done.Load() {
 			return nil, nil, store.ErrTxDone
+		}
+		if !t.locked {
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				return nil, nil, store.ErrClosed
+			}
+			t.locked = true
 		}
 		return t, func() {}, nil
 	}
@@ -72,7 +81,9 @@ func (s *Store) rlock(ctx context.Context) (func(), error) {
 		if t.done.Load() {
 			return nil, store.ErrTxDone
 		}
-		return func() {}, nil
+		if t.locked {
+			return func() {}, nil
+		}
 	}
 	s.mu.RLock()
 	if s.closed {

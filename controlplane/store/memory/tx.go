@@ -7,14 +7,20 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
 
-// tx is a transaction in progress. It holds the store's write lock from start to end,
-// so its writes go straight into the maps; each write first records how to undo
-// itself, and a failed transaction (or a failed nested one) replays those records
-// backwards. That costs in proportion to what the transaction wrote, not to the size
-// of the store, which a copy-on-begin snapshot would.
+// tx is a transaction in progress. From its first write to its end it holds the
+// store's write lock, so its writes go straight into the maps; each write first
+// records how to undo itself, and a failed transaction (or a failed nested one)
+// replays those records backwards. That costs in proportion to what the transaction
+// wrote, not to the size of the store, which a copy-on-begin snapshot would.
+//
+// The lock is taken at the first write rather than at the start, as SQLite's deferred
+// transactions do: reads before it take the read lock per call, like reads outside a
+// transaction, so a transaction that is slow to decide (or only reads) keeps nobody
+// waiting.
 type tx struct {
-	done atomic.Bool // set when Atomically returns; the lock is no longer held
-	undo []func()
+	done   atomic.Bool // set when Atomically returns; the lock is no longer held
+	locked bool        // holds s.mu; only the transaction's goroutine reads it
+	undo   []func()
 }
 
 // txKey finds this store's transaction in a context. It holds the store so that a
@@ -37,13 +43,19 @@ func (s *Store) Atomically(ctx context.Context, fn func(ctx context.Context) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
 		return store.ErrClosed
 	}
 	t := &tx{}
-	defer t.done.Store(true)
+	defer func() {
+		t.done.Store(true)
+		if t.locked {
+			s.mu.Unlock()
+		}
+	}()
 	return t.run(context.WithValue(ctx, txKey{s}, t), fn)
 }
 

@@ -43,7 +43,11 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, err
 	}
 	r.LastUpdated, r.Version = time.Unix(0, s.now().UnixNano()), 1
-	res, err := s.q(ctx).ExecContext(ctx, `INSERT INTO routes (route_key, source_node, dest_node, link_id, c0, c1, c2,
+	w, err := s.w(ctx)
+	if err != nil {
+		return store.Route{}, err
+	}
+	res, err := w.ExecContext(ctx, `INSERT INTO routes (route_key, source_node, dest_node, link_id, c0, c1, c2,
 		has_cid, cid, status, status_msg, deleted, last_updated, version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Key(), r.SourceNodeID, r.DestNodeID, r.LinkID, r.Name.Components[0], r.Name.Components[1],
 		r.Name.Components[2], boolInt(r.Name.HasID), int64(r.Name.ID), r.Status.String(), r.StatusMessage,

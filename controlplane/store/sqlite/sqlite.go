@@ -83,14 +83,22 @@ func (s *Store) check(ctx context.Context) error {
 // ClearRuntime implements store.Store.
 func (s *Store) ClearRuntime(ctx context.Context) error {
 	return s.Atomically(ctx, func(ctx context.Context) error {
-		return execAll(ctx, s.q(ctx), "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes")
+		q, err := s.w(ctx)
+		if err != nil {
+			return err
+		}
+		return execAll(ctx, q, "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes")
 	})
 }
 
 // ClearAll implements store.Store.
 func (s *Store) ClearAll(ctx context.Context) error {
 	return s.Atomically(ctx, func(ctx context.Context) error {
-		return execAll(ctx, s.q(ctx), "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes",
+		q, err := s.w(ctx)
+		if err != nil {
+			return err
+		}
+		return execAll(ctx, q, "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes",
 			"DELETE FROM segment_links", "DELETE FROM segments")
 	})
 }
@@ -112,6 +120,9 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	if t := s.txOf(ctx); t != nil {
+		if err := t.begin(s.db); err != nil {
+			return err
+		}
 		return fn(t.tx)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -128,12 +139,16 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// exec runs one statement and maps "no row changed" to notFound.
+// exec runs one write statement and maps "no row changed" to notFound.
 func (s *Store) exec(ctx context.Context, notFound error, q string, args ...any) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	res, err := s.q(ctx).ExecContext(ctx, q, args...)
+	w, err := s.w(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := w.ExecContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite store: %w", err)
 	}

@@ -17,10 +17,16 @@ type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
-// txState is a transaction in progress: a real SQLite write transaction (begun
-// IMMEDIATE, see pragmas), with savepoints for the nested ones.
+// txState is a transaction in progress: a real SQLite write transaction, with
+// savepoints for the nested ones. It begins (IMMEDIATE, see pragmas: taking the write
+// lock) at the first write rather than when Atomically starts. Reads before it run
+// outside, on the latest committed state, so a transaction that is slow to decide
+// (or only reads) keeps no writer waiting — and cannot fail at its first write
+// because another writer committed after it began reading, which a DEFERRED SQLite
+// transaction in WAL mode would (SQLITE_BUSY_SNAPSHOT).
 type txState struct {
-	tx    *sql.Tx
+	ctx   context.Context // Atomically's: the transaction's lifetime
+	tx    *sql.Tx         // nil until the first write
 	done  atomic.Bool
 	depth int // open savepoints
 }
@@ -34,12 +40,36 @@ func (s *Store) txOf(ctx context.Context) *txState {
 	return t
 }
 
-// q returns where ctx's statements run.
+// q returns where ctx's reads run.
 func (s *Store) q(ctx context.Context) querier {
-	if t := s.txOf(ctx); t != nil {
+	if t := s.txOf(ctx); t != nil && t.tx != nil {
 		return t.tx
 	}
 	return s.db
+}
+
+// w returns where ctx's writes run, beginning ctx's transaction if it has not yet.
+func (s *Store) w(ctx context.Context) (querier, error) {
+	t := s.txOf(ctx)
+	if t == nil {
+		return s.db, nil
+	}
+	if err := t.begin(s.db); err != nil {
+		return nil, err
+	}
+	return t.tx, nil
+}
+
+func (t *txState) begin(db *sql.DB) error {
+	if t.tx != nil {
+		return nil
+	}
+	tx, err := db.BeginTx(t.ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite store: begin: %w", err)
+	}
+	t.tx = tx
+	return nil
 }
 
 // Atomically implements store.Store.
@@ -53,30 +83,44 @@ func (s *Store) Atomically(ctx context.Context, fn func(ctx context.Context) err
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite store: begin: %w", err)
-	}
-	t := &txState{tx: tx}
+	t := &txState{ctx: ctx}
 	committed := false
 	defer func() {
 		t.done.Store(true)
-		if !committed {
-			_ = tx.Rollback() // also on a panic in fn
+		if !committed && t.tx != nil {
+			_ = t.tx.Rollback() // also on a panic in fn
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{s}, t)); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite store: commit: %w", err)
+	if t.tx != nil {
+		if err := t.tx.Commit(); err != nil {
+			return fmt.Errorf("sqlite store: commit: %w", err)
+		}
 	}
 	committed = true
 	return nil
 }
 
 // savepoint runs a nested transaction: on failure only its own writes are undone.
+// Before the first write there is nothing to protect; if fn makes it and then fails,
+// the transaction it began is rolled back whole and the next write begins another.
 func (t *txState) savepoint(ctx context.Context, fn func(context.Context) error) error {
+	if t.tx == nil {
+		ok := false
+		defer func() {
+			if !ok && t.tx != nil {
+				_ = t.tx.Rollback()
+				t.tx = nil
+			}
+		}()
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	}
 	t.depth++
 	defer func() { t.depth-- }()
 	name := fmt.Sprintf("sp%d", t.depth)

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"TxCommit", testTxCommit},
 		{"TxNested", testTxNested},
 		{"TxVersions", testTxVersions},
+		{"TxLockAtFirstWrite", testTxLockAtFirstWrite},
 		{"TxEnded", testTxEnded},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -227,6 +227,38 @@ func testTxVersions(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrConflict)
 }
 
+// testTxLockAtFirstWrite: a transaction that has only read so far keeps no writer
+// waiting; it sees that writer's change, and its own first write applies on top.
+func testTxLockAtFirstWrite(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	must(t, s.CreateLink(ctx, link("w", "a/1", "b", "b/1")))
+	err := s.Atomically(ctx, func(tctx context.Context) error {
+		if _, err := s.GetLink(tctx, "w"); err != nil {
+			return err
+		}
+		wrote := make(chan error, 1)
+		go func() { // outside the transaction
+			_, err := store.SetLinkStatusIf(ctx, s, "w", 1, store.LinkConnecting, "")
+			wrote <- err
+		}()
+		select {
+		case err := <-wrote:
+			must(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a writer waited for a transaction that had not written yet")
+		}
+		l, err := s.UpdateLink(tctx, "w", store.LinkUpdate{StatusMessage: store.Ptr("core")})
+		if err != nil {
+			return err
+		}
+		if l.Status != store.LinkConnecting || l.Version != 3 {
+			t.Fatalf("the transaction's write did not apply on top of the other writer's: %+v", l)
+		}
+		return nil
+	})
+	must(t, err)
+}
+
 // testTxEnded: a transaction's context is dead once Atomically returns, and a closed
 // store refuses to start one.
 func testTxEnded(t *testing.T, s store.Store) {
