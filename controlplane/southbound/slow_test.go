@@ -62,7 +62,7 @@ func bigCommand() *controllerv1.ControlMessage {
 // deadline evicts the node (its stream ends, the node is treated as disconnected),
 // and the reconcilers keep converging the other nodes meanwhile.
 func TestSlowNodeIsEvicted(t *testing.T) {
-	const sendTimeout = 300 * time.Millisecond
+	const sendTimeout = time.Second
 	f := newFixtureWith(t, nil, 0, nodestream.New(2*time.Second, nodestream.WithSendTimeout(sendTimeout)))
 	f.runReconcilers()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
