@@ -167,11 +167,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// rawWatch is a watch stream read by a goroutine into a channel.
+// rawWatch is a watch stream read by a goroutine into a channel. PROGRESS events,
+// which change nothing, go to a channel of their own.
 type rawWatch struct {
-	events chan *registrarv1.EndpointEvent
-	err    chan error
-	cancel context.CancelFunc
+	events   chan *registrarv1.EndpointEvent
+	progress chan *registrarv1.EndpointEvent
+	err      chan error
+	cancel   context.CancelFunc
 }
 
 func openWatch(t *testing.T, c registrarv1.RegistrarClient, token string) *rawWatch {
@@ -182,7 +184,8 @@ func openWatch(t *testing.T, c registrarv1.RegistrarClient, token string) *rawWa
 		cancel()
 		t.Fatal(err)
 	}
-	w := &rawWatch{events: make(chan *registrarv1.EndpointEvent, 100000), err: make(chan error, 1), cancel: cancel}
+	w := &rawWatch{events: make(chan *registrarv1.EndpointEvent, 100000), progress: make(chan *registrarv1.EndpointEvent, 100000),
+		err: make(chan error, 1), cancel: cancel}
 	go func() {
 		for {
 			ev, err := st.Recv()
@@ -190,6 +193,10 @@ func openWatch(t *testing.T, c registrarv1.RegistrarClient, token string) *rawWa
 				w.err <- err
 				close(w.events)
 				return
+			}
+			if ev.GetType() == registrarv1.EndpointEvent_PROGRESS {
+				w.progress <- ev
+				continue
 			}
 			w.events <- ev
 		}

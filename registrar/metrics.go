@@ -15,7 +15,7 @@ type metrics struct {
 	syncErrors   prometheus.Counter
 	batchSize    prometheus.Histogram
 	queue        prometheus.Gauge
-	broadcast    [registrarv1.EndpointEvent_SNAPSHOT_COMPLETE + 1]prometheus.Counter
+	broadcast    [registrarv1.EndpointEvent_PROGRESS + 1]prometheus.Counter
 	batches      *prometheus.CounterVec
 	resyncs      prometheus.Counter
 }

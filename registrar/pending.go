@@ -41,25 +41,38 @@ func (s *state) accept(ops []registry.Op) (token.Version, error) {
 		return token.Version{}, fmt.Errorf("%w: %d writes waiting to be persisted, limit %d", errQueueFull, len(s.pending), s.maxQueue)
 	}
 	for _, op := range ops {
-		k := op.Endpoint.Key()
-		s.writeID++
-		p := s.pending[k]
-		if p == nil {
-			p = &pend{}
-			s.pending[k] = p
-		}
-		p.op, p.id, p.seq = op, s.writeID, s.seq
-		s.accepted = append(s.accepted, acceptRec{key: k, id: p.id, seq: p.seq})
-		s.markDirty(k, p)
-		s.recompute(k)
+		s.acceptOne(op)
 	}
-	s.compactAccepted()
+	s.acked = s.seq
 	s.m.queueDepth(len(s.pending))
 	select {
 	case s.work <- struct{}{}:
 	default:
 	}
 	return s.current(), nil
+}
+
+// acceptOne takes one write. A rewrite of a pending key replaces its op and keeps
+// its record: the key stays protected from its oldest unpersisted write on.
+func (s *state) acceptOne(op registry.Op) {
+	k := op.Endpoint.Key()
+	s.writeID++
+	p := s.pending[k]
+	fresh := p == nil
+	if fresh {
+		p = &pend{}
+		s.pending[k] = p
+	}
+	p.op, p.id = op, s.writeID
+	s.markDirty(k, p)
+	s.recompute(k)
+	switch {
+	case fresh:
+		p.since = s.seq // the version this write is acknowledged with
+		s.track(k, p)
+	case p.next == 0:
+		p.next = s.seq
+	}
 }
 
 func (s *state) markDirty(k endpoint.Key, p *pend) {
@@ -94,7 +107,7 @@ func (s *state) takeBatch() []batchOp {
 		if p == nil || !p.dirty {
 			continue
 		}
-		p.dirty = false
+		p.dirty, p.next = false, 0
 		out = append(out, batchOp{op: p.op, id: p.id})
 	}
 	s.dirty = s.dirty[:0]
@@ -109,6 +122,7 @@ func (s *state) takeBatch() []batchOp {
 func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permanent bool) (dropped int) {
 	s.mu.Lock()
 	defer s.unlock()
+	touched := make([]endpoint.Key, 0, len(batch))
 	for _, b := range batch {
 		k := b.op.Endpoint.Key()
 		p := s.pending[k]
@@ -119,7 +133,7 @@ func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permane
 				// A newer write to the key is already queued; it supersedes this one.
 			case permanent:
 				delete(s.pending, k)
-				s.recompute(k)
+				touched = append(touched, k)
 				dropped++
 			default:
 				s.markDirty(k, p)
@@ -133,12 +147,23 @@ func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permane
 		} else {
 			delete(s.backend, k)
 		}
-		if current {
+		switch {
+		case current:
 			delete(s.pending, k)
+		case p != nil && p.next != 0:
+			// Writes taken in this batch are persisted; the ones accepted since
+			// still need protecting, from the first of them on.
+			p.since, p.next = p.next, 0
+			s.track(k, p)
 		}
+		touched = append(touched, k)
+	}
+	// Settle first, so that the events below carry the frontier this batch moved.
+	s.settle()
+	for _, k := range touched {
 		s.recompute(k)
 	}
-	s.compactAccepted()
+	s.announce()
 	s.m.queueDepth(len(s.pending))
 	return dropped
 }

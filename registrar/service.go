@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/rpcinput"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -29,7 +30,7 @@ type grpcService struct {
 // RegisterService registers the Registrar API on s, which must have been made with
 // ServerOptions.
 func (r *Registrar) RegisterService(s grpc.ServiceRegistrar) {
-	registrarv1.RegisterRegistrarServer(s, grpcService{r: r})
+	s.RegisterService(rpcinput.Service(&registrarv1.Registrar_ServiceDesc), grpcService{r: r})
 }
 
 func (g grpcService) RegisterEndpoint(_ context.Context, req *registrarv1.RegisterEndpointRequest) (*registrarv1.RegisterEndpointResponse, error) {

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
@@ -119,5 +122,62 @@ func TestQueueFullIsResourceExhausted(t *testing.T) {
 	eventually(t, "queue drains", func() bool { return ts.Registrar().Pending() == 0 })
 	if _, err := ts.client.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: over}); err != nil {
 		t.Fatalf("write after the queue drained: %v", err)
+	}
+}
+
+// rawCodec sends the bytes it is given as they are, so a test can put what a
+// well-behaved client never would on the wire.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// Invalid UTF-8 in a string field is bad input like any other: InvalidArgument
+// naming the field, and nothing stored.
+func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
+	b := memory.New()
+	defer b.Close()
+	ts := startServer(t, Config{Backend: b, BatchInterval: 5 * time.Millisecond})
+	good, err := proto.Marshal(ep("east", "web", "10.0.0.1", 80).ToProto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The endpoint's service (field 2) is overwritten by a later occurrence with
+	// invalid UTF-8, as proto's last-one-wins rule allows.
+	bad := protowire.AppendTag(append([]byte(nil), good...), 2, protowire.BytesType)
+	bad = protowire.AppendBytes(bad, []byte("we\xffb"))
+	req := protowire.AppendTag(nil, 1, protowire.BytesType)
+	req = protowire.AppendBytes(req, bad)
+	for _, method := range []string{"RegisterEndpoint", "UnregisterEndpoint"} {
+		err := ts.conn.Invoke(testCtx(t), "/switchboard.registrar.v1.Registrar/"+method, req, new([]byte), grpc.ForceCodec(rawCodec{}))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "service") {
+			t.Fatalf("%s with invalid UTF-8 = %v, want InvalidArgument naming the service field", method, err)
+		}
+	}
+	filter := protowire.AppendTag(nil, 2, protowire.BytesType)
+	filter = protowire.AppendBytes(filter, []byte("\xff"))
+	err = ts.conn.Invoke(testCtx(t), "/switchboard.registrar.v1.Registrar/ListAllEndpoints", filter, new([]byte), grpc.ForceCodec(rawCodec{}))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "service") {
+		t.Fatalf("ListAllEndpoints with invalid UTF-8 = %v, want InvalidArgument naming the service field", err)
+	}
+	st, err := ts.conn.NewStream(testCtx(t), &grpc.StreamDesc{ServerStreams: true}, "/switchboard.registrar.v1.Registrar/WatchEndpoints", grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := protowire.AppendTag(nil, 2, protowire.BytesType)
+	watch = protowire.AppendBytes(watch, []byte("node\xff"))
+	if err := st.SendMsg(watch); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseSend()
+	if err := st.RecvMsg(new([]byte)); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node_name") {
+		t.Fatalf("WatchEndpoints with invalid UTF-8 = %v, want InvalidArgument naming node_name", err)
+	}
+	if n := ts.Registrar().Pending(); n != 0 {
+		t.Fatalf("%d writes pending after rejected requests", n)
+	}
+	if eps, err := b.List(testCtx(t), endpoint.Filter{}); err != nil || len(eps) != 0 {
+		t.Fatalf("backend holds %v (%v) after rejected requests", eps, err)
 	}
 }

@@ -33,10 +33,10 @@ type state struct {
 	syncs  map[uint64]int
 
 	pending map[endpoint.Key]*pend
-	// accepted lists pending writes in acceptance order; entries whose write is no
-	// longer pending are dropped from the front lazily. Its head gives the
-	// persisted frontier that events carry.
-	accepted []acceptRec
+	// accepted orders the pending keys by the version they are protected from;
+	// its top gives the persisted frontier that events carry (frontier.go).
+	accepted acceptedHeap
+	acked    uint64         // the latest version a write was acknowledged with
 	dirty    []endpoint.Key // keys waiting for the next batch, in arrival order
 	ndirty   int
 	writeID  uint64
@@ -62,24 +62,21 @@ type entry struct {
 	wire []byte // ep in wire form, shared by its events and by snapshots
 }
 
-// pend is one accepted write not yet confirmed persisted.
+// pend is a key with accepted writes not yet confirmed persisted: the last of them
+// (op, which the next batch writes) and the versions that protect them.
 type pend struct {
 	op    registry.Op
 	id    uint64 // a later write to the same key gets a larger id
-	seq   uint64 // the version before the write was accepted
+	since uint64 // the smallest version an unpersisted write was acknowledged with
+	next  uint64 // the same for the writes accepted since the key was last taken into a batch; 0 if none
 	dirty bool   // waiting for a batch; false while in flight
 }
 
-type acceptRec struct {
-	key endpoint.Key
-	id  uint64
-	seq uint64
-}
-
 type ringEvent struct {
-	seq uint64
-	typ registrarv1.EndpointEvent_EventType
-	raw encoded
+	seq       uint64
+	persisted uint64 // the frontier the event carries
+	typ       registrarv1.EndpointEvent_EventType
+	raw       encoded
 }
 
 func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
@@ -161,39 +158,34 @@ func (s *state) count(cluster string, d int) {
 
 // emit appends one change to the history ring.
 func (s *state) emit(t registrarv1.EndpointEvent_EventType, wire []byte) {
+	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, typ: t, raw: encodeChange(t, wire, v, s.persisted())}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, raw: encodeChange(t, wire, v, p)}
 	s.changed = true
 }
 
-// persisted is the frontier below which every accepted write is persisted or
-// superseded: just before the oldest pending write, or the current version when
-// none is pending. Callers hold the lock (a read lock will do).
-func (s *state) persisted() uint64 {
-	for _, a := range s.accepted {
-		if p := s.pending[a.key]; p != nil && p.id == a.id {
-			return a.seq
-		}
+// announce appends a PROGRESS to the history ring when the frontier now covers a
+// write that no event has reported persisted: one that changed nothing visible,
+// so no event followed it. It is an event of its own, with its own version, so
+// that only a message sent after a write can confirm it.
+func (s *state) announce() {
+	p := s.persisted()
+	if s.acked <= s.lastEvent().persisted || p < s.acked {
+		return
 	}
-	return s.seq
+	s.seq++
+	v := token.Version{Epoch: s.epoch, Seq: s.seq}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: registrarv1.EndpointEvent_PROGRESS, raw: encodeProgress(v, p)}
+	s.changed = true
 }
 
-// compactAccepted drops the records of writes no longer pending from the front.
-// Callers hold the write lock.
-func (s *state) compactAccepted() {
-	n := 0
-	for _, a := range s.accepted {
-		if p := s.pending[a.key]; p != nil && p.id == a.id {
-			break
-		}
-		n++
+// lastEvent is the latest event in the ring, zero before any.
+func (s *state) lastEvent() ringEvent {
+	if s.seq == 0 {
+		return ringEvent{}
 	}
-	clear(s.accepted[:n])
-	s.accepted = s.accepted[n:]
-	if len(s.accepted) == 0 {
-		s.accepted = nil
-	}
+	return s.ring[s.seq%uint64(len(s.ring))]
 }
 
 // eventAt returns event n if the ring still holds it. Callers hold the lock.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/rpcinput"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -62,6 +63,15 @@ func encodeComplete(v token.Version, resumed bool, persisted uint64) []byte {
 	return appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
 }
 
+// encodeProgress assembles a PROGRESS event: the frontier moved with no change.
+func encodeProgress(v token.Version, persisted uint64) []byte {
+	out := make([]byte, 0, 80)
+	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(registrarv1.EndpointEvent_PROGRESS))
+	out = appendVersion(out, fieldVersion, v)
+	return appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
+}
+
 func appendVersion(out []byte, field protowire.Number, v token.Version) []byte {
 	out = protowire.AppendTag(out, field, protowire.BytesType)
 	return protowire.AppendString(out, v.String())
@@ -97,6 +107,10 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+// Unmarshal decodes a request; invalid UTF-8 becomes an InvalidArgument naming the
+// field (with the service registered through rpcinput.Service).
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	return rpcinput.Unmarshal(c.proto, data, v)
+}
 
 func (c codec) Name() string { return "proto" }

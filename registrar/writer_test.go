@@ -174,3 +174,60 @@ func mustToken(t *testing.T, s string) token.Version {
 	}
 	return v
 }
+
+// A write that changes nothing visible (an agent's refresh) brings no change event;
+// once it is persisted, watchers get a PROGRESS, an event of its own version after
+// the write's, whose frontier covers it.
+func TestProgressConfirmsWritesThatChangeNothing(t *testing.T) {
+	b := &faulty{Registry: memory.New()}
+	defer b.Close()
+	ts := startServer(t, Config{Backend: b, BatchInterval: 5 * time.Millisecond})
+	w := openWatch(t, ts.client, "")
+	w.untilComplete(t)
+	a := ep("east", "web", "10.0.0.1", 80)
+	register(t, ts, a)
+	added := mustToken(t, expectChange(t, w, registrarv1.EndpointEvent_ENDPOINT_ADDED, a).GetVersion())
+	// a's ADDED went out before a was persisted; a PROGRESS says when it is.
+	for ev := range w.progress {
+		if mustToken(t, ev.GetPersisted()).Seq >= added.Seq {
+			break
+		}
+	}
+
+	b.failApply.Store(true)
+	resp, err := ts.client.RegisterEndpoint(testCtx(t), &registrarv1.RegisterEndpointRequest{Endpoints: protos(a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refresh := mustToken(t, resp.GetVersion())
+	covers := func(ev *registrarv1.EndpointEvent) bool {
+		return mustToken(t, ev.GetPersisted()).Seq >= refresh.Seq
+	}
+	// While the refresh waits, no PROGRESS may claim it persisted.
+	deadline := time.After(200 * time.Millisecond)
+	for waiting := true; waiting; {
+		select {
+		case ev := <-w.progress:
+			if covers(ev) {
+				t.Fatalf("PROGRESS %v covers the refresh at %s, which is not persisted", ev, refresh)
+			}
+		case <-deadline:
+			waiting = false
+		}
+	}
+	b.failApply.Store(false)
+	for {
+		select {
+		case ev := <-w.progress:
+			if v := mustToken(t, ev.GetVersion()); v.Epoch != refresh.Epoch || v.Seq <= refresh.Seq {
+				t.Fatalf("PROGRESS at version %s, want one after the refresh's %s", v, refresh)
+			}
+			if covers(ev) {
+				w.quiet(t, 50*time.Millisecond) // and no change event
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no PROGRESS covering the refresh within 10s of it being persistable")
+		}
+	}
+}

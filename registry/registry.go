@@ -34,7 +34,9 @@ type Registry interface {
 // change as it happens, in the order the backend applied them. Removals include
 // expiries. The channel is closed when ctx ends or the registry closes. A backend that
 // must re-read its state (after a compaction or reconnect) sends only the differences,
-// so a consumer never sees an event twice or misses one.
+// so a consumer never sees an event twice or misses one. A consumer that falls far
+// behind may likewise get each endpoint's net change instead of every step (buffers
+// are bounded): the events it gets always lead it to the backend's state.
 type Watcher interface {
 	Watch(ctx context.Context, f endpoint.Filter) (<-chan Event, error)
 }

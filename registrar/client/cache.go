@@ -26,13 +26,14 @@ type cache struct {
 	all         []endpoint.Endpoint // sorted view of everything; valid when allOK
 	allOK       bool
 
-	at       token.Version // the last version applied from the stream
-	ready    bool
-	readyCh  chan struct{}
-	current  bool      // the stream is up and its initial phase complete
-	lastGood time.Time // when the cache was last known current
-	watchers map[*watcher]struct{}
-	now      func() time.Time
+	at        token.Version // the last version applied from the stream
+	persisted token.Version // the last persisted frontier the stream reported
+	ready     bool
+	readyCh   chan struct{}
+	current   bool      // the stream is up and its initial phase complete
+	lastGood  time.Time // when the cache was last known current
+	watchers  map[*watcher]struct{}
+	now       func() time.Time
 }
 
 type service struct {
@@ -126,6 +127,13 @@ func (c *cache) wrote(ops []registry.Op, v token.Version) {
 	now := c.now()
 	for _, op := range ops {
 		k := op.Endpoint.Key()
+		if c.persisted.Epoch == v.Epoch && c.persisted.Seq >= v.Seq {
+			// The stream already said so: the write is persisted (only a message
+			// sent after a write can cover its version), and the view shows it.
+			delete(c.own, k)
+			c.refresh(k)
+			continue
+		}
 		w := &ownWrite{op: op, at: v, when: now, overlay: !c.passed(v)}
 		c.own[k] = w
 		c.unconfirmed = append(c.unconfirmed, ownRef{key: k, w: w})
@@ -134,6 +142,24 @@ func (c *cache) wrote(ops []registry.Op, v token.Version) {
 		}
 		c.refresh(k)
 	}
+	c.compactUnconfirmed()
+}
+
+// compactUnconfirmed drops the references to superseded writes once they outnumber
+// the live ones: an agent that refreshes the same keys for as long as nothing
+// confirms them keeps a list the size of its keys, not of its writes.
+func (c *cache) compactUnconfirmed() {
+	if len(c.unconfirmed) <= 2*len(c.own)+64 {
+		return
+	}
+	kept := c.unconfirmed[:0]
+	for _, r := range c.unconfirmed {
+		if c.own[r.key] == r.w {
+			kept = append(kept, r)
+		}
+	}
+	clear(c.unconfirmed[len(kept):])
+	c.unconfirmed = kept
 }
 
 // passed reports whether the stream has applied version v of the same replica.
@@ -162,8 +188,13 @@ func (c *cache) retire() {
 	c.order = kept
 }
 
-// confirm forgets the writes the registrar reports persisted.
+// confirm forgets the writes the registrar reports persisted. A frontier of 0 says
+// that nothing is.
 func (c *cache) confirm(p token.Version) {
+	if p.Seq == 0 {
+		return
+	}
+	c.persisted = p
 	n := 0
 	for _, r := range c.unconfirmed {
 		w := c.own[r.key]
@@ -209,6 +240,16 @@ func (c *cache) change(t registry.EventType, e endpoint.Endpoint, v, persisted t
 	c.confirm(persisted)
 }
 
+// progressed applies a PROGRESS: a version with no change, whose frontier confirms
+// writes that changed nothing anyone sees.
+func (c *cache) progressed(v, persisted token.Version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = v
+	c.retire()
+	c.confirm(persisted)
+}
+
 // resumed records a SNAPSHOT_COMPLETE after a replay: the cache is current at v.
 func (c *cache) resumed(v, persisted token.Version) {
 	c.mu.Lock()
@@ -222,7 +263,7 @@ func (c *cache) resumed(v, persisted token.Version) {
 // replace installs a full snapshot taken at v. It returns the writes of this client
 // that the registrar lost, to be sent again: only after moving to another replica
 // or epoch, which may not have persisted what the last one accepted.
-func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted token.Version) []registry.Op {
+func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted token.Version) []ownRef {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.base
@@ -259,8 +300,8 @@ func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted to
 // replica or epoch, writes made through an earlier one that the snapshot lacks are
 // kept overlaid and returned for re-sending; registrations past their TTL are
 // forgotten.
-func (c *cache) reconcileOwn(newEpoch bool) []registry.Op {
-	var resend []registry.Op
+func (c *cache) reconcileOwn(newEpoch bool) []ownRef {
+	var resend []ownRef
 	now := c.now()
 	for k, w := range c.own {
 		switch {
@@ -280,8 +321,8 @@ func (c *cache) reconcileOwn(newEpoch bool) []registry.Op {
 				w.overlay = true
 				c.order = append(c.order, k)
 			}
-			w.at = token.Version{Epoch: c.at.Epoch, Seq: ^uint64(0)} // until re-sent
-			resend = append(resend, w.op)
+			w.at = unsent(c.at.Epoch)
+			resend = append(resend, ownRef{key: k, w: w})
 		}
 	}
 	return resend
@@ -294,14 +335,31 @@ func expired(w *ownWrite, now time.Time) bool {
 	return w.op.Kind == registry.OpRegister && ttl > 0 && now.Sub(w.when) > ttl
 }
 
+// unsent is the version of a write waiting to be sent again: no stream passes it.
+func unsent(epoch uint64) token.Version { return token.Version{Epoch: epoch, Seq: ^uint64(0)} }
+
+// stillLost returns, of the writes to re-send, those that are still the last write
+// to their key and not yet re-sent. A write the agent made since supersedes a lost
+// one: sending the lost one after it would undo it.
+func (c *cache) stillLost(refs []ownRef) []ownRef {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var live []ownRef
+	for _, r := range refs {
+		if c.own[r.key] == r.w && r.w.at == unsent(r.w.at.Epoch) {
+			live = append(live, r)
+		}
+	}
+	return live
+}
+
 // resent records that re-sent writes are visible at v.
-func (c *cache) resent(ops []registry.Op, v token.Version) {
+func (c *cache) resent(refs []ownRef, v token.Version) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, op := range ops {
-		k := op.Endpoint.Key()
-		if w := c.own[k]; w != nil && w.op.Kind == op.Kind && endpoint.Equal(w.op.Endpoint, op.Endpoint) && w.overlay {
-			w.at = v
+	for _, r := range refs {
+		if c.own[r.key] == r.w {
+			r.w.at = v
 		}
 	}
 	c.retire()

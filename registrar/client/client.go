@@ -38,6 +38,10 @@ type Client struct {
 	conn  *grpc.ClientConn
 	api   registrarv1.RegistrarClient
 	cache *cache
+	// writeMu orders writes: Apply calls share it, and each attempt to re-send
+	// writes a dead replica lost takes it alone, so that a re-send and a newer
+	// write to the same key never race.
+	writeMu sync.RWMutex
 
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -158,6 +162,8 @@ func (c *Client) Apply(ctx context.Context, ops []registry.Op) error {
 	}
 	var failed []endpoint.Key
 	var firstErr error
+	c.writeMu.RLock()
+	defer c.writeMu.RUnlock()
 	for _, group := range [][]registry.Op{regs, unregs} {
 		for len(group) > 0 {
 			chunk := group[:min(len(group), maxWriteChunk)]

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -14,7 +15,12 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry/registrytest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runRegistrarChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // served is a client whose Close also stops the registrar and backend it talks to,
 // so the conformance suite's factory hands out self-contained registries.

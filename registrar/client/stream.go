@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
@@ -64,6 +65,12 @@ func (c *Client) streamOnce(ctx context.Context) (bool, error) {
 				staged = map[endpoint.Key]endpoint.Endpoint{}
 			}
 			c.stage(staged, ev)
+		case registrarv1.EndpointEvent_PROGRESS:
+			v, err := token.Parse(ev.GetVersion())
+			if err != nil {
+				return caughtUp, fmt.Errorf("PROGRESS: %w", err)
+			}
+			c.cache.progressed(v, persistedOf(ev, v))
 		case registrarv1.EndpointEvent_SNAPSHOT_COMPLETE:
 			v, err := token.Parse(ev.GetVersion())
 			if err != nil {
@@ -145,38 +152,59 @@ func persistedOf(ev *registrarv1.EndpointEvent, v token.Version) token.Version {
 }
 
 // resend writes again, in the background, what the new replica lost; it retries
-// until the write is accepted or the client closes.
-func (c *Client) resend(ctx context.Context, ops []registry.Op) {
-	c.log.Info("re-sending writes the registrar does not have", "count", len(ops))
+// until each write is accepted, superseded by a newer write of the agent, or the
+// client closes. Each attempt holds the client's write lock, so that it is ordered
+// with Apply: a re-send never lands after a newer write to the same key.
+func (c *Client) resend(ctx context.Context, refs []ownRef) {
+	c.log.Info("re-sending writes the registrar does not have", "count", len(refs))
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		b := backoff.Backoff{Min: c.opts.BackoffMin, Max: c.opts.BackoffMax}
-		for _, group := range splitByKind(ops) {
-			for ctx.Err() == nil {
-				v, err := c.send(ctx, group)
-				if err == nil {
-					c.cache.resent(group, v)
-					break
-				}
-				c.log.Warn("re-sending writes failed; retrying", "err", err)
-				b.Wait(ctx)
+		for ctx.Err() == nil {
+			left, err := c.resendOnce(ctx, refs)
+			if err == nil && len(left) == 0 {
+				return
 			}
+			refs = left
+			c.log.Warn("re-sending writes failed; retrying", "err", err)
+			b.Wait(ctx)
 		}
 	}()
 }
 
-func splitByKind(ops []registry.Op) [][]registry.Op {
-	var regs, unregs []registry.Op
-	for _, op := range ops {
-		if op.Kind == registry.OpRegister {
-			regs = append(regs, op)
+// resendOnce makes one attempt, and returns the writes still to re-send.
+func (c *Client) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	groups := splitByKind(c.cache.stillLost(refs))
+	for i, group := range groups {
+		ops := make([]registry.Op, len(group))
+		for j, r := range group {
+			ops[j] = r.w.op
+		}
+		v, err := c.send(ctx, ops)
+		if err != nil {
+			return slices.Concat(groups[i:]...), err
+		}
+		c.cache.resent(group, v)
+	}
+	return nil, nil
+}
+
+// splitByKind groups writes into requests: registrations, then removals, each in
+// chunks the registrar takes in one call.
+func splitByKind(refs []ownRef) [][]ownRef {
+	var regs, unregs []ownRef
+	for _, r := range refs {
+		if r.w.op.Kind == registry.OpRegister {
+			regs = append(regs, r)
 		} else {
-			unregs = append(unregs, op)
+			unregs = append(unregs, r)
 		}
 	}
-	var out [][]registry.Op
-	for _, g := range [][]registry.Op{regs, unregs} {
+	var out [][]ownRef
+	for _, g := range [][]ownRef{regs, unregs} {
 		for len(g) > 0 {
 			n := min(len(g), maxWriteChunk)
 			out = append(out, g[:n])

@@ -8,8 +8,9 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// watcher is one local Watch. Its queue is unbounded (internal/feed): the events come
-// from this process's own cache, a slow reader holds up no one, and nothing is dropped.
+// watcher is one local Watch. Its queue (internal/feed) never blocks the cache: a
+// slow reader holds up no one, and one far behind gets each endpoint's net change
+// instead of every step, so its queue is bounded by the endpoints.
 type watcher struct {
 	filter endpoint.Filter
 	*feed.Queue

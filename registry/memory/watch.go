@@ -9,8 +9,9 @@ import (
 )
 
 // Watch sends the matching endpoints as Added, then Synced, then every change. Each
-// watcher has its own unbounded queue (internal/feed), so a slow reader never blocks
-// writers or other watchers and never loses an event.
+// watcher has its own queue (internal/feed), so a slow reader never blocks writers or
+// other watchers; one far behind gets each endpoint's net change instead of every
+// step, so the queue stays bounded by the endpoints and the reader still converges.
 func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	f = f.Normalize()
 	w := &watcher{filter: f, Queue: feed.New()}

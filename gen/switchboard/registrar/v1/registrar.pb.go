@@ -37,6 +37,11 @@ const (
 	// Ends the initial phase of a stream, or of a resync: the receiver's cache is now
 	// whole. Carries the version to resume from.
 	EndpointEvent_SNAPSHOT_COMPLETE EndpointEvent_EventType = 4
+	// The persisted frontier now covers writes that changed nothing anyone sees (an
+	// agent's TTL refresh), so no change event reported them persisted. It has a
+	// version of its own, like a change, and changes nothing in the receiver's
+	// cache.
+	EndpointEvent_PROGRESS EndpointEvent_EventType = 5
 )
 
 // Enum value maps for EndpointEvent_EventType.
@@ -47,6 +52,7 @@ var (
 		2: "ENDPOINT_REMOVED",
 		3: "ENDPOINT_UPDATED",
 		4: "SNAPSHOT_COMPLETE",
+		5: "PROGRESS",
 	}
 	EndpointEvent_EventType_value = map[string]int32{
 		"FULL_SNAPSHOT":     0,
@@ -54,6 +60,7 @@ var (
 		"ENDPOINT_REMOVED":  2,
 		"ENDPOINT_UPDATED":  3,
 		"SNAPSHOT_COMPLETE": 4,
+		"PROGRESS":          5,
 	}
 )
 
@@ -338,9 +345,9 @@ type EndpointEvent struct {
 	// The endpoint of an ADDED, UPDATED or REMOVED event (only the key fields are
 	// guaranteed for REMOVED).
 	Endpoint *v1.Endpoint `protobuf:"bytes,4,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	// Monotonic version of this registrar replica: set on ADDED, UPDATED, REMOVED and
-	// SNAPSHOT_COMPLETE, empty on FULL_SNAPSHOT parts. Opaque to clients: pass the last
-	// one back as last_version.
+	// Monotonic version of this registrar replica: set on ADDED, UPDATED, REMOVED,
+	// SNAPSHOT_COMPLETE and PROGRESS, empty on FULL_SNAPSHOT parts. Opaque to
+	// clients: pass the last one back as last_version.
 	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	// FULL_SNAPSHOT only: a chunk of the snapshot.
 	Endpoints []*v1.Endpoint `protobuf:"bytes,6,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
@@ -348,7 +355,7 @@ type EndpointEvent struct {
 	// events before this one were the missed changes (possibly none) and the receiver
 	// keeps its cache; false after a full snapshot.
 	Resumed bool `protobuf:"varint,7,opt,name=resumed,proto3" json:"resumed,omitempty"`
-	// ADDED, UPDATED, REMOVED and SNAPSHOT_COMPLETE: every write this replica accepted
+	// ADDED, UPDATED, REMOVED, SNAPSHOT_COMPLETE and PROGRESS: every write this replica accepted
 	// up to this version is persisted in the external registry (or superseded by a
 	// later write). A client forgets its writes up to here; the ones after it may
 	// have to be sent again if the replica dies.
@@ -568,20 +575,21 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\x15WatchEndpointsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12!\n" +
-	"\flast_version\x18\x03 \x01(\tR\vlastVersion\"\xab\x03\n" +
+	"\flast_version\x18\x03 \x01(\tR\vlastVersion\"\xba\x03\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12?\n" +
 	"\tendpoints\x18\x06 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\x12\x18\n" +
 	"\aresumed\x18\a \x01(\bR\aresumed\x12\x1c\n" +
-	"\tpersisted\x18\b \x01(\tR\tpersisted\"u\n" +
+	"\tpersisted\x18\b \x01(\tR\tpersisted\"\x83\x01\n" +
 	"\tEventType\x12\x11\n" +
 	"\rFULL_SNAPSHOT\x10\x00\x12\x12\n" +
 	"\x0eENDPOINT_ADDED\x10\x01\x12\x14\n" +
 	"\x10ENDPOINT_REMOVED\x10\x02\x12\x14\n" +
 	"\x10ENDPOINT_UPDATED\x10\x03\x12\x15\n" +
-	"\x11SNAPSHOT_COMPLETE\x10\x04J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04\"\x83\x01\n" +
+	"\x11SNAPSHOT_COMPLETE\x10\x04\x12\f\n" +
+	"\bPROGRESS\x10\x05J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04\"\x83\x01\n" +
 	"\x17ListAllEndpointsRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x1a\n" +
