@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,33 +40,68 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 		return err
 	}
 	ops = registry.Coalesce(ops)
+	plans := r.planRemovals(ctx, ops)
 	b := &batch{ctx: ctx, futures: make([]jetstream.PubAckFuture, len(ops)), timer: time.NewTimer(ackTimeout)}
 	defer b.timer.Stop()
 	h := headers{r: r}
 	for i, op := range ops {
 		b.awaitBefore(i - publishWindow)
-		if b.ctx.Err() != nil {
+		switch {
+		case b.ctx.Err() != nil:
 			b.fail(i, b.ctx.Err())
-			continue
+		case plans[i] != nil && plans[i].err != nil:
+			b.fail(i, plans[i].err)
+		default:
+			b.publish(r.js, i, r.message(op, &h, plans[i]))
 		}
-		b.publish(r.js, i, r.message(op, &h))
 	}
 	b.awaitBefore(len(ops))
+	r.retryRemovals(b, ops, &h)
 	return b.result(ops)
+}
+
+// maxRemovalAttempts bounds how often a removal is sized again because its subject
+// kept changing under it.
+const maxRemovalAttempts = 3
+
+// retryRemovals sizes and publishes again, one at a time, the removals whose subject
+// changed between the read that sized them and their publish.
+func (r *Registry) retryRemovals(b *batch, ops []registry.Op, h *headers) {
+	for _, i := range slices.Clone(b.failed) {
+		if ops[i].Kind != registry.OpUnregister || !isWrongLastSeq(b.errs[i]) {
+			continue
+		}
+		for attempt := 1; attempt < maxRemovalAttempts && isWrongLastSeq(b.errs[i]) && b.ctx.Err() == nil; attempt++ {
+			p := r.planRemoval(b.ctx, r.subj.For(ops[i].Endpoint.Key()))
+			if p.err != nil {
+				b.errs[i] = p.err
+				break
+			}
+			ctx, cancel := context.WithTimeout(b.ctx, ackTimeout)
+			_, err := r.js.PublishMsg(ctx, r.message(ops[i], h, &p))
+			cancel()
+			if err == nil {
+				b.succeed(i)
+				break
+			}
+			b.errs[i] = err
+		}
+	}
 }
 
 // message builds the stream message for one op. Every message replaces its subject
 // (rollup) and names the stream it must land in, so a subject captured by some other
 // stream fails instead of being written there.
-func (r *Registry) message(op registry.Op, h *headers) *nats.Msg {
+func (r *Registry) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg {
 	k := op.Endpoint.Key()
 	m := &nats.Msg{Subject: r.subj.For(k)}
 	if op.Kind == registry.OpUnregister {
 		// A purge leaves watchers nothing to see, so a removal is a message: a
-		// marker that watchers turn into Removed and that expires on its own. The
-		// body names the whole key, port included, for readers that never saw the
-		// entry; readers of this package ignore it.
-		m.Header = h.removal()
+		// marker that watchers turn into Removed and that expires once what it
+		// replaced could no longer come back (removal.go). The body names the whole
+		// key, port included, for readers that never saw the entry; readers of this
+		// package ignore it.
+		m.Header = h.removal(p)
 		m.Data = appendJSON(nil, endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port})
 		return m
 	}
@@ -74,12 +110,12 @@ func (r *Registry) message(op registry.Op, h *headers) *nats.Msg {
 	return m
 }
 
-// headers hands out the header sets of one Apply. Messages with the same headers share
-// one map: nats.go only reads it, and a batch needs a handful of distinct sets.
+// headers hands out the header sets of one Apply. Registrations with the same headers
+// share one map: nats.go only reads it, and a batch needs a handful of distinct sets.
+// Each removal has its own: it names the subject sequence it replaces.
 type headers struct {
-	r       *Registry
-	byTTL   map[endpoint.TTL]nats.Header
-	removed nats.Header
+	r     *Registry
+	byTTL map[endpoint.TTL]nats.Header
 }
 
 func (h *headers) base() nats.Header {
@@ -106,14 +142,15 @@ func (h *headers) register(ttl endpoint.TTL) nats.Header {
 	return hd
 }
 
-func (h *headers) removal() nats.Header {
-	if h.removed == nil {
-		h.removed = h.base()
-		h.removed[jetstream.MarkerReasonHeader] = []string{markerReasonRemove}
-		h.removed[OpHeader] = []string{OpUnregister}
-		h.removed[jetstream.MsgTTLHeader] = []string{h.r.cfg.MarkerTTL.String()}
+func (h *headers) removal(p *removalPlan) nats.Header {
+	hd := h.base()
+	hd[jetstream.MarkerReasonHeader] = []string{markerReasonRemove}
+	hd[OpHeader] = []string{OpUnregister}
+	if ttl := p.life.header(); ttl != "" {
+		hd[jetstream.MsgTTLHeader] = []string{ttl}
 	}
-	return h.removed
+	hd[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(p.lastSeq, 10)}
+	return hd
 }
 
 // batch tracks the acks of one Apply.
@@ -123,7 +160,7 @@ type batch struct {
 	next    int // futures before next have been awaited
 	timer   *time.Timer
 	failed  []int
-	err     error
+	errs    map[int]error // why each of failed failed
 }
 
 // publish sends op i's message. When concurrent Applies have filled the connection's
@@ -147,9 +184,16 @@ func (b *batch) publish(js jetstream.JetStream, i int, m *nats.Msg) {
 
 func (b *batch) fail(i int, err error) {
 	b.failed = append(b.failed, i)
-	if b.err == nil {
-		b.err = unavailable(err)
+	if b.errs == nil {
+		b.errs = map[int]error{}
 	}
+	b.errs[i] = err
+}
+
+// succeed takes back the failure of op i, which a retry wrote after all.
+func (b *batch) succeed(i int) {
+	b.failed = slices.DeleteFunc(b.failed, func(j int) bool { return j == i })
+	delete(b.errs, i)
 }
 
 // awaitBefore waits for the acks of every op before end; a cancelled context fails
@@ -188,5 +232,5 @@ func (b *batch) result(ops []registry.Op) error {
 	for j, i := range b.failed {
 		keys[j] = ops[i].Endpoint.Key()
 	}
-	return &registry.ApplyError{Failed: keys, Err: b.err}
+	return &registry.ApplyError{Failed: keys, Err: unavailable(b.errs[b.failed[0]])}
 }

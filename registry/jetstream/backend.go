@@ -80,7 +80,7 @@ func streamParams() []registry.Param {
 		{Name: ParamReplicas, Default: "1", Usage: "stream replicas, 1..5 (when creating the stream)"},
 		{Name: ParamMaxAge, Default: DefaultMaxAge.String(), Usage: "stream-wide expiry of entries without a TTL; 0 keeps them (when creating the stream)"},
 		{Name: ParamStorage, Default: "file", Usage: "stream storage, file or memory (when creating the stream)"},
-		{Name: ParamMarkerTTL, Default: DefaultMarkerTTL.String(), Usage: "how long removals and delete markers stay visible to watchers"},
+		{Name: ParamMarkerTTL, Default: DefaultMarkerTTL.String(), Usage: "how long delete markers stay visible to watchers; an unregister's removal lives at least this long, and as long as the entry it replaces could have"},
 		{Name: ParamCreateStream, Default: "true", Usage: "create the stream if it does not exist"},
 		{Name: ParamLookup, Default: LookupConsumer, Usage: "lookup strategy: consumer (leader, consistent) or direct (any replica)"},
 	}

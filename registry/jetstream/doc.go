@@ -6,8 +6,10 @@
 // holding its JSON form; the stream keeps one message per subject, so a read is "last
 // message per subject". Per-entry TTLs ride in Nats-TTL under the stream's MaxAge
 // ("never" outlives it). Expiry leaves a server delete marker and Unregister publishes
-// a removal (a marker of our own with a short TTL), so watchers see both as Removed;
-// lookups drop them. The stream refuses hard deletes.
+// a removal (a marker of our own that lives as long as the entry it replaces could
+// have: a server crash can bring that entry back once nothing newer is on its subject),
+// so watchers see both as Removed; lookups drop them. The stream refuses hard deletes.
+// docs/backends.md explains the removal sizing and its cost.
 //
 // Two backends are registered: "jetstream" (this package's Registry) and "nats", the
 // spec's best-effort destination (Publisher): core NATS publishes without TTL or rollup

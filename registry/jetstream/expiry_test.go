@@ -89,8 +89,8 @@ func TestNeverOutlivesMaxAge(t *testing.T) {
 }
 
 // TestUnregisterReachesWatchers: an explicit unregister is a removal message that
-// watchers see once, that expires after the marker TTL, and that leaves no second
-// marker behind.
+// watchers see once, that expires when the entry it replaced would have, and that
+// leaves no second marker behind.
 func TestUnregisterReachesWatchers(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	nc := connect(t, startServer(t).ClientURL())
@@ -99,6 +99,7 @@ func TestUnregisterReachesWatchers(t *testing.T) {
 	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
 	subj, _ := sbjs.NewSubjects(cfg.Prefix)
 	a := ep("prod", "web", "http", "2001:db8::1", 443)
+	a.TTL = endpoint.TTL(3 * time.Second)
 	mustApply(t, ctx, r, registry.Register(a))
 
 	ch, err := r.Watch(ctx, endpoint.Filter{Service: "web"})
@@ -119,7 +120,7 @@ func TestUnregisterReachesWatchers(t *testing.T) {
 	}
 	for h, want := range map[string]string{
 		jetstream.MarkerReasonHeader: "Remove", sbjs.OpHeader: sbjs.OpUnregister,
-		jetstream.MsgTTLHeader: "1s", jetstream.MsgRollup: "sub", jetstream.ExpectedStreamHeader: cfg.Name,
+		jetstream.MsgTTLHeader: "3s", jetstream.MsgRollup: "sub", jetstream.ExpectedStreamHeader: cfg.Name,
 	} {
 		if got := m.Header.Get(h); got != want {
 			t.Errorf("removal header %s = %q, want %q", h, got, want)
@@ -222,3 +223,54 @@ func TestListPastBatchLimit(t *testing.T) {
 func serviceName(i int) string { return fmt.Sprintf("svc%03d", i) }
 
 func ipv4(i int) string { return fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff) }
+
+// TestRemovalOutlivesWhatItReplaces: a removal lives as long as the message it
+// replaces could have, so that a server crash which brings that message back never
+// outlasts the removal: the marker TTL over an empty subject or a short TTL, the
+// entry's TTL over a longer one, the stream's MaxAge (no Nats-TTL) over an entry
+// without one, and for ever over a "never" entry or a removal that lives for ever.
+func TestRemovalOutlivesWhatItReplaces(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream()
+	cfg.MarkerTTL = 5 * time.Second
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	subj, _ := sbjs.NewSubjects(cfg.Prefix)
+	ttl := func(d time.Duration) endpoint.TTL { return endpoint.TTL(d) }
+	for i, tc := range []struct {
+		name    string
+		entries []endpoint.TTL // registered in turn before the unregister; none: never registered
+		twice   bool           // unregister twice
+		want    string         // the removal's Nats-TTL; "" for none
+	}{
+		{"never registered", nil, false, "5s"},
+		{"shorter TTL than the marker", []endpoint.TTL{ttl(2 * time.Second)}, false, "5s"},
+		{"TTL", []endpoint.TTL{ttl(time.Hour)}, false, "1h0m0s"},
+		{"no TTL", []endpoint.TTL{0}, false, ""},
+		{"never", []endpoint.TTL{endpoint.Never}, false, "never"},
+		{"removed twice", []endpoint.TTL{endpoint.Never}, true, "never"},
+		{"last registration counts", []endpoint.TTL{ttl(time.Hour), 0}, false, ""},
+	} {
+		e := ep("prod", "web", "http", ipv4(i+1), 80)
+		for _, tt := range tc.entries {
+			e.TTL = tt
+			mustApply(t, ctx, r, registry.Register(e))
+		}
+		mustApply(t, ctx, r, registry.Unregister(e))
+		if tc.twice {
+			mustApply(t, ctx, r, registry.Unregister(e))
+		}
+		m := lastMsg(t, ctx, js, cfg.Name, subj.For(e.Key()))
+		if m == nil || m.Header.Get(sbjs.OpHeader) != sbjs.OpUnregister {
+			t.Errorf("%s: the subject holds %+v, want a removal", tc.name, m)
+			continue
+		}
+		if got, ok := m.Header[jetstream.MsgTTLHeader]; tc.want == "" && ok || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
+			t.Errorf("%s: removal Nats-TTL = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 0 {
+		t.Fatalf("List after the removals = %v, want none", got)
+	}
+}

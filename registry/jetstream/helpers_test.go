@@ -20,7 +20,12 @@ import (
 	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		removeNATSBinary()
+		os.Exit(code)
+	}))
+}
 
 // testCtx bounds a test so that a bug fails it instead of hanging it.
 func testCtx(t *testing.T, d time.Duration) context.Context {

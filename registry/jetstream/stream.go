@@ -31,10 +31,11 @@ type StreamConfig struct {
 	MaxAge time.Duration
 	// Memory keeps the stream in memory instead of on disk.
 	Memory bool
-	// MarkerTTL is how long a removal stays visible to watchers: the lifetime of the
-	// server's subject delete markers and of the removal an Unregister publishes. A
-	// watcher disconnected for longer than this re-reads its state on reconnect.
-	// Default one minute; at least one second.
+	// MarkerTTL is how long a removal stays visible to watchers at least: the
+	// lifetime of the server's subject delete markers, and the shortest lifetime of
+	// the removal an Unregister publishes (which lives longer when the entry it
+	// replaces could have; see removal.go). A watcher disconnected for longer re-reads
+	// its state on reconnect. Default one minute; at least one second.
 	MarkerTTL time.Duration
 }
 
