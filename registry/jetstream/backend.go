@@ -124,6 +124,12 @@ func Init(ctx context.Context, cfg registry.Config) (*jetstream.StreamInfo, erro
 	if err != nil {
 		return nil, err
 	}
+	want := o.Stream.withDefaults()
+	if s, err := js.Stream(ctx, want.Name); err == nil {
+		for _, c := range streamChanges(s.CachedInfo().Config, want.jetstreamConfig()) {
+			cfg.Logger.Info("changing stream setting", "stream", want.Name, "change", c)
+		}
+	}
 	info, err := EnsureStream(ctx, js, o.Stream)
 	return info, unavailable(err)
 }

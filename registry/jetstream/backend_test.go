@@ -96,7 +96,7 @@ func TestOpenChecksExistingStream(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: cfg.Name, Subjects: []string{cfg.Prefix + ".>"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := sbjs.New(ctx, nc, sbjs.Options{Stream: cfg, CreateStream: true})
+	_, err := sbjs.New(ctx, nc, sbjs.Options{Stream: cfg, CreateStream: true, Lookup: sbjs.LookupDirect})
 	if err == nil {
 		t.Fatal("New accepted a plain stream")
 	}

@@ -86,7 +86,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := openStream(ctx, js, cfg, o.CreateStream); err != nil {
+	if err := openStream(ctx, js, cfg, o.CreateStream, o.Lookup); err != nil {
 		return nil, unavailable(err)
 	}
 	log := o.Logger

@@ -113,10 +113,37 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	return s.CachedInfo(), nil
 }
 
+// streamChanges names, in the server's JSON spelling, every setting that applying want
+// changes on a stream configured as got, so that `registry init` over a stream
+// someone else created says what it did to it.
+func streamChanges(got, want jetstream.StreamConfig) []string {
+	var out []string
+	diff := func(name string, from, to any) {
+		if f, t := fmt.Sprint(from), fmt.Sprint(to); f != t {
+			out = append(out, fmt.Sprintf("%s: %s -> %s", name, f, t))
+		}
+	}
+	diff("subjects", got.Subjects, want.Subjects)
+	diff("retention", got.Retention, want.Retention)
+	diff("discard", got.Discard, want.Discard)
+	diff("max_msgs_per_subject", got.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	diff("max_age", got.MaxAge, want.MaxAge)
+	diff("num_replicas", got.Replicas, want.Replicas)
+	diff("storage", got.Storage, want.Storage)
+	diff("allow_rollup_hdrs", got.AllowRollup, want.AllowRollup)
+	diff("deny_delete", got.DenyDelete, want.DenyDelete)
+	diff("deny_purge", got.DenyPurge, want.DenyPurge)
+	diff("allow_direct", got.AllowDirect, want.AllowDirect)
+	diff("allow_msg_ttl", got.AllowMsgTTL, want.AllowMsgTTL)
+	diff("subject_delete_marker_ttl", got.SubjectDeleteMarkerTTL, want.SubjectDeleteMarkerTTL)
+	diff("description", got.Description, want.Description)
+	return out
+}
+
 // openStream checks that the stream exists with the settings the backend relies on,
 // creating it when it is missing and create is set. An existing stream is never
 // changed here: that would let any client resize a production stream.
-func openStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, create bool) error {
+func openStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, create bool, lookup string) error {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && create {
 		if _, err = js.CreateStream(ctx, cfg.jetstreamConfig()); err != nil {
@@ -127,13 +154,14 @@ func openStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, c
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
-	return checkStream(s.CachedInfo().Config, cfg)
+	return checkStream(s.CachedInfo().Config, cfg, lookup)
 }
 
 // checkStream names every setting of an existing stream that would break the KV
 // semantics, so a misconfigured stream fails loudly at open instead of serving stale
-// or duplicate entries.
-func checkStream(got jetstream.StreamConfig, want StreamConfig) error {
+// or duplicate entries. Direct get is needed only by the direct lookup: other writers
+// create the stream without it, and everything else works on such a stream.
+func checkStream(got jetstream.StreamConfig, want StreamConfig, lookup string) error {
 	var bad []string
 	if !coversSubject(got.Subjects, want.Prefix+".>") {
 		bad = append(bad, fmt.Sprintf("subjects %v do not capture %s.>", got.Subjects, want.Prefix))
@@ -150,8 +178,8 @@ func checkStream(got jetstream.StreamConfig, want StreamConfig) error {
 	if got.SubjectDeleteMarkerTTL <= 0 {
 		bad = append(bad, "subject delete markers are off")
 	}
-	if !got.AllowDirect {
-		bad = append(bad, "direct get is not allowed")
+	if !got.AllowDirect && lookup == LookupDirect {
+		bad = append(bad, "direct get is not allowed, which --"+ParamLookup+" "+LookupDirect+" needs")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("stream %s is not usable as a registration store: %s (run `switchboard registry init` to fix it)", got.Name, strings.Join(bad, "; "))
