@@ -81,15 +81,20 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// decodeJSON parses and validates an endpoint payload like endpoint.DecodeJSON does.
-// in, when not nil, shares the strings that repeat across a read (cluster, service,
-// node names) instead of allocating each again.
+// decodeJSON parses and validates an endpoint payload as a reader does (loose.go):
+// every entry endpoint.DecodeJSON accepts, and the usable ones it does not. in, when
+// not nil, shares the strings that repeat across a read (cluster, service, node names)
+// instead of allocating each again.
 func decodeJSON(data []byte, in interner) (endpoint.Endpoint, error) {
 	e, ok := fastDecode(data, in)
 	if !ok {
-		return endpoint.DecodeJSON(data)
+		e, err := decodeLoose(data)
+		if err != nil {
+			return endpoint.Endpoint{}, err
+		}
+		return e, nil
 	}
-	if err := e.Validate(); err != nil {
+	if err := validForRead(e); err != nil {
 		return endpoint.Endpoint{}, err
 	}
 	return e, nil
@@ -195,7 +200,7 @@ func (d *jsonReader) field(e *endpoint.Endpoint, bit uint16) bool {
 		var s string
 		if s, ok = d.str(); ok {
 			var err error
-			e.TTL, err = endpoint.ParseTTL(s)
+			e.TTL, err = parseLooseTTL(s)
 			ok = err == nil
 		}
 	}

@@ -97,3 +97,46 @@ func TestStreamWithoutDirectGet(t *testing.T) {
 		t.Fatalf("direct List after init = %v", got)
 	}
 }
+
+// TestReadsWhatOthersWrite: entries Switchboard would not write itself but can use —
+// an annotation key outside its own rules, a fractional TTL, a null port — are read
+// (the TTL rounded up to whole seconds); entries that cannot be used are counted and
+// logged at debug, never surfaced.
+func TestReadsWhatOthersWrite(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream()
+	var logs bytes.Buffer
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	id := func(addr string, port int) string {
+		return endpoint.Key{Cluster: "prod", Service: "web", Protocol: "http", Address: addr, Port: port}.InstanceID()
+	}
+	p := cfg.Prefix + ".prod.http.web."
+	for _, f := range []struct{ subject, payload string }{
+		{p + "10_0_0_5." + id("10.0.0.5", 80),
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.5","port":80,"priority":1,"annotations":{"__meta_x":"1","team":"edge"}}`},
+		{p + "10_0_0_6." + id("10.0.0.6", 80),
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.6","port":80,"priority":1,"ttl":"1.5s"}`},
+		{p + "10_0_0_7." + id("10.0.0.7", 80), // unusable: no priority
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.7","port":80,"priority":0}`},
+	} {
+		if _, err := js.Publish(ctx, f.subject, []byte(f.payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := mustList(t, ctx, r, endpoint.Filter{})
+	if len(got) != 2 {
+		t.Fatalf("List = %+v, want the two usable entries", got)
+	}
+	if got[0].Address != "10.0.0.5" || got[0].Annotations["__meta_x"] != "1" || got[0].Annotations["team"] != "edge" {
+		t.Errorf("entry with a foreign annotation key read as %+v", got[0])
+	}
+	if got[1].Address != "10.0.0.6" || got[1].TTL != endpoint.TTL(2*time.Second) {
+		t.Errorf("entry with TTL 1.5s read as %+v, want TTL 2s", got[1])
+	}
+	if r.Undecodable() != 1 || !strings.Contains(logs.String(), "level=DEBUG") || !strings.Contains(logs.String(), "10_0_0_7") {
+		t.Errorf("Undecodable() = %d, want 1, logged at debug:\n%s", r.Undecodable(), logs.String())
+	}
+}

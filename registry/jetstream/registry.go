@@ -104,13 +104,15 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 // nor a removal. Each was also logged.
 func (r *Registry) Undecodable() uint64 { return r.bad.Load() }
 
-// noteBad counts and logs a message that could not be read as an entry.
+// noteBad counts and logs a message that could not be read as an entry. The log is
+// at debug: another writer's unusable entries are met on every read, and the count
+// (Undecodable, the metric) is what tells an operator about them.
 func (r *Registry) noteBad(d decoded) {
 	r.bad.Add(1)
 	if r.metric != nil {
 		r.metric.Inc()
 	}
-	r.log.Warn("skipping undecodable registration message", "subject", d.subject, "error", d.err)
+	r.log.Debug("skipping undecodable registration message", "subject", d.subject, "error", d.err)
 }
 
 func (r *Registry) checkOpen() error {

@@ -87,7 +87,7 @@ func TestUndecodableCountedAndLogged(t *testing.T) {
 	var logs bytes.Buffer
 	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "undecodable_total"})
 	r := openRegistry(t, nc, sbjs.Options{Stream: cfg, Undecodable: counter,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	subj, _ := sbjs.NewSubjects(cfg.Prefix)
 	good := ep("prod", "web", "http", "10.0.0.1", 80)
 	mustApply(t, ctx, r, registry.Register(good))

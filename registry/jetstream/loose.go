@@ -1,0 +1,98 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// Read liberally, write strictly: Apply validates every entry as package endpoint
+// does, but a reader keeps every entry another compliant writer (CCM) may produce that
+// can be used — an annotation key Switchboard would not write, a fractional TTL, a
+// null port — and drops only what cannot be used.
+
+// looseTTL reads a payload TTL: "never", a Go duration rounded up to whole seconds
+// (at least one), or unset for "" and null.
+type looseTTL endpoint.TTL
+
+func (t *looseTTL) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = 0
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("ttl: want a string, got %s", b)
+	}
+	v, err := parseLooseTTL(s)
+	*t = looseTTL(v)
+	return err
+}
+
+func parseLooseTTL(s string) (endpoint.TTL, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "":
+		return 0, nil
+	case "never":
+		return endpoint.Never, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("ttl %q: want a positive duration or \"never\"", s)
+	}
+	// The server keeps per-message TTLs in whole seconds: a writer's 1.5s lives 2s.
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return endpoint.TTL(d), nil
+}
+
+// loosePayload is the JSON payload as read: endpoint's field names, with null allowed
+// wherever a value may be missing.
+type loosePayload struct {
+	Cluster     string            `json:"cluster"`
+	Service     string            `json:"service"`
+	Protocol    string            `json:"protocol"`
+	Address     string            `json:"address"`
+	Port        *int              `json:"port"`
+	Node        string            `json:"node"`
+	Priority    int               `json:"priority"`
+	Weight      int               `json:"weight"`
+	Annotations map[string]string `json:"annotations"`
+	TTL         looseTTL          `json:"ttl"`
+}
+
+// decodeLoose is the encoding/json path of decodeJSON.
+func decodeLoose(data []byte) (endpoint.Endpoint, error) {
+	var p loosePayload
+	if err := json.Unmarshal(data, &p); err != nil {
+		return endpoint.Endpoint{}, fmt.Errorf("endpoint JSON: %w", err)
+	}
+	e := endpoint.Endpoint{Cluster: p.Cluster, Service: p.Service, Protocol: p.Protocol, Address: p.Address,
+		Node: p.Node, Priority: p.Priority, Weight: p.Weight, Annotations: p.Annotations, TTL: endpoint.TTL(p.TTL)}
+	if p.Port != nil {
+		e.Port = *p.Port
+	}
+	return e, validForRead(e)
+}
+
+// validForRead holds a read entry to the rules that make it usable: the endpoint
+// rules, except that annotation keys may be anything and values any valid UTF-8.
+func validForRead(e endpoint.Endpoint) error {
+	a := e.Annotations
+	e.Annotations = nil
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	for k, v := range a {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return &endpoint.FieldError{Field: "annotations", Value: k, Rule: "keys and values must be valid UTF-8"}
+		}
+	}
+	return nil
+}
