@@ -13,17 +13,28 @@ func Sort(eps []Endpoint) {
 	if len(eps) < 2 {
 		return
 	}
+	order := Order(eps)
+	sorted := make([]Endpoint, len(eps))
+	for j, i := range order {
+		sorted[j] = eps[i]
+	}
+	copy(eps, sorted)
+}
+
+// Order returns the indexes of eps in the order Sort would put them, leaving eps
+// as it is: for callers that sort something kept beside each endpoint.
+func Order(eps []Endpoint) []int {
 	// Parse each address once rather than once per comparison.
 	keys := make([]sortKey, len(eps))
 	for i := range eps {
 		keys[i] = sortKey{addr: parseOrZero(eps[i].Address), i: i}
 	}
 	slices.SortFunc(keys, func(a, b sortKey) int { return compare(a.addr, &eps[a.i], b.addr, &eps[b.i]) })
-	sorted := make([]Endpoint, len(eps))
+	out := make([]int, len(eps))
 	for j, k := range keys {
-		sorted[j] = eps[k.i]
+		out[j] = k.i
 	}
-	copy(eps, sorted)
+	return out
 }
 
 // Compare orders two endpoints as Sort does.

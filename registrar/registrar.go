@@ -130,7 +130,8 @@ func (r *Registrar) Run(ctx context.Context) error {
 	if !first {
 		return errors.New("registrar: Run called twice")
 	}
-	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m}
+	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
+		noFeed: make(chan struct{})}
 	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	var wg sync.WaitGroup

@@ -65,12 +65,7 @@ func (g grpcService) ListAllEndpoints(_ context.Context, req *registrarv1.ListAl
 	if err := g.r.readyErr(); err != nil {
 		return nil, err
 	}
-	eps, v := g.r.s.list(f)
-	out := &registrarv1.ListAllEndpointsResponse{Version: v.String(), Endpoints: make([]*registryv1.Endpoint, len(eps))}
-	for i, e := range eps {
-		out.Endpoints[i] = e.ToProto()
-	}
-	return out, nil
+	return g.r.s.listAll(f), nil
 }
 
 func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stream grpc.ServerStreamingServer[registrarv1.EndpointEvent]) error {

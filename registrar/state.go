@@ -48,6 +48,8 @@ type state struct {
 
 	snapMu sync.Mutex
 	snap   *snapshot
+	listMu sync.Mutex // one build of the unfiltered listing at a time
+	listed *listing
 
 	ready    chan struct{} // closed after the first successful full read
 	isReady  bool
@@ -202,22 +204,6 @@ func (s *state) canResume(seq uint64) bool {
 }
 
 func (s *state) current() token.Version { return token.Version{Epoch: s.epoch, Seq: s.seq} }
-
-// list returns the visible endpoints that match f, sorted, and the version read.
-func (s *state) list(f endpoint.Filter) ([]endpoint.Endpoint, token.Version) {
-	f = f.Normalize()
-	s.mu.RLock()
-	out := make([]endpoint.Endpoint, 0, len(s.entries))
-	for _, e := range s.entries {
-		if f.Match(e.ep) {
-			out = append(out, e.ep)
-		}
-	}
-	v := s.current()
-	s.mu.RUnlock()
-	endpoint.Sort(out)
-	return out, v
-}
 
 // counts returns the number of visible endpoints per cluster.
 func (s *state) counts() map[string]int {

@@ -22,19 +22,43 @@ type syncer struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	m        *metrics
+	noFeed   chan struct{} // closed when the backend turns out to have no change feed
 }
 
 func (y *syncer) pollLoop(ctx context.Context) {
+	if !y.firstReadByFeed(ctx) {
+		y.poll(ctx)
+	}
 	t := time.NewTicker(y.interval)
 	defer t.Stop()
 	for {
-		y.poll(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		y.poll(ctx)
 	}
+}
+
+// firstReadByFeed waits, when the backend has a change feed, for the feed's initial
+// state to make the registrar ready: at startup the backend is read once, not by a
+// poll and the feed at the same time. It reports false when the poll must read
+// now: the backend has no feed, or it did not deliver within one interval.
+func (y *syncer) firstReadByFeed(ctx context.Context) bool {
+	if _, ok := y.backend.(registry.Watcher); !ok {
+		return false
+	}
+	t := time.NewTimer(y.interval)
+	defer t.Stop()
+	select {
+	case <-y.s.ready:
+		return true
+	case <-y.noFeed:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // poll reads the whole backend once.
@@ -54,6 +78,7 @@ func (y *syncer) poll(ctx context.Context) {
 		return
 	}
 	y.s.endFull(start, eps)
+	y.s.markReady()
 }
 
 // watchLoop follows the backend's change feed, re-opening it with backoff when it
@@ -68,6 +93,7 @@ func (y *syncer) watchLoop(ctx context.Context) {
 		synced, err := y.watchOnce(ctx, w)
 		if errors.Is(err, registry.ErrNoWatch) {
 			y.log.Info("registry backend has no change feed; polling only", "interval", y.interval)
+			close(y.noFeed)
 			return
 		}
 		if ctx.Err() != nil {
@@ -110,6 +136,7 @@ func (y *syncer) watchOnce(ctx context.Context, w registry.Watcher) (bool, error
 			}
 			y.s.endFull(start, eps)
 			initial, synced = nil, true
+			y.s.markReady()
 		case ev.Type == registry.Removed:
 			delete(initial, ev.Endpoint.Key())
 		default:

@@ -23,8 +23,7 @@ func (s *state) abortFull(start uint64) {
 
 // endFull replaces the backend view with a full read that began at gen start. Keys
 // changed since start (by a watch event or a confirmed write) keep their newer value;
-// pending writes stay overlaid, so nothing flaps. The first full read makes the
-// registrar ready.
+// pending writes stay overlaid, so nothing flaps.
 func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
 	fresh := make(map[endpoint.Key]endpoint.Endpoint, len(eps))
 	for _, e := range eps {
@@ -49,6 +48,21 @@ func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
 		s.recompute(k)
 	}
 	s.doneFull(start)
+}
+
+// markReady makes the registrar ready after its first full read: the snapshot is
+// built first, so that the watchers that arrive right after READY (a restarted
+// replica's whole fleet) share it instead of waiting for it.
+func (s *state) markReady() {
+	s.mu.RLock()
+	done := s.isReady
+	s.mu.RUnlock()
+	if done {
+		return
+	}
+	s.snapshot()
+	s.mu.Lock()
+	defer s.unlock()
 	if !s.isReady {
 		s.isReady = true
 		close(s.ready)

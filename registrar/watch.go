@@ -27,8 +27,8 @@ type watcher struct {
 func (r *Registrar) serve(ctx context.Context, w *watcher, lastVersion string) error {
 	s := r.s
 	full, next, completeAt, resumed := r.start(lastVersion)
-	log := r.log.With("watcher", w.id, "node", w.node, "peer", w.peer)
-	log.Debug("watch started", "last_version", lastVersion, "resumed", resumed)
+	// No logger With the watcher's attributes: it would live as long as the stream.
+	r.log.Debug("watch started", "watcher", w.id, "node", w.node, "peer", w.peer, "last_version", lastVersion, "resumed", resumed)
 	for {
 		if full {
 			at, err := r.sendSnapshot(w)
@@ -61,7 +61,8 @@ func (r *Registrar) serve(ctx context.Context, w *watcher, lastVersion string) e
 			r.m.broadcast[ev.typ].Inc()
 			next++
 		case behind:
-			log.Info("watcher fell behind the history ring; resyncing with a full snapshot", "next", next)
+			r.log.Info("watcher fell behind the history ring; resyncing with a full snapshot",
+				"watcher", w.id, "node", w.node, "peer", w.peer, "next", next)
 			r.m.resyncs.Inc()
 			full = true
 		default:

@@ -41,7 +41,7 @@ type result struct {
 func main() {
 	var o options
 	var role, target string
-	flag.StringVar(&o.scenarios, "scenarios", "fanout,memory,snapshot,storm,batching,read,direct", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "fanout,memory,snapshot,storm,batching,read,list,direct", "comma-separated scenarios to run")
 	flag.BoolVar(&o.fsync, "fsync", true, "run etcd with fsync (realistic write latency)")
 	flag.StringVar(&o.out, "out", "", "write the Markdown report here (default: stdout only)")
 	flag.IntVar(&o.endpoints, "endpoints", 10000, "endpoints in the registrar for fanout, memory and storm")
@@ -108,6 +108,7 @@ func run(o options) error {
 		"storm":    func() ([]result, error) { return storm(ctx, e, o) },
 		"batching": func() ([]result, error) { return batching(ctx, e, o) },
 		"read":     func() ([]result, error) { return cachedRead(ctx, e) },
+		"list":     func() ([]result, error) { return listAll(ctx, e, o) },
 		"direct":   func() ([]result, error) { return directVsRegistrar(ctx, e, o) },
 	}
 	var rows []result

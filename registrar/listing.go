@@ -1,0 +1,70 @@
+package registrar
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/token"
+)
+
+// Field numbers of registrarv1.ListAllEndpointsResponse.
+const (
+	fieldListEndpoints = 1
+	fieldListVersion   = 2
+)
+
+// listing is a ListAllEndpoints response in wire form, sorted as every List is.
+// The unfiltered one is built once per version and shared by every caller, so a
+// read of the whole snapshot costs a copy, not a sort and a marshal per call.
+type listing struct {
+	at  token.Version
+	raw []byte
+}
+
+// listAll returns the response for f: the endpoints' pre-encoded forms, sorted.
+func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse {
+	f = f.Normalize()
+	all := f == endpoint.Filter{}
+	if all {
+		s.listMu.Lock()
+		defer s.listMu.Unlock()
+	}
+	s.mu.RLock()
+	if all && s.listed != nil && s.listed.at.Seq == s.seq {
+		l := s.listed
+		s.mu.RUnlock()
+		return l.response()
+	}
+	eps := make([]endpoint.Endpoint, 0, len(s.entries))
+	wires := make([][]byte, 0, len(s.entries))
+	size := 0
+	for _, e := range s.entries {
+		if f.Match(e.ep) {
+			eps = append(eps, e.ep)
+			wires = append(wires, e.wire)
+			size += protowire.SizeTag(fieldListEndpoints) + protowire.SizeBytes(len(e.wire))
+		}
+	}
+	l := &listing{at: s.current()}
+	s.mu.RUnlock()
+	l.raw = make([]byte, 0, size+64)
+	for _, i := range endpoint.Order(eps) {
+		l.raw = protowire.AppendTag(l.raw, fieldListEndpoints, protowire.BytesType)
+		l.raw = protowire.AppendBytes(l.raw, wires[i])
+	}
+	l.raw = protowire.AppendTag(l.raw, fieldListVersion, protowire.BytesType)
+	l.raw = protowire.AppendString(l.raw, l.at.String())
+	if all {
+		s.listed = l
+	}
+	return l.response()
+}
+
+// response wraps the wire form in a message: as unknown fields, which proto writes
+// out as they are, and which the client decodes as the real ones.
+func (l *listing) response() *registrarv1.ListAllEndpointsResponse {
+	resp := &registrarv1.ListAllEndpointsResponse{}
+	resp.ProtoReflect().SetUnknown(l.raw)
+	return resp
+}
