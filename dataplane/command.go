@@ -43,11 +43,21 @@ func (c *Controller) applyCommand(s *session, id string, cmd *controllerv1.Confi
 	ctx := s.ctx
 	pc := &pendingCmd{sess: s, msgID: id, ack: &controllerv1.ConfigCommandAck{}}
 	v := c.view()
+	handover := c.handovers(v, cmd)
 	for _, link := range cmd.GetConnectionsToDelete() {
+		if id, ok := handover[link]; ok {
+			pc.ack.ConnectionsStatus = append(pc.ack.ConnectionsStatus, c.handOff(v, link, id))
+			continue
+		}
 		pc.ack.ConnectionsStatus = append(pc.ack.ConnectionsStatus, c.deleteConnection(ctx, v, link))
 	}
 	for _, conn := range cmd.GetConnectionsToCreate() {
 		pc.ack.ConnectionsStatus = append(pc.ack.ConnectionsStatus, c.createConnection(ctx, v, conn))
+	}
+	// A connection handed off that no create took (its create was malformed) is
+	// deleted after all, as acknowledged.
+	for id := range v.handed {
+		_ = c.disconnect(ctx, v, id)
 	}
 	for _, sub := range cmd.GetSubscriptionsToSet() {
 		c.setSubscription(ctx, v, pc, sub)
@@ -96,9 +106,7 @@ func (c *Controller) deleteConnection(ctx context.Context, v *linkView, link str
 		c.mu.Unlock()
 		return connStatus(link, nil)
 	}
-	err := c.dp.Disconnect(ctx, id)
-	v.remove(id)
-	c.forgetSubsOf(id)
+	err := c.disconnect(ctx, v, id)
 	if errors.Is(err, ErrConnNotFound) {
 		return connStatus(link, ErrConnNotFound)
 	}
@@ -106,6 +114,80 @@ func (c *Controller) deleteConnection(ctx context.Context, v *linkView, link str
 		return connStatus(link, fmt.Errorf("disconnect: %w", err))
 	}
 	return connStatus(link, nil)
+}
+
+// disconnect closes id and forgets it and its subscriptions.
+func (c *Controller) disconnect(ctx context.Context, v *linkView, id ConnID) error {
+	err := c.dp.Disconnect(ctx, id)
+	v.remove(id)
+	c.forgetSubsOf(id)
+	return err
+}
+
+// handovers finds the connections cmd deletes only to dial their endpoint again for
+// another link, as the CP asks after a restart (every link comes back under a new id,
+// and the old connection is in the way of the new one). With a Relinker datapath such a
+// connection is handed over to the new link instead of being closed and dialled again.
+// It returns deleted link -> connection. A connection shared with a link that stays,
+// or a link deleted and created again under its own id (the CP thinks the connection
+// broken), is not handed over.
+func (c *Controller) handovers(v *linkView, cmd *controllerv1.ConfigCommand) map[string]ConnID {
+	if _, ok := c.dp.(Relinker); !ok || len(cmd.GetConnectionsToDelete()) == 0 {
+		return nil
+	}
+	creating := map[string]string{} // endpoint -> link created to it
+	for _, conn := range cmd.GetConnectionsToCreate() {
+		if _, live := v.byLink[conn.GetLinkId()]; live || conn.GetLinkId() == "" {
+			continue
+		}
+		if _, endpoint, err := parseConnConfig(conn); err == nil {
+			creating[endpoint] = conn.GetLinkId()
+		}
+	}
+	names := v.linksOf()
+	out := map[string]ConnID{}
+	for _, link := range cmd.GetConnectionsToDelete() {
+		id, ok := v.byLink[link]
+		if !ok {
+			continue
+		}
+		ci := v.byID[id]
+		next, ok := creating[ci.Endpoint]
+		if !ok || ci.Inbound || next == link || v.byEndpoint[ci.Endpoint] != id || len(names[id]) != 1 {
+			continue
+		}
+		out[link] = id
+		delete(creating, ci.Endpoint)
+	}
+	return out
+}
+
+// handOff: section 1 for a connection being handed over. The link's name for it goes
+// now; the connection waits in the view for the create that takes it.
+func (c *Controller) handOff(v *linkView, link string, id ConnID) *controllerv1.ConnectionStatus {
+	c.mu.Lock()
+	delete(c.state.links, link)
+	c.mu.Unlock()
+	delete(v.byLink, link)
+	v.handed[id] = true
+	return connStatus(link, nil)
+}
+
+// takeOver relabels a connection handed off in this command for link. If the datapath
+// cannot, the connection is closed as its delete said, and the caller dials.
+func (c *Controller) takeOver(ctx context.Context, v *linkView, id ConnID, link string) bool {
+	delete(v.handed, id)
+	err := c.dp.(Relinker).Relink(ctx, id, link)
+	if err == nil {
+		if ci, ok := v.byID[id]; ok {
+			ci.LinkID = link
+			v.byID[id] = ci
+		}
+		return true
+	}
+	c.cfg.Logger.Warn("connection not handed over, dialling again", "node", c.nodeLabel(), "link", link, "err", err)
+	_ = c.disconnect(ctx, v, id)
+	return false
 }
 
 func (c *Controller) forgetSubsOf(id ConnID) {
@@ -119,7 +201,8 @@ func (c *Controller) forgetSubsOf(id ConnID) {
 }
 
 // createConnection: section 2. A live connection for the link, or any outgoing one
-// to the same endpoint, is reused instead of dialing again.
+// to the same endpoint, is reused instead of dialing again; one handed off in this
+// command is relabelled for the link.
 func (c *Controller) createConnection(ctx context.Context, v *linkView, conn *controllerv1.Connection) *controllerv1.ConnectionStatus {
 	link := conn.GetLinkId()
 	if link == "" {
@@ -133,6 +216,9 @@ func (c *Controller) createConnection(ctx context.Context, v *linkView, conn *co
 		return connStatus(link, nil)
 	}
 	id, ok := v.byEndpoint[endpoint]
+	if ok && v.handed[id] {
+		ok = c.takeOver(ctx, v, id, link)
+	}
 	if !ok {
 		if id, err = c.dp.Connect(ctx, link, endpoint, cfg); err != nil {
 			return connStatus(link, fmt.Errorf("connect %s: %w", endpoint, err))

@@ -701,3 +701,72 @@ func TestDeleteSubscriptionMadeAroundTheController(t *testing.T) {
 		t.Fatalf("datapath still has %d subscriptions", n)
 	}
 }
+
+// plainDatapath hides memdp's Relink: a datapath that cannot hand connections over.
+type plainDatapath struct{ dataplane.Datapath }
+
+// TestHandOverConnection: a command that deletes a link's connection and creates
+// another link to the same endpoint (what the CP sends after a restart, when links come
+// back under new ids) hands the connection over: no disconnect, no dial, its
+// subscriptions kept under the new link. A link deleted and created again under its own
+// id is dialled again, and so is everything on a datapath that cannot relink.
+func TestHandOverConnection(t *testing.T) {
+	for _, relinker := range []bool{true, false} {
+		t.Run(map[bool]string{true: "relinker", false: "plain"}[relinker], func(t *testing.T) {
+			f := newFixture(t, func(_ *cpPeer, c *dataplane.Config) {
+				if !relinker {
+					c.Datapath = plainDatapath{c.Datapath}
+				}
+			})
+			ps := f.peer.next(f.ctx)
+			ps.command(f.ctx, &controllerv1.ConfigCommand{
+				ConnectionsToCreate: []*controllerv1.Connection{conn("old", "10.0.0.1:1")},
+				SubscriptionsToSet:  []*controllerv1.Subscription{sub("old", "a", "b", "c")},
+			})
+			before := len(f.dp.Ops())
+			ack := ps.command(f.ctx, &controllerv1.ConfigCommand{
+				ConnectionsToDelete: []string{"old"},
+				ConnectionsToCreate: []*controllerv1.Connection{conn("new", "10.0.0.1:1")},
+			})
+			if cs := connStatuses(ack); !cs["old"].ok || !cs["new"].ok {
+				t.Fatalf("statuses %v", cs)
+			}
+			ops := f.dp.Ops()[before:]
+			conns := f.dp.Connections()
+			if len(conns) != 1 || conns[0].LinkID != "new" {
+				t.Fatalf("datapath connections %+v", conns)
+			}
+			entries := ps.connections(f.ctx)
+			if len(entries) != 1 || entries[0].GetLinkId() != "new" {
+				t.Fatalf("connection list %v", entries)
+			}
+			subs := ps.subscriptions(f.ctx)
+			if relinker {
+				if want := []string{"relink old new"}; !slices.Equal(ops, want) {
+					t.Fatalf("ops %q, want %q", ops, want)
+				}
+				if len(subs) != 1 || subs[0].GetLinkId() != "new" {
+					t.Fatalf("subscriptions after the handover %v, want a/b/c over new", subs)
+				}
+			} else {
+				if want := []string{"disconnect old", "connect new 10.0.0.1:1"}; !slices.Equal(ops, want) {
+					t.Fatalf("ops %q, want %q", ops, want)
+				}
+				if len(subs) != 0 {
+					t.Fatalf("subscriptions %v survived a closed connection", subs)
+				}
+			}
+
+			// Deleted and created under the same id: the CP thinks it broken, so it is
+			// dialled again.
+			before = len(f.dp.Ops())
+			ps.command(f.ctx, &controllerv1.ConfigCommand{
+				ConnectionsToDelete: []string{"new"},
+				ConnectionsToCreate: []*controllerv1.Connection{conn("new", "10.0.0.1:1")},
+			})
+			if ops, want := f.dp.Ops()[before:], []string{"disconnect new", "connect new 10.0.0.1:1"}; !slices.Equal(ops, want) {
+				t.Fatalf("recreate ops %q, want %q", ops, want)
+			}
+		})
+	}
+}

@@ -103,3 +103,15 @@ type Datapath interface {
 	// Subscriptions lists installed subscriptions.
 	Subscriptions() []SubInfo
 }
+
+// Relinker is a Datapath that can hand a live outgoing connection over to another
+// link: the connection is labelled with the new link id and the far end learns it over
+// the connection itself (and claims the link), so the connection is neither closed nor
+// dialled again and its subscriptions stay. The controller uses it when a command
+// deletes a connection only to dial its endpoint again for another link — after a
+// control-plane restart, every link comes back under a new id. A Datapath without it
+// has the old connection closed and a new one dialled.
+type Relinker interface {
+	// Relink labels conn with link; ErrConnNotFound when conn is not live.
+	Relink(ctx context.Context, conn ConnID, link string) error
+}

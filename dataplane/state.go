@@ -70,24 +70,20 @@ func (st *sessionState) drainPending() {
 }
 
 // resetState starts a session from scratch, as the spec's connect() does: the
-// message-id map is drained and the caches are cleared. They are then re-seeded from
-// the datapath, which outlives sessions: the connections and subscriptions it still
-// holds are exactly what the registration reports as live, so a later delete from
-// the CP must still find them.
+// message-id map is drained and the caches are cleared. The subscriptions are then
+// re-seeded from the datapath, which outlives sessions: what it still holds is
+// exactly what the registration reports as live, so a later delete from the CP must
+// still find it.
 func (c *Controller) resetState() {
-	conns := c.dp.Connections()
 	subs := c.dp.Subscriptions()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.state.drainPending()
-	c.state.links = make(map[string]ConnID, len(conns))
+	// links is not seeded: view() reads the datapath's labels anyway, and a copy of
+	// them here would outlive a relabelling (Relinker) as a stale alias.
+	c.state.links = make(map[string]ConnID)
 	c.state.hidden = make(map[string]ConnID)
 	c.state.subs = make(map[subKey]SubID, len(subs))
-	for _, ci := range conns {
-		if ci.LinkID != "" {
-			c.state.links[ci.LinkID] = ci.ID
-		}
-	}
 	for _, si := range subs {
 		c.state.subs[subKey{si.Name, si.Conn}] = si.ID
 	}
@@ -99,6 +95,9 @@ type linkView struct {
 	byID       map[ConnID]ConnInfo
 	byLink     map[string]ConnID
 	byEndpoint map[string]ConnID // outgoing connections only
+	// handed are connections whose link this command deleted to have them handed over
+	// to a link it creates to the same endpoint (see handovers).
+	handed map[ConnID]bool
 }
 
 func (c *Controller) view() *linkView {
@@ -107,6 +106,7 @@ func (c *Controller) view() *linkView {
 		byID:       make(map[ConnID]ConnInfo, len(conns)),
 		byLink:     make(map[string]ConnID, len(conns)),
 		byEndpoint: make(map[string]ConnID),
+		handed:     make(map[ConnID]bool),
 	}
 	for _, ci := range conns {
 		v.add(ci)

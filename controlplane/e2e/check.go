@@ -24,6 +24,12 @@ func Converged(ctx context.Context, st store.Store, f *Fabric, strict bool) erro
 	if err != nil {
 		return err
 	}
+	return ConvergedTo(links, routes, f, strict)
+}
+
+// ConvergedTo is Converged for links and routes (deleted ones included) read some other
+// way, such as through the northbound API of a control plane in another process.
+func ConvergedTo(links []store.Link, routes []store.Route, f *Fabric, strict bool) error {
 	snaps := snapshot(f)
 	var errs []error
 	for _, l := range links {

@@ -20,7 +20,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/dataplane"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.Cleanup(removeBinary)) }
 
 // stores are the databases every scenario runs on.
 var stores = []string{config.DatabaseInMemory, config.DatabaseSQLite}

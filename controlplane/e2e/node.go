@@ -277,6 +277,30 @@ func (p peer) lose(c dataplane.ConnInfo, from string) {
 	}
 }
 
+// relink moves the far end's side of connection c of node from to link.
+func (p peer) relink(c dataplane.ConnInfo, link, from string) {
+	if p.n == nil {
+		return
+	}
+	p.n.mu.Lock()
+	up, dp, ctrl := p.n.up, p.n.dp, p.n.ctrl
+	p.n.mu.Unlock()
+	if !up {
+		return
+	}
+	for _, fc := range dp.Connections() {
+		if fc.Inbound && fc.LinkID == c.LinkID && fc.Endpoint == from {
+			_ = dp.Relink(context.Background(), fc.ID, link)
+			if ctrl != nil {
+				ctrl.ReleaseClaim(c.LinkID)
+				_ = ctrl.ClaimLink(dataplane.Claim{LinkID: link, Endpoint: c.Endpoint, RemoteNodeID: from})
+			}
+			return
+		}
+	}
+	p.n.accept(link, from, c.Endpoint)
+}
+
 // accept is the listening side of a dial: an inbound connection and a link claim.
 func (n *Node) accept(link, from, endpoint string) {
 	n.mu.Lock()

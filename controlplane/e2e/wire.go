@@ -16,7 +16,10 @@ type wire struct {
 	n *Node
 }
 
-var _ dataplane.Datapath = (*wire)(nil)
+var (
+	_ dataplane.Datapath = (*wire)(nil)
+	_ dataplane.Relinker = (*wire)(nil)
+)
 
 // Connect dials another node's external endpoint: refused when nobody listens there,
 // otherwise the listener accepts and claims the link.
@@ -57,4 +60,23 @@ func (w *wire) Subscribe(ctx context.Context, conn dataplane.ConnID, name datapl
 		}
 	}
 	return w.Datapath.Subscribe(ctx, conn, name, done)
+}
+
+// Relink hands an outgoing connection over to another link: the far end relabels its
+// side and claims the new link, releasing its claim of the old one. A far end that never
+// saw the connection (one made around the fabric) accepts it now.
+func (w *wire) Relink(ctx context.Context, conn dataplane.ConnID, link string) error {
+	var info dataplane.ConnInfo
+	for _, c := range w.Datapath.Connections() {
+		if c.ID == conn {
+			info = c
+		}
+	}
+	if err := w.Datapath.Relink(ctx, conn, link); err != nil {
+		return err
+	}
+	if !info.Inbound {
+		w.n.farEnd(info).relink(info, link, w.n.id)
+	}
+	return nil
 }

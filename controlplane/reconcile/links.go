@@ -88,9 +88,8 @@ func (r *Links) Sync(ctx context.Context, nodeID string) error {
 	if err != nil {
 		return fmt.Errorf("list links of %s: %w", nodeID, err)
 	}
-	if len(links) == 0 && !r.o.OrphanDetection {
-		return nil // nothing desired, nothing to delete: no round trip needed
-	}
+	// Asked even with no links: the node may hold connections of links that are gone
+	// (a gateway before a failover or a restart of the control plane).
 	live, err := liveConnections(ctx, r.o.Nodes, nodeID)
 	if err != nil {
 		return err
@@ -118,17 +117,17 @@ func (r *Links) Sync(ctx context.Context, nodeID string) error {
 // is live is left alone when it is Applied and still dials the stored endpoint;
 // otherwise (the endpoint changed, or someone reset it because it looked broken) it
 // is recreated.
-func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link, live map[string]string) (*linkPlan, error) {
+func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link, live map[string]liveConn) (*linkPlan, error) {
 	p := &linkPlan{recreate: map[string]bool{}}
 	mine := make(map[string]bool, len(links))
 	dialing := map[string]bool{} // endpoints of links to create from scratch
 	for _, l := range links {
 		mine[l.ID] = true
-		endpoint, isLive := live[l.ID]
+		c, isLive := live[l.ID]
 		switch {
 		case l.Deleted:
 			p.remove = append(p.remove, l)
-		case isLive && l.Status == store.LinkApplied && endpoint == l.DestEndpoint:
+		case isLive && l.Status == store.LinkApplied && c.endpoint == l.DestEndpoint:
 			p.ready = append(p.ready, l)
 		case isLive:
 			p.recreate[l.ID] = true
@@ -138,15 +137,16 @@ func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link,
 			dialing[l.DestEndpoint] = true
 		}
 	}
-	for id, endpoint := range live {
-		if mine[id] || (!r.o.OrphanDetection && !dialing[endpoint]) {
+	fl := fleet{st: r.o.Store, nodeID: nodeID}
+	for id, c := range live {
+		if mine[id] {
 			continue
 		}
-		orphan, err := r.isOrphan(ctx, nodeID, id)
+		stale, err := r.stale(ctx, &fl, id, c.endpoint, dialing[c.endpoint], live)
 		if err != nil {
 			return nil, err
 		}
-		if orphan {
+		if stale {
 			p.orphans = append(p.orphans, id)
 		}
 	}
@@ -154,9 +154,53 @@ func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link,
 	return p, nil
 }
 
-// isOrphan: a live connection is the CP's if a live link has this node as its claimed
-// or targeted destination — connection lists include accepted connections, which
-// must survive.
+// stale decides whether a live connection whose link this node is not the source of
+// is deleted. One of a link this node receives stays. One in the way of a link about
+// to dial its endpoint goes (the data plane hands it over to that link). Inter-group
+// connections between nodes this control plane manages are its own — only it links
+// groups — so one it does not track is left over from before a restart or a failover
+// and goes whatever orphan detection says, unless a link between the same two nodes
+// is still to be connected: the pass that dials it hands this connection over (or
+// replaces it), and deleting it first would have it dialled again. Anything else goes
+// only with orphan detection.
+func (r *Links) stale(ctx context.Context, fl *fleet, linkID, endpoint string, inTheWay bool, live map[string]liveConn) (bool, error) {
+	orphan, err := r.isOrphan(ctx, fl.nodeID, linkID)
+	if err != nil || !orphan {
+		return false, err
+	}
+	if inTheWay {
+		return true, nil
+	}
+	peer, err := fl.peer(ctx, endpoint)
+	if err != nil {
+		return false, err
+	}
+	var coming []string
+	switch {
+	case peer.dialer != "":
+		coming, err = fl.linksTo(ctx, peer.dialer, fl.self.ExternalEndpoint())
+	case peer.listener:
+		// The links were listed before the nodes were read: a registration committed
+		// in between may have made a link to this endpoint, which the next pass (the
+		// registration queues it) hands the connection over to.
+		coming, err = fl.linksTo(ctx, fl.nodeID, endpoint)
+	default:
+		return r.o.OrphanDetection, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, id := range coming {
+		if _, up := live[id]; !up {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// isOrphan: a live connection is this node's if a live link has it as its claimed or
+// targeted destination — connection lists include accepted connections, which must
+// survive.
 func (r *Links) isOrphan(ctx context.Context, nodeID, linkID string) (bool, error) {
 	l, err := r.o.Store.GetLink(ctx, linkID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -324,4 +368,82 @@ func statusMatches(st *controllerv1.ConnectionStatus, linkID string) error {
 		return fmt.Errorf("ack out of order: status for link %q where %q was expected", st.GetLinkId(), linkID)
 	}
 	return nil
+}
+
+// fleet is what a pass knows of the other nodes, read only when an untracked
+// connection has to be judged.
+type fleet struct {
+	st     store.Store
+	nodeID string
+
+	loaded   bool
+	self     store.Node
+	external map[string]store.Node // external endpoint -> node
+	byID     map[string]store.Node
+}
+
+// peerOf says who a connection entry's endpoint belongs to, among the managed nodes of
+// other groups: dialer is set for an accepted connection (a data plane names its
+// dialer by node id), listener for one this node dialled to a node's external endpoint.
+type peerOf struct {
+	dialer   string
+	listener bool
+}
+
+func (f *fleet) load(ctx context.Context) error {
+	if f.loaded {
+		return nil
+	}
+	self, err := f.st.GetNode(ctx, f.nodeID)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", f.nodeID, err)
+	}
+	nodes, err := f.st.ListNodes(ctx, store.NodeFilter{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	f.self, f.external, f.byID = self, map[string]store.Node{}, map[string]store.Node{}
+	for _, n := range nodes {
+		f.byID[n.ID] = n
+		if ext := n.ExternalEndpoint(); ext != "" {
+			f.external[ext] = n
+		}
+	}
+	f.loaded = true
+	return nil
+}
+
+// peer classifies endpoint; nodes of this node's own group are not peers (links within
+// a group are the data plane's business).
+func (f *fleet) peer(ctx context.Context, endpoint string) (peerOf, error) {
+	if err := f.load(ctx); err != nil {
+		return peerOf{}, err
+	}
+	if n, ok := f.byID[endpoint]; ok && n.Group != "" && n.Group != f.self.Group {
+		return peerOf{dialer: n.ID}, nil
+	}
+	if n, ok := f.external[endpoint]; ok && n.Group != "" && n.Group != f.self.Group {
+		return peerOf{listener: true}, nil
+	}
+	return peerOf{}, nil
+}
+
+// linksTo lists the live links from source to endpoint as they are now. Nodes and
+// their links are written in one transaction, and this reads after the nodes were, so
+// it sees at least the links of every node peer found.
+func (f *fleet) linksTo(ctx context.Context, source, endpoint string) ([]string, error) {
+	if endpoint == "" {
+		return nil, nil
+	}
+	links, err := f.st.ListLinks(ctx, store.LinkFilter{SourceNodeID: source})
+	if err != nil {
+		return nil, fmt.Errorf("list links of %s: %w", source, err)
+	}
+	var out []string
+	for _, l := range links {
+		if l.DestEndpoint == endpoint {
+			out = append(out, l.ID)
+		}
+	}
+	return out, nil
 }

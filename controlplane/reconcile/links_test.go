@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 )
@@ -204,4 +205,44 @@ func TestLinkOrphans(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLinkLeftovers: without orphan detection, a connection between two nodes the
+// control plane manages, in different groups, that no link accounts for is left over
+// (from before a restart of the control plane, or a failover) and is deleted, at
+// whichever end holds it; a connection to anything else stays.
+func TestLinkLeftovers(t *testing.T) {
+	forStores(t, func(t *testing.T, db string) {
+		r := newRig(t, db, false)
+		r.converge()
+		r.lenient = true
+		l := r.link()
+		src, dst := r.node(l.SourceNodeID), r.node(l.DestNodeID)
+		if _, err := src.Datapath().Connect(r.ctx, "leftover-out", l.DestEndpoint, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		dst.Datapath().Accept("leftover-in", src.ID())
+		if _, err := src.Datapath().Connect(r.ctx, "foreign", "10.9.9.9:443", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{src.ID(), dst.ID()} {
+			if err := r.links.Sync(r.ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		has := func(n *e2e.Node, id string) bool {
+			return slices.ContainsFunc(n.Datapath().Connections(), func(c dataplaneConn) bool { return c.LinkID == id })
+		}
+		switch {
+		case has(src, "leftover-out"):
+			t.Fatal("a leftover connection to another group's node was kept")
+		case has(dst, "leftover-in"):
+			t.Fatal("a leftover connection accepted from another group's node was kept")
+		case !has(src, "foreign"):
+			t.Fatal("a connection the control plane did not make was deleted")
+		}
+		if err := e2eConverged(r); err != nil {
+			t.Fatalf("the link itself must survive: %v", err)
+		}
+	})
 }

@@ -31,9 +31,16 @@ func connected(ctx context.Context, st store.Store, nodes Nodes, nodeID string) 
 	return n.Connected && nodes.Connected(nodeID), nil
 }
 
-// liveConnections asks the node for its connections: link id -> endpoint. Inbound
-// (accepted) connections are listed too.
-func liveConnections(ctx context.Context, nodes Nodes, nodeID string) (map[string]string, error) {
+// liveConn is one entry of a node's connection list. Several links may share one
+// connection (conn).
+type liveConn struct {
+	endpoint string
+	conn     uint64
+}
+
+// liveConnections asks the node for its connections by link id. Inbound (accepted)
+// connections are listed too.
+func liveConnections(ctx context.Context, nodes Nodes, nodeID string) (map[string]liveConn, error) {
 	resp, err := nodes.Request(ctx, nodeID, &controllerv1.ControlMessage{
 		Payload: &controllerv1.ControlMessage_ConnectionListRequest{ConnectionListRequest: &controllerv1.ConnectionListRequest{}},
 	})
@@ -44,10 +51,10 @@ func liveConnections(ctx context.Context, nodes Nodes, nodeID string) (map[strin
 	if list == nil {
 		return nil, fmt.Errorf("list connections of %s: node answered with %T", nodeID, resp.GetPayload())
 	}
-	out := make(map[string]string, len(list.GetEntries()))
+	out := make(map[string]liveConn, len(list.GetEntries()))
 	for _, e := range list.GetEntries() {
 		if e.GetLinkId() != "" {
-			out[e.GetLinkId()] = e.GetEndpoint()
+			out[e.GetLinkId()] = liveConn{endpoint: e.GetEndpoint(), conn: e.GetConnId()}
 		}
 	}
 	return out, nil

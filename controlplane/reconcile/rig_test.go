@@ -91,7 +91,7 @@ func newRig(t *testing.T, db string, orphans bool, opts ...func(*e2e.NodeConfig)
 	r.nodes = &countingNodes{Nodes: streams, commands: map[string]int{}, requests: map[string]int{}}
 	r.links = reconcile.NewLinks(reconcile.LinkOptions{Store: r.st, Nodes: r.nodes, OrphanDetection: orphans, Logger: logger,
 		EnqueueRoutes: func(ids ...string) { r.mu.Lock(); r.routePokes = append(r.routePokes, ids...); r.mu.Unlock() }})
-	r.routes = reconcile.NewRoutes(reconcile.RouteOptions{Store: r.st, Nodes: r.nodes, OrphanDetection: orphans, Logger: logger,
+	r.routes = reconcile.NewRoutes(reconcile.RouteOptions{Store: r.st, Nodes: r.nodes, Logger: logger,
 		EnqueueLinks: func(ids ...string) { r.mu.Lock(); r.linkPokes = append(r.linkPokes, ids...); r.mu.Unlock() }})
 	addr := r.serve(streams)
 	r.f = e2e.NewFabric()

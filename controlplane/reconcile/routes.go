@@ -13,13 +13,12 @@ import (
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 )
 
-// RouteOptions configure a Routes reconciler.
+// RouteOptions configure a Routes reconciler. Subscriptions the CP does not track are
+// always deleted, as the spec's route reconciler does (enable_orphan_detection is
+// about connections).
 type RouteOptions struct {
 	Store store.Store
 	Nodes Nodes
-	// OrphanDetection deletes live subscriptions the CP does not track
-	// (enable_orphan_detection).
-	OrphanDetection bool
 	// EnqueueLinks queues nodes for the link reconciler.
 	EnqueueLinks func(nodeIDs ...string)
 	Logger       *slog.Logger
@@ -44,9 +43,9 @@ func NewRoutes(o RouteOptions) *Routes {
 
 // nodeState is what the pre-flight queries found on the node.
 type nodeState struct {
-	conns map[string]string // live link id -> endpoint
-	subs  map[subKey]bool   // active (name, link) subscriptions
-	asked time.Time         // just before the node was asked
+	conns map[string]liveConn // by live link id
+	subs  map[subKey]bool     // active (name, link) subscriptions
+	asked time.Time           // just before the node was asked
 }
 
 // routePlan is one pass's decisions: what to subscribe and unsubscribe, keyed by the
@@ -90,9 +89,7 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", nodeID, err)
 	}
-	if len(routes) == 0 && !r.o.OrphanDetection {
-		return nil
-	}
+	// Asked even with no routes: what the node holds beyond them goes.
 	live, err := r.preflight(ctx, nodeID)
 	if err != nil {
 		return err
@@ -148,14 +145,29 @@ func (r *Routes) classify(ctx context.Context, nodeID string, routes []store.Rou
 			r.classifyLive(ctx, p, rt, k, live)
 		}
 	}
-	if r.o.OrphanDetection {
-		for k := range live.subs {
-			if !tracked[k] {
-				p.add(p.del, &p.delOrder, k, nil)
-			}
+	for k := range live.subs {
+		if !tracked[k] && !sharesTracked(k, tracked, live.conns) {
+			p.add(p.del, &p.delOrder, k, nil)
 		}
 	}
 	return p, nil
+}
+
+// sharesTracked reports whether the orphan subscription k is, on the data plane, the
+// very subscription of a tracked route: several links may name one connection, and a
+// node lists each subscription under every name of its connection. Deleting k would
+// delete that route's subscription too.
+func sharesTracked(k subKey, tracked map[subKey]bool, conns map[string]liveConn) bool {
+	c, ok := conns[k.link]
+	if !ok || c.conn == 0 { // a node that does not say which connection: assume none is shared
+		return false
+	}
+	for link, other := range conns {
+		if link != k.link && other.conn == c.conn && tracked[subKey{k.name, link}] {
+			return true
+		}
+	}
+	return false
 }
 
 // classifyDeleted: a deleted route still on the node is unsubscribed; one already

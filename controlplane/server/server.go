@@ -137,7 +137,7 @@ func (s *Server) buildReconcilers() {
 		EnqueueRoutes: func(ids ...string) { s.routes.Add(ids...) }, Logger: s.log.With("component", "link-reconciler"),
 	})
 	routes := reconcile.NewRoutes(reconcile.RouteOptions{
-		Store: s.store, Nodes: s.streams, OrphanDetection: rc.EnableOrphanDetection,
+		Store: s.store, Nodes: s.streams,
 		EnqueueLinks: func(ids ...string) { s.links.Add(ids...) }, Logger: s.log.With("component", "route-reconciler"),
 	})
 	s.links = queue("link", links.Sync)

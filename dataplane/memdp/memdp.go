@@ -42,7 +42,10 @@ type Datapath struct {
 	inflight      sync.WaitGroup
 }
 
-var _ dataplane.Datapath = (*Datapath)(nil)
+var (
+	_ dataplane.Datapath = (*Datapath)(nil)
+	_ dataplane.Relinker = (*Datapath)(nil)
+)
 
 // New returns an empty datapath whose subscribes ack synchronously with success.
 func New() *Datapath {
@@ -103,6 +106,21 @@ func (d *Datapath) Disconnect(_ context.Context, conn dataplane.ConnID) error {
 		return fmt.Errorf("memdp: conn %d: %w", conn, dataplane.ErrConnNotFound)
 	}
 	d.removeConn(conn)
+	return nil
+}
+
+// Relink labels conn with link (dataplane.Relinker). The in-memory datapath has no far
+// end to tell; a harness playing the network does that.
+func (d *Datapath) Relink(_ context.Context, conn dataplane.ConnID, link string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ci, ok := d.conns[conn]
+	d.logf("relink %s %s", ci.LinkID, link)
+	if !ok {
+		return fmt.Errorf("memdp: conn %d: %w", conn, dataplane.ErrConnNotFound)
+	}
+	ci.LinkID = link
+	d.conns[conn] = ci
 	return nil
 }
 
@@ -258,7 +276,7 @@ func (d *Datapath) logf(format string, args ...any) {
 }
 
 // Ops returns the operation log: "connect LINK ENDPOINT", "accept LINK REMOTE",
-// "disconnect LINK", "subscribe LINK NAME", "unsubscribe LINK NAME".
+// "relink OLD NEW", "disconnect LINK", "subscribe LINK NAME", "unsubscribe LINK NAME".
 func (d *Datapath) Ops() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
