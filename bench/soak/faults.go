@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A fault schedule is planned from the seed before anything starts: three lanes
+// (registry, control plane, data plane), each a sequence of faults with planned start
+// offsets, targets and hold times. The lanes run concurrently, so faults of different
+// lanes overlap (a registrar killed while a control plane restarts); within a lane
+// they follow each other. The same seed gives the same schedule; the wall-clock
+// moments drift when injecting or healing takes longer than planned (a restarted
+// etcd replaying its WAL), and a lane never starts a fault before the previous one is
+// healed.
+
+type faultKind string
+
+const (
+	killRegistrar     faultKind = "kill-registrar"
+	killAllRegistrars faultKind = "kill-all-registrars"
+	killBackend       faultKind = "kill-backend"
+	killBoth          faultKind = "kill-backend+registrar" // the registrar restarts while the backend is still down
+	stallWatcher      faultKind = "stall-watcher"
+	restartCP         faultKind = "restart-controlplane"
+	duplicateNode     faultKind = "duplicate-node"
+	killDPNode        faultKind = "kill-dp-node"
+	killDPNodes       faultKind = "kill-dp-nodes"
+	crashed           faultKind = "unexpected-exit" // not injected: a child died by itself
+)
+
+type fault struct {
+	lane    string
+	kind    faultKind
+	targets []int // registrar replica or node indexes
+	at      time.Duration
+	hold    time.Duration
+}
+
+type faultRecord struct {
+	fault
+	target     string
+	start, end time.Duration // actual, from the soak's start
+	err        string
+}
+
+type laneSpec struct {
+	name     string
+	gap      [2]time.Duration
+	kinds    []faultKind
+	weights  []int
+	holds    map[faultKind][2]time.Duration
+	maxCount map[faultKind]int // how many targets the kind takes at most
+}
+
+func lanes() []laneSpec {
+	return []laneSpec{
+		{
+			name:  "registry",
+			gap:   [2]time.Duration{2 * time.Second, 8 * time.Second},
+			kinds: []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher}, weights: []int{4, 1, 3, 1, 2},
+			holds: map[faultKind][2]time.Duration{
+				killRegistrar: {500 * time.Millisecond, 4 * time.Second}, killAllRegistrars: {time.Second, 4 * time.Second},
+				killBackend: {time.Second, 6 * time.Second}, killBoth: {time.Second, 4 * time.Second}, stallWatcher: {2 * time.Second, 10 * time.Second},
+			},
+		},
+		{
+			name:  "controlplane",
+			gap:   [2]time.Duration{3 * time.Second, 10 * time.Second},
+			kinds: []faultKind{restartCP, duplicateNode}, weights: []int{1, 1},
+			holds: map[faultKind][2]time.Duration{restartCP: {200 * time.Millisecond, 2 * time.Second}, duplicateNode: {time.Second, 6 * time.Second}},
+		},
+		{
+			name:  "dataplane",
+			gap:   [2]time.Duration{2 * time.Second, 6 * time.Second},
+			kinds: []faultKind{killDPNode, killDPNodes}, weights: []int{3, 1},
+			holds:    map[faultKind][2]time.Duration{killDPNode: {500 * time.Millisecond, 4 * time.Second}, killDPNodes: {500 * time.Millisecond, 4 * time.Second}},
+			maxCount: map[faultKind]int{killDPNodes: 3},
+		},
+	}
+}
+
+// plan draws every lane's schedule for duration from seed. It depends on nothing but
+// its arguments.
+func plan(seed uint64, duration time.Duration, replicas, nodes int) [][]fault {
+	var out [][]fault
+	for i, l := range lanes() {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		between := func(r [2]time.Duration) time.Duration { return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])+1)) }
+		var fs []fault
+		for t := between(l.gap); t < duration; {
+			k := pick(rng, l.kinds, l.weights)
+			f := fault{lane: l.name, kind: k, at: t, hold: between(l.holds[k])}
+			switch k {
+			case killRegistrar, killBoth:
+				f.targets = []int{rng.IntN(replicas)}
+			case duplicateNode, killDPNode:
+				f.targets = []int{rng.IntN(nodes)}
+			case killDPNodes:
+				f.targets = rng.Perm(nodes)[:2+rng.IntN(l.maxCount[k]-1)]
+			}
+			fs = append(fs, f)
+			t += f.hold + between(l.gap)
+		}
+		out = append(out, fs)
+	}
+	return out
+}
+
+func pick(rng *rand.Rand, kinds []faultKind, weights []int) faultKind {
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	n := rng.IntN(total)
+	for i, w := range weights {
+		if n < w {
+			return kinds[i]
+		}
+		n -= w
+	}
+	return kinds[len(kinds)-1]
+}
+
+// injector applies faults to the running system and heals them.
+type injector struct {
+	s     *system
+	start time.Time
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	records []faultRecord
+}
+
+func (in *injector) record(r faultRecord) {
+	in.mu.Lock()
+	in.records = append(in.records, r)
+	in.mu.Unlock()
+}
+
+func (in *injector) sorted() []faultRecord {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := append([]faultRecord(nil), in.records...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+// runLane executes one lane's faults until stop ends; a fault in progress then is
+// healed at once.
+func (in *injector) runLane(stop context.Context, fs []fault) {
+	for _, f := range fs {
+		if wait := time.Until(in.start.Add(f.at)); wait > 0 {
+			select {
+			case <-stop.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		if stop.Err() != nil {
+			return
+		}
+		r := faultRecord{fault: f, target: in.s.describe(f), start: time.Since(in.start)}
+		in.log.Info("fault", "lane", f.lane, "kind", f.kind, "target", r.target, "hold", f.hold.Round(time.Millisecond))
+		err := in.s.inject(f)
+		if err == nil {
+			select {
+			case <-stop.Done():
+			case <-time.After(f.hold):
+			}
+		}
+		err = errors.Join(err, in.s.heal(f))
+		r.end = time.Since(in.start)
+		if err != nil {
+			r.err = err.Error()
+			in.log.Warn("fault injection or healing failed", "kind", f.kind, "err", err)
+		}
+		in.record(r)
+	}
+}
+
+// watchChildren reports children that die without being killed, and restarts them.
+func (in *injector) watchChildren(stop context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range in.s.procs() {
+			if p.exitedOnItsOwn() {
+				now := time.Since(in.start)
+				err := p.start()
+				r := faultRecord{fault: fault{lane: "-", kind: crashed}, target: p.name, start: now, end: time.Since(in.start)}
+				if err != nil {
+					r.err = err.Error()
+				}
+				in.log.Error("child exited by itself; restarted", "child", p.name, "log", p.log, "restart_err", err)
+				in.record(r)
+			}
+		}
+	}
+}
+
+func formatFaults(rs []faultRecord) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "  %8s → %8s  %-12s %-20s %s", r.start.Round(10*time.Millisecond), r.end.Round(10*time.Millisecond), r.lane, r.kind, r.target)
+		if r.kind != crashed {
+			fmt.Fprintf(&b, " (planned at %s, hold %s)", r.at.Round(10*time.Millisecond), r.hold.Round(10*time.Millisecond))
+		}
+		if r.err != "" {
+			fmt.Fprintf(&b, " ERROR: %s", r.err)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func countFaults(rs []faultRecord) string {
+	n := map[faultKind]int{}
+	for _, r := range rs {
+		n[r.kind]++
+	}
+	var parts []string
+	for k, c := range n {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,230 @@
+// Command soak runs Switchboard under random faults for a set time and then checks
+// that nothing acknowledged was lost and that every data-plane node holds exactly what
+// the control plane intends.
+//
+// The registry side: a backend (etcd or nats-server with JetStream) and registrar
+// replicas of cluster "east", each a child process of its own (this binary
+// re-executed) so that a fault is a real SIGKILL; agents write through registrar
+// clients while an oracle records every acknowledged write; watchers keep maps from
+// Watch events. The control-plane side: a control plane on SQLite and data-plane
+// controllers over in-memory datapaths (controlplane/e2e). Faults come from a
+// schedule drawn from the seed. When the time is up the faults stop, everything is
+// healed, and every reader must agree with the oracle within --check-timeout.
+//
+//	go run ./bench/soak --duration 1m --backend etcd
+//	go run ./bench/soak --duration 10m --backend both --seed 42
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	duration     time.Duration
+	seed         uint64
+	backends     []string
+	replicas     int
+	agents       int
+	keys         int
+	watchers     int
+	edges        int
+	perGroup     int
+	ttl          time.Duration
+	checkTimeout time.Duration
+	keep         bool
+	sabotage     bool
+	replayFlags  string // the other flags given, for the replay line
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	var o options
+	var backend, level string
+	var seed int64
+	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "how long faults are injected")
+	flag.Int64Var(&seed, "seed", 0, "seed of the fault schedule and the agents' writes (0: from the clock; printed)")
+	flag.StringVar(&backend, "backend", "both", "registry backend: jetstream, etcd or both (one after the other)")
+	flag.IntVar(&o.replicas, "registrars", 2, "registrar replicas")
+	flag.IntVar(&o.agents, "agents", 6, "writing agents (registrar clients)")
+	flag.IntVar(&o.keys, "keys", 40, "endpoints each agent owns")
+	flag.IntVar(&o.watchers, "watchers", 3, "watching registrar clients; the first is the one that gets stalled")
+	flag.IntVar(&o.edges, "edge-groups", 5, "edge groups around the hub group")
+	flag.IntVar(&o.perGroup, "nodes-per-group", 4, "data-plane nodes per group")
+	flag.DurationVar(&o.checkTimeout, "check-timeout", 10*time.Second, "how long the final state may take to agree once the faults are healed")
+	flag.DurationVar(&o.ttl, "ttl", time.Minute, "TTL of every registration (whole seconds; 0: none); agents refresh each key every ttl/4")
+	flag.BoolVar(&o.sabotage, "sabotage", false, "check the checker: behind everyone's back, delete one expected endpoint from the backend and add a stray connection to a datapath before the final check; the run must FAIL")
+	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (data and logs) even when it passes")
+	flag.StringVar(&level, "log-level", "info", "console log level: debug, info, warn, error")
+	flag.Parse()
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		fmt.Fprintln(os.Stderr, "--log-level:", err)
+		os.Exit(2)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})))
+	switch backend {
+	case "both":
+		o.backends = []string{"etcd", "jetstream"}
+	case "etcd", "jetstream":
+		o.backends = []string{backend}
+	default:
+		fmt.Fprintf(os.Stderr, "--backend %q: want jetstream, etcd or both\n", backend)
+		os.Exit(2)
+	}
+	if o.replicas < 2 || o.agents < 1 || o.keys < 1 || o.watchers < 1 || o.edges < 1 || o.perGroup < 1 || o.duration <= 0 {
+		fmt.Fprintln(os.Stderr, "need --registrars >= 2, --agents, --keys, --watchers, --edge-groups, --nodes-per-group >= 1 and a positive --duration")
+		os.Exit(2)
+	}
+	if seed == 0 {
+		seed = time.Now().UnixNano() & (1<<53 - 1)
+	}
+	o.seed = uint64(seed)
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "seed" && f.Name != "backend" {
+			o.replayFlags += fmt.Sprintf(" --%s %s", f.Name, f.Value)
+		}
+	})
+	if !strings.Contains(o.replayFlags, "--duration") {
+		o.replayFlags += " --duration " + o.duration.String()
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	failed := false
+	for _, b := range o.backends {
+		pass, err := runOne(ctx, o, b)
+		if err != nil {
+			fmt.Printf("soak %s: ERROR: %v\n", b, err)
+			failed = true
+			continue
+		}
+		failed = failed || !pass
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// runOne soaks one backend and prints its report; it reports whether it passed.
+func runOne(ctx context.Context, o options, backend string) (bool, error) {
+	log := slog.Default().With("backend", backend)
+	log.Info("starting", "seed", o.seed, "duration", o.duration)
+	s, err := newSystem(o, backend, log)
+	if err != nil {
+		return false, err
+	}
+	pass := false
+	defer func() {
+		s.close()
+		if pass && !o.keep {
+			_ = os.RemoveAll(s.dir)
+		} else {
+			fmt.Printf("data and logs kept in %s\n", s.dir)
+		}
+	}()
+	schedule := plan(o.seed, o.duration, o.replicas, len(s.fleet.nodes))
+	s.start = time.Now()
+	in := &injector{s: s, start: s.start, log: log}
+
+	stop, stopNow := context.WithTimeout(ctx, o.duration)
+	defer stopNow()
+	// Agents finish the batch in flight after the stop; this bounds how long.
+	hard, hardCancel := context.WithTimeout(ctx, o.duration+2*time.Minute)
+	defer hardCancel()
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	defer stopWatching()
+
+	var agents, lanes, watchers sync.WaitGroup
+	for _, w := range s.watchers {
+		watchers.Go(func() { w.run(watchCtx) })
+	}
+	for _, a := range s.agents {
+		agents.Go(func() { a.run(stop, hard) })
+	}
+	for _, fs := range schedule {
+		lanes.Go(func() { in.runLane(stop, fs) })
+	}
+	lanes.Go(func() { in.watchChildren(stop) })
+	progress := time.NewTicker(30 * time.Second)
+	defer progress.Stop()
+	for stop.Err() == nil {
+		select {
+		case <-stop.Done():
+		case <-progress.C:
+			log.Info("progress", "elapsed", time.Since(in.start).Round(time.Second), "faults", len(in.sorted()),
+				"acks", s.oracle.acks.Load(), "failed_calls", s.oracle.failures.Load())
+		}
+	}
+	lanes.Wait()
+	stoppedAt := time.Since(in.start)
+	log.Info("faults stopped; healing", "at", stoppedAt.Round(time.Millisecond))
+	healErr := s.healAll()
+	agents.Wait()
+	if ctx.Err() != nil {
+		return false, fmt.Errorf("interrupted")
+	}
+	log.Info("writes done; checking", "heal_err", healErr)
+	if o.sabotage {
+		if err := s.sabotage(); err != nil {
+			return false, fmt.Errorf("sabotage: %w", err)
+		}
+	}
+	v := s.check(o.checkTimeout)
+	stopWatching()
+	watchers.Wait()
+
+	pass = v.ok() && healErr == nil && s.oracle.unacked.Load() == 0
+	report(o, backend, s, in.sorted(), stoppedAt, v, healErr)
+	return pass, nil
+}
+
+func report(o options, backend string, s *system, faults []faultRecord, stoppedAt time.Duration, v verdict, healErr error) {
+	or := s.oracle
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n==== soak: backend %s, seed %d, duration %s, %d registrars, %d agents × %d keys, %d watchers, %d DP nodes; %s, GOMAXPROCS %d\n",
+		backend, o.seed, o.duration, o.replicas, o.agents, o.keys, o.watchers, len(s.fleet.nodes), runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&b, "faults (%d; %s), stopped at %s:\n%s", len(faults), countFaults(faults), stoppedAt.Round(time.Millisecond), formatFaults(faults))
+	fmt.Fprintf(&b, "writes: %d Apply calls, %d failed and retried; %d ops acknowledged (register %d, refresh %d, unregister %d); %d never acknowledged\n",
+		or.attempts.Load(), or.failures.Load(), or.acks.Load(), or.byKind[opRegister].Load(), or.byKind[opRefresh].Load(), or.byKind[opUnregister].Load(), or.unacked.Load())
+	for _, a := range s.agents {
+		for _, g := range a.gaveUp {
+			fmt.Fprintf(&b, "  %s\n", g)
+		}
+	}
+	var anomalies []string
+	for _, w := range s.watchers {
+		w.mu.Lock()
+		fmt.Fprintf(&b, "watcher-%d: %d events, %d re-watches\n", w.id, w.events, w.rewatches)
+		anomalies = append(anomalies, w.problems...)
+		w.mu.Unlock()
+	}
+	if len(anomalies) > 0 {
+		sort.Strings(anomalies)
+		fmt.Fprintf(&b, "watch event anomalies (%d; not counted as failures):\n    %s\n", len(anomalies), summarize(anomalies, 10))
+	}
+	fmt.Fprintf(&b, "fleet: %s\n", s.fleet.cpCounts(context.Background()))
+	if healErr != nil {
+		fmt.Fprintf(&b, "healing after the faults failed: %v\n", healErr)
+	}
+	fmt.Fprintf(&b, "acknowledged writes lost (backend disagrees with the oracle): %d\n", v.lost)
+	result := "PASS"
+	if !v.ok() || healErr != nil || or.unacked.Load() > 0 {
+		result = "FAIL"
+	}
+	fmt.Fprintf(&b, "result: %s — %s\n", result, v)
+	fmt.Fprintf(&b, "replay: go run ./bench/soak --backend %s --seed %d%s\n", backend, o.seed, o.replayFlags)
+	fmt.Print(b.String())
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/registrar/client"
+)
+
+// system is everything one soak run holds: the backend and registrar processes, the
+// agents and watchers (registrar clients in this process), and the fleet.
+type system struct {
+	o       options
+	backend string
+	dir     string
+	logDir  string
+	log     *slog.Logger
+
+	store      *proc   // the registry backend: etcd or nats-server
+	registrars []*proc // replicas of cluster "east"
+	oracle     *oracle
+	agents     []*agent
+	watchers   []*watcher
+	fleet      *fleet
+	closers    []func()
+	start      time.Time // when the faults began
+}
+
+func newSystem(o options, backend string, log *slog.Logger) (_ *system, err error) {
+	dir, err := os.MkdirTemp("", "switchboard-soak-"+backend+"-")
+	if err != nil {
+		return nil, err
+	}
+	s := &system{o: o, backend: backend, dir: dir, logDir: filepath.Join(dir, "logs"), log: log, oracle: newOracle()}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if err := os.MkdirAll(s.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2 + o.replicas)
+	if err != nil {
+		return nil, err
+	}
+	switch backend {
+	case "etcd":
+		s.store = newProc("etcd", s.logDir, 90*time.Second, "etcd", "-dir", filepath.Join(dir, "etcd"),
+			"-port", strconv.Itoa(ports[0]), "-peer-port", strconv.Itoa(ports[1]))
+	case "jetstream":
+		s.store = newProc("nats", s.logDir, 90*time.Second, "nats", "-dir", filepath.Join(dir, "nats"), "-port", strconv.Itoa(ports[0]))
+	default:
+		return nil, fmt.Errorf("backend %q: want etcd or jetstream", backend)
+	}
+	s.closers = append(s.closers, s.store.stop)
+	if err := s.store.start(); err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for i := range o.replicas {
+		addr := "127.0.0.1:" + strconv.Itoa(ports[2+i])
+		p := newProc("registrar-"+strconv.Itoa(i), s.logDir, 90*time.Second, "registrar",
+			"-backend", backend, "-backend-url", s.store.addr, "-listen", addr)
+		s.registrars = append(s.registrars, p)
+		s.closers = append(s.closers, p.stop)
+		if err := p.start(); err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, addr)
+	}
+	clientLog := s.fileLogger("clients")
+	newClient := func(name string) (*client.Client, error) {
+		c, err := client.New(client.Options{Addresses: addrs, Node: name, Cluster: "east", Logger: clientLog.With("client", name)})
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() { _ = c.Close() })
+		return c, nil
+	}
+	for i := range o.agents {
+		c, err := newClient("agent-" + strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		s.agents = append(s.agents, newAgent(i, o.keys, o.ttl, o.seed, c, s.oracle, log))
+	}
+	for i := range o.watchers {
+		c, err := newClient("watcher-" + strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		s.watchers = append(s.watchers, newWatcher(i, c, log))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, a := range s.agents {
+		if err := a.c.WaitReady(ctx); err != nil {
+			return nil, fmt.Errorf("agent %d: %w", a.id, err)
+		}
+	}
+	if s.fleet, err = newFleet(dir, o.edges, o.perGroup, s.fileLogger("controlplane")); err != nil {
+		return nil, fmt.Errorf("control plane fleet: %w", err)
+	}
+	s.closers = append(s.closers, s.fleet.close)
+	return s, nil
+}
+
+// fileLogger logs warnings and errors of in-process components to a file of the
+// run's log directory, keeping the console for the soak's own account.
+func (s *system) fileLogger(name string) *slog.Logger {
+	f, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.log.Warn("no log file", "name", name, "err", err)
+		return slog.New(slog.DiscardHandler)
+	}
+	s.closers = append(s.closers, func() { _ = f.Close() })
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// close releases everything, in reverse order of creation: clients and the fleet
+// before the registrars, the registrars before the backend.
+func (s *system) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+func (s *system) procs() []*proc {
+	return append([]*proc{s.store}, s.registrars...)
+}
+
+func (s *system) describe(f fault) string {
+	var parts []string
+	switch f.kind {
+	case killRegistrar:
+		parts = append(parts, s.registrars[f.targets[0]].name)
+	case killAllRegistrars:
+		parts = append(parts, "every registrar")
+	case killBackend:
+		parts = append(parts, s.store.name)
+	case killBoth:
+		parts = append(parts, s.store.name, s.registrars[f.targets[0]].name)
+	case stallWatcher:
+		parts = append(parts, "watcher-0")
+	case restartCP:
+		parts = append(parts, "control plane")
+	default:
+		for _, t := range f.targets {
+			parts = append(parts, s.fleet.nodes[t].ID())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *system) inject(f fault) error {
+	switch f.kind {
+	case killRegistrar:
+		return s.registrars[f.targets[0]].kill()
+	case killAllRegistrars:
+		var errs []error
+		for _, p := range s.registrars {
+			errs = append(errs, p.kill())
+		}
+		return errors.Join(errs...)
+	case killBackend:
+		return s.store.kill()
+	case killBoth:
+		return errors.Join(s.store.kill(), s.registrars[f.targets[0]].kill())
+	case stallWatcher:
+		s.watchers[0].stall(24 * time.Hour) // until healed
+		return nil
+	case restartCP:
+		return s.fleet.stopCP()
+	case duplicateNode:
+		return s.fleet.startDuplicate(s.fleet.nodes[f.targets[0]].ID())
+	case killDPNode, killDPNodes:
+		for _, t := range f.targets {
+			if n := s.fleet.nodes[t]; n.Up() {
+				n.Crash()
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown fault %s", f.kind)
+}
+
+func (s *system) heal(f fault) error {
+	switch f.kind {
+	case killRegistrar:
+		return startIfDown(s.registrars[f.targets[0]])
+	case killAllRegistrars:
+		return s.startAll(s.registrars)
+	case killBackend:
+		return startIfDown(s.store)
+	case killBoth:
+		// Side by side: the registrar comes up first and waits for its backend.
+		return s.startAll([]*proc{s.registrars[f.targets[0]], s.store})
+	case stallWatcher:
+		s.watchers[0].unstall()
+		return nil
+	case restartCP:
+		if s.fleet.server() == nil {
+			return s.fleet.startCP()
+		}
+		return nil
+	case duplicateNode:
+		s.fleet.stopDuplicate()
+		return nil
+	case killDPNode, killDPNodes:
+		var errs []error
+		for _, t := range f.targets {
+			if n := s.fleet.nodes[t]; !n.Up() {
+				errs = append(errs, n.Restart())
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return fmt.Errorf("unknown fault %s", f.kind)
+}
+
+func startIfDown(p *proc) error {
+	if p.running() {
+		return nil
+	}
+	_ = p.exitedOnItsOwn() // forget an incarnation that died meanwhile
+	return p.start()
+}
+
+// startAll starts the replicas side by side, as an orchestrator would.
+func (s *system) startAll(ps []*proc) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { errs[i] = startIfDown(p) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// healAll undoes whatever is still broken once the faults have stopped.
+func (s *system) healAll() error {
+	errs := []error{startIfDown(s.store), s.startAll(s.registrars)}
+	for _, w := range s.watchers {
+		w.unstall()
+	}
+	s.fleet.stopDuplicate()
+	if s.fleet.server() == nil {
+		errs = append(errs, s.fleet.startCP())
+	}
+	for _, n := range s.fleet.nodes {
+		if !n.Up() {
+			errs = append(errs, n.Restart())
+		}
+	}
+	return errors.Join(errs...)
+}
