@@ -90,7 +90,7 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 		return fmt.Errorf("list routes of %s: %w", nodeID, err)
 	}
 	// Asked even with no routes: what the node holds beyond them goes.
-	live, err := r.preflight(ctx, nodeID)
+	live, err := r.preflight(ctx, nodeID, len(routes) > 0)
 	if err != nil {
 		return err
 	}
@@ -109,14 +109,17 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 	return r.processAck(ctx, nodeID, plan, ack)
 }
 
-// preflight asks for the node's connections and subscriptions at the same time.
-func (r *Routes) preflight(ctx context.Context, nodeID string) (nodeState, error) {
+// preflight asks for the node's connections and subscriptions at the same time. The
+// connections matter only to routes: without any, every subscription goes.
+func (r *Routes) preflight(ctx context.Context, nodeID string, conns bool) (nodeState, error) {
 	var (
 		st             = nodeState{asked: time.Now()}
 		connErr, subEr error
 		wg             sync.WaitGroup
 	)
-	wg.Go(func() { st.conns, connErr = liveConnections(ctx, r.o.Nodes, nodeID) })
+	if conns {
+		wg.Go(func() { st.conns, connErr = liveConnections(ctx, r.o.Nodes, nodeID) })
+	}
 	wg.Go(func() { st.subs, subEr = liveSubscriptions(ctx, r.o.Nodes, nodeID) })
 	wg.Wait()
 	return st, errors.Join(connErr, subEr)
