@@ -57,7 +57,48 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 	}
 	b.awaitBefore(len(ops))
 	r.retryRemovals(b, ops, &h)
+	r.removeOtherForms(b, ops, &h)
 	return b.result(ops)
+}
+
+// removeOtherForms clears the other subjects an unregistered key may sit on
+// (Subjects.Forms: an IPv6 address as earlier versions spelled it, a port 0 written
+// as a null port), publishing a removal where a live entry is found: otherwise an
+// unregister would report success while readers still see the entry. Few keys have
+// other forms, so these go one at a time, after the batch.
+func (r *Registry) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
+	for i, op := range ops {
+		if op.Kind != registry.OpUnregister || b.errs[i] != nil {
+			continue
+		}
+		for _, subject := range r.subj.Forms(op.Endpoint.Key())[1:] {
+			if err := r.removeIfLive(b.ctx, subject, op, h); err != nil {
+				b.fail(i, err)
+				break
+			}
+		}
+	}
+}
+
+// removeIfLive publishes op's removal on subject if the subject holds an entry, sized
+// and guarded as every removal is (removal.go).
+func (r *Registry) removeIfLive(ctx context.Context, subject string, op registry.Op, h *headers) error {
+	var err error
+	for range maxRemovalAttempts {
+		p := r.planRemoval(ctx, subject)
+		if p.err != nil || !p.live {
+			return p.err
+		}
+		m := r.message(op, h, &p)
+		m.Subject = subject
+		pctx, cancel := context.WithTimeout(ctx, ackTimeout)
+		_, err = r.js.PublishMsg(pctx, m)
+		cancel()
+		if !isWrongLastSeq(err) {
+			return err
+		}
+	}
+	return err
 }
 
 // maxRemovalAttempts bounds how often a removal is sized again because its subject

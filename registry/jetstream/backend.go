@@ -61,6 +61,7 @@ const (
 	ParamMarkerTTL    = "marker-ttl"
 	ParamCreateStream = "create-stream"
 	ParamLookup       = "lookup"
+	ParamWatchRescan  = "watch-rescan"
 )
 
 func connParams() []registry.Param {
@@ -83,6 +84,7 @@ func streamParams() []registry.Param {
 		{Name: ParamMarkerTTL, Default: DefaultMarkerTTL.String(), Usage: "how long delete markers stay visible to watchers; an unregister's removal lives at least this long, and as long as the entry it replaces could have"},
 		{Name: ParamCreateStream, Default: "true", Usage: "create the stream if it does not exist"},
 		{Name: ParamLookup, Default: LookupConsumer, Usage: "lookup strategy: consumer (leader, consistent) or direct (any replica)"},
+		{Name: ParamWatchRescan, Default: DefaultWatchRescan.String(), Usage: "how often a watch re-reads its entries to report those removed without a marker (another writer's purge) as removed; 0 turns it off"},
 	}
 }
 
@@ -167,6 +169,15 @@ func options(cfg registry.Config) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	rescan, err := cfg.Duration(ParamWatchRescan)
+	switch {
+	case err != nil:
+		return Options{}, err
+	case rescan < 0:
+		return Options{}, fmt.Errorf("parameter %s: %s is negative (0 turns rescans off)", ParamWatchRescan, rescan)
+	case rescan == 0:
+		rescan = -1 // off; Options' zero means the default
+	}
 	storage := strings.ToLower(cfg.String(ParamStorage))
 	if storage != "file" && storage != "memory" {
 		return Options{}, fmt.Errorf("parameter %s: %q is neither file nor memory", ParamStorage, cfg.String(ParamStorage))
@@ -178,6 +189,7 @@ func options(cfg registry.Config) (Options, error) {
 		},
 		CreateStream: create,
 		Lookup:       cfg.String(ParamLookup),
+		WatchRescan:  rescan,
 		Logger:       cfg.Logger,
 	}, nil
 }

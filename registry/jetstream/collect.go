@@ -14,6 +14,7 @@ const collectChunk = 512
 
 type rawMsg struct {
 	subject string
+	seq     uint64
 	h       nats.Header
 	data    []byte
 }
@@ -23,22 +24,24 @@ type rawMsg struct {
 // keeps receiving; a reader that finds the workers busy decodes the chunk itself.
 type collector struct {
 	r     *Registry
-	own   *decoder // the reader's; each worker has its own
+	match func(endpoint.Endpoint) bool // nil: every entry read matches
+	own   *decoder                     // the reader's; each worker has its own
 	chunk []rawMsg
 	work  chan []rawMsg
 	wg    sync.WaitGroup
 
-	mu  sync.Mutex
-	out []endpoint.Endpoint
+	mu   sync.Mutex
+	out  []endpoint.Endpoint
+	seqs []uint64 // beside out
 }
 
-func newCollector(r *Registry) *collector {
-	return &collector{r: r, own: r.decoder()}
+func newCollector(r *Registry, match func(endpoint.Endpoint) bool) *collector {
+	return &collector{r: r, match: match, own: r.decoder()}
 }
 
 // add takes one message; it is called from one goroutine at a time.
-func (c *collector) add(subject string, h nats.Header, data []byte) {
-	c.chunk = append(c.chunk, rawMsg{subject, h, data})
+func (c *collector) add(subject string, seq uint64, h nats.Header, data []byte) {
+	c.chunk = append(c.chunk, rawMsg{subject, seq, h, data})
 	if len(c.chunk) < collectChunk {
 		return
 	}
@@ -71,27 +74,46 @@ func (c *collector) start() {
 
 func (c *collector) decode(chunk []rawMsg, dec *decoder) {
 	live := make([]endpoint.Endpoint, 0, len(chunk))
+	seqs := make([]uint64, 0, len(chunk))
 	for _, m := range chunk {
-		switch d := dec.decode(m.subject, m.h, m.data); d.kind {
+		switch d := dec.decode(m.subject, m.seq, m.h, m.data); d.kind {
 		case msgLive:
-			live = append(live, detach(d.ep))
+			if c.match == nil || c.match(d.ep) {
+				live = append(live, detach(d.ep))
+				seqs = append(seqs, d.seq)
+			}
 		case msgBad:
 			c.r.noteBad(d)
 		}
 	}
 	c.mu.Lock()
 	c.out = append(c.out, live...)
+	c.seqs = append(c.seqs, seqs...)
 	c.mu.Unlock()
 }
 
-// finish decodes what is left, stops the workers and returns the entries sorted. It
-// must be called exactly once, after the last add, and always: it owns the workers.
+// finish decodes what is left, stops the workers and returns the entries sorted, one
+// per key: of a key's entries on different subjects (Subjects.Forms), the one written
+// last. It must be called exactly once, after the last add, and always: it owns the
+// workers.
 func (c *collector) finish() []endpoint.Endpoint {
 	c.decode(c.chunk, c.own)
 	if c.work != nil {
 		close(c.work)
 		c.wg.Wait()
 	}
-	endpoint.Sort(c.out)
-	return c.out
+	order := endpoint.Order(c.out)
+	out := make([]endpoint.Endpoint, 0, len(c.out))
+	var lastSeq uint64
+	for _, i := range order {
+		e := c.out[i]
+		if n := len(out); n > 0 && out[n-1].Key() == e.Key() {
+			if c.seqs[i] > lastSeq {
+				out[n-1], lastSeq = e, c.seqs[i]
+			}
+			continue
+		}
+		out, lastSeq = append(out, e), c.seqs[i]
+	}
+	return out
 }

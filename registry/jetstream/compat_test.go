@@ -3,11 +3,16 @@ package jetstream_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -139,4 +144,176 @@ func TestReadsWhatOthersWrite(t *testing.T) {
 	if r.Undecodable() != 1 || !strings.Contains(logs.String(), "level=DEBUG") || !strings.Contains(logs.String(), "10_0_0_7") {
 		t.Errorf("Undecodable() = %d, want 1, logged at debug:\n%s", r.Undecodable(), logs.String())
 	}
+}
+
+// ccmID is the id token another writer (CCM) puts last in an entry's subject: FNV-1a
+// 64 over cluster, service, protocol and address, then the port as fmt's %d prints it
+// — "%!d(<nil>)" when the port is null. Written out here from the contract, not taken
+// from the backend.
+func ccmID(cluster, service, protocol, address string, port any) string {
+	h := fnv.New64a()
+	for _, s := range []string{cluster, service, protocol, address, fmt.Sprintf("%d", port)} {
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// publishRaw writes one message as another writer would: subject, headers and payload
+// exactly as given.
+func publishRaw(t *testing.T, ctx context.Context, js jetstream.JetStream, subject string, hdr nats.Header, payload string) {
+	t.Helper()
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: []byte(payload)}); err != nil {
+		t.Fatalf("publish %s: %v", subject, err)
+	}
+}
+
+func keys(eps []endpoint.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.Key().String()
+	}
+	return out
+}
+
+// TestIPv6SubjectsKeepColons: an IPv6 entry's address token keeps its colons (only
+// dots become '_'), so entries another writer publishes are read and removable, and
+// entries the backend writes land where that writer looks. Entries on the dashed
+// subjects of earlier versions stay readable and removable.
+func TestIPv6SubjectsKeepColons(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	cfg.Memory = true // as foreignStream made it, for EnsureStream below
+	p := cfg.Prefix + ".prod.http.web."
+	payload := func(addr string) string {
+		return `{"cluster":"prod","service":"web","protocol":"http","address":"` + addr + `","port":80,"priority":1}`
+	}
+	// Another writer's entries: colons kept, including the IPv4-mapped form.
+	publishRaw(t, ctx, js, p+"2001:db8::1."+ccmID("prod", "web", "http", "2001:db8::1", 80), nil, payload("2001:db8::1"))
+	publishRaw(t, ctx, js, p+"::ffff:10_1_2_3."+ccmID("prod", "web", "http", "::ffff:10.1.2.3", 80), nil, payload("::ffff:10.1.2.3"))
+	// An entry an earlier Switchboard wrote: ':' as '-'.
+	publishRaw(t, ctx, js, p+"2001-db8--3."+ccmID("prod", "web", "http", "2001:db8::3", 80), nil, payload("2001:db8::3"))
+
+	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
+		if lookup == sbjs.LookupDirect {
+			if _, err := sbjs.EnsureStream(ctx, js, cfg); err != nil { // turns on direct get
+				t.Fatal(err)
+			}
+		}
+		r := openRegistry(t, nc, sbjs.Options{Stream: cfg, Lookup: lookup})
+		got := mustList(t, ctx, r, endpoint.Filter{})
+		if want := []string{"prod/web/http/[::ffff:10.1.2.3]:80", "prod/web/http/[2001:db8::1]:80", "prod/web/http/[2001:db8::3]:80"}; !slices.Equal(keys(got), want) {
+			t.Errorf("%s List = %v, want %v", lookup, keys(got), want)
+		}
+		for _, addr := range []string{"2001:db8::1", "2001:DB8::3", "::ffff:10.1.2.3"} {
+			got := mustList(t, ctx, r, endpoint.Filter{Address: addr})
+			if len(got) != 1 || !strings.EqualFold(got[0].Address, addr) {
+				t.Errorf("%s List(address %s) = %v", lookup, addr, keys(got))
+			}
+		}
+		if r.Undecodable() != 0 {
+			t.Errorf("%s: %d messages undecodable", lookup, r.Undecodable())
+		}
+	}
+
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	own := ep("prod", "web", "http", "2001:db8::2", 80)
+	mustApply(t, ctx, r, registry.Register(own))
+	if m := lastMsg(t, ctx, js, cfg.Name, p+"2001:db8::2."+ccmID("prod", "web", "http", "2001:db8::2", 80)); m == nil {
+		t.Errorf("registered %s, but nothing is on the subject with the colons kept", own.Key())
+	}
+	gone := []endpoint.Endpoint{ep("prod", "web", "http", "2001:db8::1", 80), ep("prod", "web", "http", "2001:db8::3", 80), own}
+	mustApply(t, ctx, r, registry.Unregister(gone[0]), registry.Unregister(gone[1]), registry.Unregister(gone[2]))
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 1 || got[0].Address != "::ffff:10.1.2.3" {
+		t.Errorf("after unregistering three, List = %v, want only [::ffff:10.1.2.3]:80", keys(got))
+	}
+	for _, subject := range []string{
+		p + "2001:db8::1." + ccmID("prod", "web", "http", "2001:db8::1", 80),
+		p + "2001-db8--3." + ccmID("prod", "web", "http", "2001:db8::3", 80),
+	} {
+		if m := lastMsg(t, ctx, js, cfg.Name, subject); m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "Remove" {
+			t.Errorf("after unregister, %s holds %+v, want a removal", subject, m)
+		}
+	}
+}
+
+// TestNullPortEntries: an entry whose port is null — its id token hashes the text
+// "%!d(<nil>)" where a port would be — is read with port 0 and removed by an
+// unregister of port 0.
+func TestNullPortEntries(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	subject := cfg.Prefix + ".prod.http.web.10_0_0_9." + ccmID("prod", "web", "http", "10.0.0.9", nil)
+	publishRaw(t, ctx, js, subject, nil, `{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.9","port":null,"priority":1}`)
+	ch, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ep("prod", "web", "http", "10.0.0.9", 0)
+	expectEvent(t, ch, 5*time.Second, registry.Added, want.Key())
+	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 1 || got[0].Key() != want.Key() {
+		t.Fatalf("List = %v, want %s", keys(got), want.Key())
+	}
+	mustApply(t, ctx, r, registry.Unregister(want))
+	expectEvent(t, ch, 5*time.Second, registry.Removed, want.Key())
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 0 {
+		t.Fatalf("List after unregister = %v, want none", keys(got))
+	}
+	if m := lastMsg(t, ctx, js, cfg.Name, subject); m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "Remove" {
+		t.Errorf("after unregister, %s holds %+v, want a removal", subject, m)
+	}
+}
+
+// TestWatchSeesPurges: another writer removes an entry by purging its subject, which
+// leaves no marker; the watch's periodic re-read reports it Removed, and reports
+// nothing about the entries that stay.
+func TestWatchSeesPurges(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg, WatchRescan: 200 * time.Millisecond})
+	p := cfg.Prefix + ".prod.http.web."
+	foreign := p + "10_0_0_1." + ccmID("prod", "web", "http", "10.0.0.1", 80)
+	publishRaw(t, ctx, js, foreign, nil, `{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.1","port":80,"priority":1}`)
+	own := ep("prod", "web", "http", "10.0.0.2", 80)
+	stays := ep("prod", "web", "http", "10.0.0.3", 80)
+	mustApply(t, ctx, r, registry.Register(own), registry.Register(stays))
+
+	ch, err := r.Watch(ctx, endpoint.Filter{Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if ev := nextEvent(t, ch, 5*time.Second); ev.Type != registry.Added {
+			t.Fatalf("got %s %s, want the three entries Added", ev.Type, ev.Endpoint.Key())
+		}
+	}
+	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
+	s, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{foreign, p + "10_0_0_2." + own.InstanceID()} {
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[endpoint.Key]bool{}
+	for range 2 {
+		ev := nextEvent(t, ch, 5*time.Second)
+		if ev.Type != registry.Removed {
+			t.Fatalf("got %s %s, want Removed", ev.Type, ev.Endpoint.Key())
+		}
+		got[ev.Endpoint.Key()] = true
+	}
+	if !got[own.Key()] || !got[ep("prod", "web", "http", "10.0.0.1", 80).Key()] {
+		t.Errorf("Removed %v, want the two purged entries", got)
+	}
+	expectQuiet(t, ch, time.Second) // several rescans: the entry that stays stays
 }

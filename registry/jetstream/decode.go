@@ -40,6 +40,7 @@ const (
 type decoded struct {
 	kind    msgKind
 	subject string
+	seq     uint64            // stream sequence: the later of two entries for one key wins
 	ep      endpoint.Endpoint // set for msgLive
 	err     error             // set for msgBad
 }
@@ -71,28 +72,30 @@ func (r *Registry) decoder() *decoder {
 	return &decoder{subj: r.subj, in: interner{}, cache: &r.cache}
 }
 
-// decode classifies one message. A live entry must decode, validate, and sit on the
-// subject its own key maps to: a payload on a foreign subject would otherwise shadow
-// or duplicate another entry. The endpoint returned is shared with the cache: read
-// it, and hand out only a detached copy.
-func (d *decoder) decode(subject string, h nats.Header, data []byte) decoded {
+// decode classifies one message. A live entry must decode, validate, and sit on a
+// subject whose cluster, protocol, service and address tokens are its own: a payload
+// on a foreign subject would otherwise shadow or duplicate another entry. The id
+// token is not checked (Subjects.holds), so one key can have entries on more than one
+// subject; readers keep the one with the highest sequence. The endpoint returned is
+// shared with the cache: read it, and hand out only a detached copy.
+func (d *decoder) decode(subject string, seq uint64, h nats.Header, data []byte) decoded {
 	if isRemoval(h) {
-		return decoded{kind: msgRemoval, subject: subject}
+		return decoded{kind: msgRemoval, subject: subject, seq: seq}
 	}
 	ep, owner, ok := d.cache.get(data)
 	if !ok {
 		var err error
 		if ep, err = decodeJSON(data, d.in); err != nil {
-			return decoded{kind: msgBad, subject: subject, err: err}
+			return decoded{kind: msgBad, subject: subject, seq: seq, err: err}
 		}
 	}
 	if owner != subject {
-		if !d.subj.owns(subject, ep.Key()) {
-			return decoded{kind: msgBad, subject: subject, err: fmt.Errorf("payload for %s is on subject %s, want %s", ep.Key(), subject, d.subj.For(ep.Key()))}
+		if !d.subj.holds(subject, ep.Key()) {
+			return decoded{kind: msgBad, subject: subject, seq: seq, err: fmt.Errorf("payload for %s is on subject %s, want %s", ep.Key(), subject, d.subj.For(ep.Key()))}
 		}
 		d.cache.put(data, subject, ep)
 	}
-	return decoded{kind: msgLive, subject: subject, ep: ep}
+	return decoded{kind: msgLive, subject: subject, seq: seq, ep: ep}
 }
 
 // detach copies e so that it shares no memory with the cache. maps.Clone (behind

@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -273,4 +274,62 @@ func TestRemovalOutlivesWhatItReplaces(t *testing.T) {
 	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 0 {
 		t.Fatalf("List after the removals = %v, want none", got)
 	}
+}
+
+// TestReadsEndWhenTheirLastMessagesExpire: a List, or a watch's first snapshot, whose
+// last messages expire between the consumer's creation and their delivery ends anyway
+// instead of waiting for a message that says nothing is pending, which never comes.
+// Entries with a one-second TTL are replaced by delete markers when they expire, and
+// those markers (one-second marker TTL) vanish a second later with nothing in their
+// place: everything is read over and over across that moment.
+func TestReadsEndWhenTheirLastMessagesExpire(t *testing.T) {
+	ctx := testCtx(t, 120*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	r := openRegistry(t, nc, sbjs.Options{})
+	const n = 500
+	ops := make([]registry.Op, n)
+	for i := range ops {
+		e := ep("prod", serviceName(i%10), "http", ipv4(i), 80)
+		e.TTL = endpoint.TTL(time.Second)
+		ops[i] = registry.Register(e)
+	}
+	rounds := getenvInt("EXPIRY_ROUNDS", 3)
+	var reads int
+	for round := range rounds {
+		mustApply(t, ctx, r, ops...)
+		written := time.Now()
+		time.Sleep(1700 * time.Millisecond)
+		// Read back to back across the moment the markers expire.
+		for time.Since(written) < 2600*time.Millisecond {
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := r.List(lctx, endpoint.Filter{})
+			cancel()
+			if err != nil {
+				t.Fatalf("round %d, read %d, %s after the write: List: %v", round, reads, time.Since(written).Round(time.Millisecond), err)
+			}
+			reads++
+			if reads%4 == 0 { // and a watch's first snapshot
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				ch, err := r.Watch(wctx, endpoint.Filter{})
+				if err != nil {
+					cancel()
+					t.Fatal(err)
+				}
+				synced := false
+				for ev := range ch {
+					if ev.Type == registry.Synced {
+						synced = true
+						break
+					}
+				}
+				cancel()
+				for range ch {
+				}
+				if !synced {
+					t.Fatalf("round %d, %s after the write: watch never synced", round, time.Since(written).Round(time.Millisecond))
+				}
+			}
+		}
+	}
+	t.Logf("%d reads across %d expiries", reads, rounds)
 }

@@ -15,6 +15,9 @@ import (
 // which is how a reader notices that its consumer vanished with a server.
 const feedHeartbeat = 5 * time.Second
 
+// drainCheckTimeout bounds one consumer info request of feed.ifDrained.
+const drainCheckTimeout = 5 * time.Second
+
 var errGap = errors.New("consumer skipped a delivery")
 
 // feed reads a filter's last message per subject, then every later message, through
@@ -37,22 +40,30 @@ type feed struct {
 	errc      chan error
 }
 
-// feedHandler receives each message, in stream order, with the consumer's count of
-// messages still pending after it.
-type feedHandler func(subject string, h nats.Header, data []byte, pending uint64) error
+// feedHandler receives each message, in stream order, with its stream sequence and
+// the consumer's count of messages still pending after it.
+type feedHandler func(subject string, seq uint64, h nats.Header, data []byte, pending uint64) error
 
-func (r *Registry) openFeed(ctx context.Context, filter string) (*feed, error) {
-	cons, err := r.js.CreatePushConsumer(ctx, r.cfg.Name, jetstream.ConsumerConfig{
+// openFeed creates the consumer for the subjects matching any of filters. A
+// headers-only feed delivers no payloads.
+func (r *Registry) openFeed(ctx context.Context, filters []string, headersOnly bool) (*feed, error) {
+	cfg := jetstream.ConsumerConfig{
+		HeadersOnly:       headersOnly,
 		DeliverSubject:    r.nc.NewInbox(),
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
-		FilterSubject:     filter,
 		AckPolicy:         jetstream.AckNonePolicy,
 		FlowControl:       true,
 		IdleHeartbeat:     feedHeartbeat,
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: 30 * time.Second,
-	})
+	}
+	if len(filters) == 1 {
+		cfg.FilterSubject = filters[0] // the form every server version takes
+	} else {
+		cfg.FilterSubjects = filters
+	}
+	cons, err := r.js.CreatePushConsumer(ctx, r.cfg.Name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create consumer: %w", err)
 	}
@@ -76,7 +87,7 @@ func (f *feed) start(fn feedHandler) error {
 		}
 		if err == nil {
 			f.delivered = meta.Sequence.Consumer
-			err = fn(msg.Subject(), msg.Headers(), msg.Data(), meta.NumPending)
+			err = fn(msg.Subject(), meta.Sequence.Stream, msg.Headers(), msg.Data(), meta.NumPending)
 		}
 		if err != nil {
 			f.fail(err)
@@ -91,6 +102,31 @@ func (f *feed) start(fn feedHandler) error {
 	}
 	f.cc = cc
 	return nil
+}
+
+// ifDrained asks the server whether the consumer has delivered everything and has
+// nothing pending and, if so (and the feed is not stopped), runs fn under the
+// handler's lock, so no handler runs beside it. Messages deleted — expired, purged —
+// after the consumer counted them but before it delivered them are never delivered:
+// then no message arrives saying nothing is pending, and only this tells.
+// A failed request counts as "not yet": heartbeats catch a consumer that is gone.
+func (f *feed) ifDrained(ctx context.Context, fn func() error) (bool, error) {
+	ictx, cancel := context.WithTimeout(ctx, drainCheckTimeout)
+	info, err := f.cons.Info(ictx)
+	cancel()
+	if err != nil {
+		f.r.log.Debug("consumer info", "error", err)
+		return false, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return true, nil
+	}
+	if info.NumPending != 0 || info.Delivered.Consumer != f.delivered {
+		return false, nil
+	}
+	return true, fn()
 }
 
 func (f *feed) fail(err error) {

@@ -19,8 +19,8 @@ import (
 // the last message of every subject.
 const listPage = 8192
 
-// visitFunc receives each message a read delivers.
-type visitFunc func(subject string, h nats.Header, data []byte)
+// visitFunc receives each message a read delivers, with its stream sequence.
+type visitFunc func(subject string, seq uint64, h nats.Header, data []byte)
 
 // List returns the live entries matching f, sorted as endpoint.Sort does. Removals
 // and delete markers are dropped; undecodable messages are counted, logged and
@@ -32,12 +32,20 @@ func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endp
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
-	read := r.readConsumer
-	if r.lookup == LookupDirect {
-		read = r.readDirect
+	var c *collector
+	var err error
+	if filters := r.subj.Filters(f); r.lookup == LookupDirect && len(filters) > 1 {
+		// Direct get takes one subject: read the address's every spelling through
+		// a wildcard and keep what matches.
+		c = newCollector(r, f.Match)
+		err = r.readDirect(ctx, r.subj.Filter(f), c.add)
+	} else if r.lookup == LookupDirect {
+		c = newCollector(r, nil)
+		err = r.readDirect(ctx, filters[0], c.add)
+	} else {
+		c = newCollector(r, nil)
+		err = r.readConsumer(ctx, filters, c.add)
 	}
-	c := newCollector(r)
-	err := read(ctx, r.subj.Filter(f), c.add)
 	out := c.finish()
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("list %s: %w", r.cfg.Name, err))
@@ -45,10 +53,15 @@ func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endp
 	return out, nil
 }
 
-// readConsumer delivers the last message of every subject matching filter through a
-// feed, stopping once the consumer reports nothing pending.
-func (r *Registry) readConsumer(ctx context.Context, filter string, visit visitFunc) error {
-	f, err := r.openFeed(ctx, filter)
+// readConsumer delivers the last message of every subject matching filters through
+// a feed, stopping once nothing is pending.
+func (r *Registry) readConsumer(ctx context.Context, filters []string, visit visitFunc) error {
+	return r.readFeed(ctx, filters, false, visit)
+}
+
+// readFeed is readConsumer, optionally without payloads.
+func (r *Registry) readFeed(ctx context.Context, filters []string, headersOnly bool, visit visitFunc) error {
+	f, err := r.openFeed(ctx, filters, headersOnly)
 	if err != nil {
 		return err
 	}
@@ -57,25 +70,57 @@ func (r *Registry) readConsumer(ctx context.Context, filter string, visit visitF
 		return nil
 	}
 	done := make(chan struct{})
-	err = f.start(func(subject string, h nats.Header, data []byte, pending uint64) error {
-		visit(subject, h, data)
-		if pending == 0 {
+	finish := func() error { // under f.mu
+		if !f.stopped {
 			close(done)
-			f.stopped = true // nothing after the snapshot is ours; the lock is held
+			f.stopped = true // nothing after the snapshot is ours
+		}
+		return nil
+	}
+	err = f.start(func(subject string, seq uint64, h nats.Header, data []byte, pending uint64) error {
+		visit(subject, seq, h, data)
+		if pending == 0 {
+			return finish()
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	select {
-	case <-done:
-		return nil
-	case err := <-f.Err():
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	// The last messages of the snapshot may be deleted before they are delivered,
+	// and then no message says nothing is pending: ask the consumer from time to time.
+	drained := time.NewTicker(drainCheck)
+	defer drained.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-drained.C:
+			if _, err := f.ifDrained(ctx, finish); err != nil {
+				return err
+			}
+		}
 	}
+}
+
+// subjectsHeld reads which subjects matching filters hold a message (live or not),
+// without payloads, and the stream's last sequence before the read began: every
+// message up to it that is missing from the subjects was gone when the read began.
+func (r *Registry) subjectsHeld(ctx context.Context, filters []string) (uint64, map[string]struct{}, error) {
+	s, err := r.js.Stream(ctx, r.cfg.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	last := s.CachedInfo().State.LastSeq
+	present := map[string]struct{}{}
+	err = r.readFeed(ctx, filters, true, func(subject string, _ uint64, _ nats.Header, _ []byte) {
+		present[subject] = struct{}{}
+	})
+	return last, present, err
 }
 
 // directGetRequest is the JSON body of a batched direct get.
@@ -124,7 +169,8 @@ func readDirectPage(ctx context.Context, sub *nats.Subscription, visit visitFunc
 		}
 		switch status := msg.Header.Get("Status"); status {
 		case "":
-			visit(msg.Header.Get(jetstream.SubjectHeader), msg.Header, msg.Data)
+			seq, _ := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+			visit(msg.Header.Get(jetstream.SubjectHeader), seq, msg.Header, msg.Data)
 		case "404": // nothing at or after the requested sequence
 			return false, 0, nil
 		case "204": // end of batch

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +28,9 @@ const (
 	LookupDirect = "direct"
 )
 
+// DefaultWatchRescan is how often a watch looks for entries removed without a marker.
+const DefaultWatchRescan = time.Minute
+
 // Options configure a Registry.
 type Options struct {
 	Stream StreamConfig
@@ -35,6 +39,11 @@ type Options struct {
 	CreateStream bool
 	// Lookup is LookupConsumer (default) or LookupDirect.
 	Lookup string
+	// WatchRescan is how often a watch re-reads which of its entries still exist, to
+	// report the ones removed without a marker (another writer's purge) as Removed:
+	// zero means DefaultWatchRescan, negative turns it off. Each rescan reads the
+	// watch's subjects without payloads.
+	WatchRescan time.Duration
 	// Logger receives warnings about undecodable messages and watch resyncs.
 	Logger *slog.Logger
 	// Undecodable, when set, counts messages that could not be read as entries, in
@@ -51,6 +60,7 @@ type Registry struct {
 	subj    Subjects
 	cfg     StreamConfig
 	lookup  string
+	rescan  time.Duration // 0: off
 	log     *slog.Logger
 	metric  prometheus.Counter
 	bad     atomic.Uint64
@@ -93,8 +103,15 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	rescan := o.WatchRescan
+	switch {
+	case rescan == 0:
+		rescan = DefaultWatchRescan
+	case rescan < 0:
+		rescan = 0
+	}
 	return &Registry{
-		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup,
+		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup, rescan: rescan,
 		log: log.With("stream", cfg.Name), metric: o.Undecodable,
 		watches: map[*watch]context.CancelFunc{},
 	}, nil

@@ -92,6 +92,7 @@ func lifetimeOf(h nats.Header) lifetime {
 type removalPlan struct {
 	life    lifetime
 	lastSeq uint64
+	live    bool // the subject holds an entry, not a removal or nothing
 	err     error
 }
 
@@ -133,7 +134,7 @@ func (r *Registry) planRemoval(ctx context.Context, subject string) removalPlan 
 	if marker.longer(life) {
 		life = marker
 	}
-	return removalPlan{life: life, lastSeq: m.seq}
+	return removalPlan{life: life, lastSeq: m.seq, live: !isRemoval(m.header)}
 }
 
 type storedMsg struct {

@@ -1,8 +1,11 @@
 package jetstream
 
 import (
+	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -36,42 +39,108 @@ func (s Subjects) Prefix() string { return s.prefix }
 // All is the wildcard subject that captures every entry: the stream's subject.
 func (s Subjects) All() string { return s.prefix + ".>" }
 
-// For returns the subject of the entry with key k.
+// For returns the subject of the entry with key k: the one the backend writes.
 func (s Subjects) For(k endpoint.Key) string {
 	var buf [128]byte
-	return string(s.appendFor(buf[:0], k))
+	return string(s.appendFor(buf[:0], k, false, k.InstanceID()))
 }
 
-// owns reports whether subject is the subject of k, without allocating: readers check
-// it for every message.
-func (s Subjects) owns(subject string, k endpoint.Key) bool {
-	var buf [128]byte
-	return string(s.appendFor(buf[:0], k)) == subject
+// Forms returns every subject an entry with key k may sit on, For(k) first. Other
+// writers and earlier versions of this backend spell some keys differently: an IPv6
+// address with ':' as '-' (earlier versions), a port of 0 as a null port, whose id
+// hashes the text fmt prints for a nil %d operand. An unregister clears them all.
+func (s Subjects) Forms(k endpoint.Key) []string {
+	out := []string{s.For(k)}
+	ids := []string{k.InstanceID()}
+	if k.Port == 0 {
+		ids = append(ids, nullPortID(k))
+	}
+	for _, legacy := range []bool{false, true} {
+		for _, id := range ids {
+			if subj := string(s.appendFor(nil, k, legacy, id)); !slices.Contains(out, subj) {
+				out = append(out, subj)
+			}
+		}
+	}
+	return out
 }
 
-func (s Subjects) appendFor(b []byte, k endpoint.Key) []byte {
+// nullPort is what fmt prints for a nil %d operand, which is what another writer
+// (CCM) hashes in place of a null port.
+const nullPort = "%!d(<nil>)"
+
+// nullPortID is the id token of an entry written with a null port: FNV-1a 64 over
+// cluster, service, protocol and address, then nullPort in place of the port.
+func nullPortID(k endpoint.Key) string {
+	h := fnv.New64a()
+	for _, s := range [...]string{k.Cluster, k.Service, k.Protocol, k.Address, nullPort} {
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// holds reports whether subject may carry the entry with key k: its cluster,
+// protocol, service and address tokens are k's (the address in either spelling) and
+// one id token follows. The id token is trusted, not recomputed: another writer's
+// id for a null port, say, hashes something the payload does not say. It does not
+// allocate: readers check it for every message.
+func (s Subjects) holds(subject string, k endpoint.Key) bool {
+	for _, legacy := range [...]bool{false, true} {
+		var buf [128]byte
+		head := s.appendFor(buf[:0], k, legacy, "")
+		if rest, ok := strings.CutPrefix(subject, string(head)); ok && rest != "" && !strings.Contains(rest, ".") {
+			return true
+		}
+		if !strings.Contains(k.Address, ":") {
+			return false // one spelling only
+		}
+	}
+	return false
+}
+
+func (s Subjects) appendFor(b []byte, k endpoint.Key, legacy bool, id string) []byte {
 	for _, tok := range [...]string{s.prefix, k.Cluster, k.Protocol, k.Service} {
 		b = append(b, tok...)
 		b = append(b, '.')
 	}
 	for i := 0; i < len(k.Address); i++ {
-		switch c := k.Address[i]; c {
-		case '.':
+		switch c := k.Address[i]; {
+		case c == '.':
 			b = append(b, '_')
-		case ':':
+		case c == ':' && legacy:
 			b = append(b, '-')
 		default:
 			b = append(b, c)
 		}
 	}
 	b = append(b, '.')
-	return append(b, k.InstanceID()...)
+	return append(b, id...)
 }
 
-// Filter returns the subject that matches exactly the entries f selects: each unset
-// field becomes the single-token wildcard. f must be valid (Filter.Validate).
+// Filters returns the subjects that together match exactly the entries f selects:
+// each unset field becomes the single-token wildcard. An IPv6 address has two
+// spellings, so it yields two subjects. f must be valid (Filter.Validate).
+func (s Subjects) Filters(f endpoint.Filter) []string {
+	f = f.Normalize()
+	out := []string{s.filter(f, AddressToken)}
+	if strings.Contains(f.Address, ":") {
+		out = append(out, s.filter(f, legacyEncoder.Replace))
+	}
+	return out
+}
+
+// Filter returns one subject that matches every entry f selects: the address is a
+// wildcard when it has more than one spelling, so a reader that cannot pass
+// several subjects must check the address of what it reads. f must be valid.
 func (s Subjects) Filter(f endpoint.Filter) string {
 	f = f.Normalize()
+	if strings.Contains(f.Address, ":") {
+		f.Address = ""
+	}
+	return s.filter(f, AddressToken)
+}
+
+func (s Subjects) filter(f endpoint.Filter, enc func(string) string) string {
 	tok := func(v string) string {
 		if v == "" {
 			return "*"
@@ -80,7 +149,7 @@ func (s Subjects) Filter(f endpoint.Filter) string {
 	}
 	addr := "*"
 	if f.Address != "" {
-		addr = AddressToken(f.Address)
+		addr = enc(f.Address)
 	}
 	return strings.Join([]string{s.prefix, tok(f.Cluster), tok(f.Protocol), tok(f.Service), addr, "*"}, ".")
 }
@@ -136,22 +205,25 @@ func isInstanceID(s string) bool {
 	return true
 }
 
-// AddressToken encodes a canonical IP address as one subject token: '.' becomes '_'
-// (so 10.0.0.1 is 10_0_0_1, as the spec asks) and ':' becomes '-' (so 2001:db8::1 is
-// 2001-db8--1). Neither replacement occurs in a canonical address, so the mapping is
-// reversible, and the token holds no dot, space or wildcard. ':' is legal in NATS
-// subjects but not in KV keys or many tools' subject filters, hence '-'.
+// AddressToken encodes a canonical IP address as one subject token the way the
+// registration spec does: '.' becomes '_' (10.0.0.1 is 10_0_0_1) and nothing else
+// changes, so an IPv6 address keeps its colons (2001:db8::1), which NATS subjects
+// allow. The token holds no dot, space or wildcard.
 func AddressToken(addr string) string {
-	return addrEncoder.Replace(addr)
+	return strings.ReplaceAll(addr, ".", "_")
 }
 
-// ParseAddressToken reverses AddressToken and accepts only tokens that AddressToken
-// produces, so every address has exactly one subject.
+// ParseAddressToken reverses AddressToken, and for a token without colons also the
+// spelling earlier versions of this backend wrote (':' as '-' as well: 2001-db8--1), and accepts only canonical addresses, so every address has exactly
+// one subject per spelling.
 func ParseAddressToken(tok string) (string, error) {
-	if strings.ContainsAny(tok, ".:") {
-		return "", fmt.Errorf("address token %q: holds '.' or ':', which the encoding replaces", tok)
+	if strings.Contains(tok, ".") {
+		return "", fmt.Errorf("address token %q: holds '.', which the encoding replaces", tok)
 	}
-	s := addrDecoder.Replace(tok)
+	if strings.Contains(tok, ":") && strings.Contains(tok, "-") {
+		return "", fmt.Errorf("address token %q: mixes ':' and '-'", tok)
+	}
+	s := legacyDecoder.Replace(tok)
 	a, err := netip.ParseAddr(s)
 	switch {
 	case err != nil:
@@ -162,7 +234,8 @@ func ParseAddressToken(tok string) (string, error) {
 	return s, nil
 }
 
+// The spelling of earlier versions, read and removed but never written.
 var (
-	addrEncoder = strings.NewReplacer(".", "_", ":", "-")
-	addrDecoder = strings.NewReplacer("_", ".", "-", ":")
+	legacyEncoder = strings.NewReplacer(".", "_", ":", "-")
+	legacyDecoder = strings.NewReplacer("_", ".", "-", ":")
 )

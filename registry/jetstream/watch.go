@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,13 +17,19 @@ import (
 const (
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 5 * time.Second
+	// drainCheck is how often a read whose snapshot has not ended asks its consumer
+	// whether anything is still pending (feed.ifDrained).
+	drainCheck = 500 * time.Millisecond
+	// rescanTimeout bounds one rescan's read.
+	rescanTimeout = 30 * time.Second
 )
 
 var errReconnected = errors.New("connection re-established")
 
 // Watch streams changes to the entries matching f: every live entry as Added, then
 // Synced, then Added/Updated/Removed as they happen. Removals include expiries (the
-// server's delete markers) and Unregister.
+// server's delete markers), Unregister, and removals that leave no marker (another
+// writer's purge), which a periodic re-read finds (Options.WatchRescan).
 //
 // Each session reads the stream through a fresh feed and diffs it against what the
 // watcher has already been told. When a session breaks — a skipped delivery, a
@@ -36,10 +43,11 @@ func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registr
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
-	w := &watch{r: r, filter: r.subj.Filter(f), out: make(chan registry.Event, 1024), known: map[string]endpoint.Endpoint{}, dec: r.decoder()}
+	w := &watch{r: r, filters: r.subj.Filters(f), out: make(chan registry.Event, 1024),
+		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder()}
 	// The first feed is opened here so an unreachable stream fails the call; later
 	// sessions retry until the watch ends.
-	fd, err := r.openFeed(ctx, w.filter)
+	fd, err := r.openFeed(ctx, w.filters, false)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("watch %s: %w", r.cfg.Name, err))
 	}
@@ -59,14 +67,23 @@ func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registr
 }
 
 type watch struct {
-	r      *Registry
-	filter string
-	out    chan registry.Event
-	// known is what the watcher has been told, by subject. Only the goroutine
-	// running the current session's handler touches it.
-	known  map[string]endpoint.Endpoint
+	r       *Registry
+	filters []string
+	out     chan registry.Event
+	// known holds the live entries read, by subject, and byKey their subjects by
+	// key: usually one, but another writer or an earlier version may have put the
+	// same key on another subject (Subjects.Forms). The watcher has been told, for
+	// each key, its entry with the highest sequence. Only the goroutine holding the
+	// current feed's lock touches them.
+	known  map[string]watchEntry
+	byKey  map[endpoint.Key][]string
 	dec    *decoder
 	synced bool
+}
+
+type watchEntry struct {
+	ep  endpoint.Endpoint
+	seq uint64
 }
 
 func (w *watch) run(ctx context.Context, cancel context.CancelFunc, fd *feed) {
@@ -90,13 +107,13 @@ func (w *watch) run(ctx context.Context, cancel context.CancelFunc, fd *feed) {
 		if time.Since(start) > 2*maxBackoff {
 			retry.Reset()
 		}
-		w.r.log.Warn("watch interrupted, re-reading state", "filter", w.filter, "error", err)
+		w.r.log.Warn("watch interrupted, re-reading state", "filter", w.filters, "error", err)
 		for fd = nil; fd == nil; {
 			if !retry.Wait(ctx) {
 				return
 			}
-			if fd, err = w.r.openFeed(ctx, w.filter); err != nil {
-				w.r.log.Warn("watch cannot create consumer", "filter", w.filter, "error", err)
+			if fd, err = w.r.openFeed(ctx, w.filters, false); err != nil {
+				w.r.log.Warn("watch cannot create consumer", "filter", w.filters, "error", err)
 				if w.r.nc.IsClosed() {
 					return
 				}
@@ -117,42 +134,101 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 	defer fd.stop(ctx)
 	defer cancel(nil)
 
-	// Live subjects of this session's snapshot; nil once done.
+	// Live subjects of this session's snapshot; nil once done. Guarded by fd.mu once
+	// the feed has started.
 	seen := make(map[string]struct{}, fd.pending)
-	if len(w.known) == 0 {
-		w.known = make(map[string]endpoint.Endpoint, fd.pending)
+	endSnapshot := func() error {
+		if seen == nil {
+			return nil
+		}
+		err := w.endSnapshot(sctx, seen)
+		seen = nil
+		return err
 	}
 	if fd.pending == 0 {
-		if err := w.endSnapshot(sctx, seen); err != nil {
+		if err := endSnapshot(); err != nil {
 			return err
 		}
-		seen = nil
 	}
-	err := fd.start(func(subject string, h nats.Header, data []byte, pending uint64) error {
-		if err := w.handle(sctx, w.dec.decode(subject, h, data), seen); err != nil {
+	err := fd.start(func(subject string, seq uint64, h nats.Header, data []byte, pending uint64) error {
+		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), seen); err != nil {
 			return err
 		}
-		if seen != nil && pending == 0 {
-			err := w.endSnapshot(sctx, seen)
-			seen = nil
-			return err
+		if pending == 0 {
+			return endSnapshot()
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	select {
-	case err := <-fd.Err():
-		return err
-	case _, ok := <-reconnected:
-		if ok {
-			return errReconnected
-		}
-		return ctx.Err()
-	case <-ctx.Done():
-		return ctx.Err()
+	// A snapshot whose last messages were deleted before delivery never ends with a
+	// message saying nothing is pending: ask the consumer.
+	drained := time.NewTicker(drainCheck)
+	defer drained.Stop()
+	var rescan <-chan time.Time
+	if w.r.rescan > 0 {
+		t := time.NewTicker(w.r.rescan)
+		defer t.Stop()
+		rescan = t.C
 	}
+	for {
+		select {
+		case err := <-fd.Err():
+			return err
+		case _, ok := <-reconnected:
+			if ok {
+				return errReconnected
+			}
+			return ctx.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-drained.C:
+			done, err := fd.ifDrained(sctx, endSnapshot)
+			if err != nil {
+				return err
+			}
+			if done {
+				drained.Stop()
+			}
+		case <-rescan:
+			if err := w.rescan(sctx, fd, func() bool { return seen == nil }); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// rescan finds the entries that left without a trace — purged, or deleted by a
+// server limit without a marker — by reading which subjects still hold a message,
+// and reports them Removed. It holds off until the snapshot is done (synced, called
+// under fd.mu, says so). A known entry is judged only if it is no newer than the
+// stream was when the read began: anything newer may simply have been written
+// after the read took its view.
+func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, rescanTimeout)
+	defer cancel()
+	last, present, err := w.r.subjectsHeld(ctx, w.filters)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil // the session is ending anyway
+		}
+		w.r.log.Warn("watch cannot re-read state to find removals", "filter", w.filters, "error", err)
+		return nil // the next rescan tries again; the feed is still good
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if fd.stopped || !synced() {
+		return nil
+	}
+	for subj, e := range w.known {
+		if _, ok := present[subj]; !ok && e.seq <= last {
+			if err := w.drop(ctx, subj); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // handle turns one message into at most one event. seen, while non-nil, collects the
@@ -162,36 +238,82 @@ func (w *watch) handle(ctx context.Context, d decoded, seen map[string]struct{})
 		if seen != nil {
 			seen[d.subject] = struct{}{}
 		}
-		old, ok := w.known[d.subject]
-		w.known[d.subject] = d.ep
-		switch {
-		case !ok:
-			return w.send(ctx, registry.Added, d.ep)
-		case !endpoint.Equal(old, d.ep):
-			return w.send(ctx, registry.Updated, d.ep)
-		}
-		return nil // a refresh with the same fields, or a resync repeat
+		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq})
 	}
 	if d.kind == msgBad {
 		w.r.noteBad(d)
 	}
 	// A removal, a marker, or garbage that replaced the entry: in each case the
 	// subject no longer holds a live entry, which List agrees with.
-	old, ok := w.known[d.subject]
+	return w.drop(ctx, d.subject)
+}
+
+// view is the entry the watcher has been told about for k.
+func (w *watch) view(k endpoint.Key) (watchEntry, bool) {
+	var best watchEntry
+	subjects := w.byKey[k]
+	for _, s := range subjects {
+		if e := w.known[s]; e.seq >= best.seq {
+			best = e
+		}
+	}
+	return best, len(subjects) > 0
+}
+
+// set records a live entry on subject and tells the watcher what changed for its key.
+func (w *watch) set(ctx context.Context, subject string, e watchEntry) error {
+	k := e.ep.Key()
+	before, had := w.view(k)
+	if old, ok := w.known[subject]; ok && old.ep.Key() != k {
+		// The id token is trusted, not recomputed, so a subject's next payload
+		// may name another port.
+		if err := w.drop(ctx, subject); err != nil {
+			return err
+		}
+		before, had = w.view(k)
+	}
+	if _, ok := w.known[subject]; !ok {
+		w.byKey[k] = append(w.byKey[k], subject)
+	}
+	w.known[subject] = e
+	after, _ := w.view(k)
+	switch {
+	case !had:
+		return w.send(ctx, registry.Added, after.ep)
+	case !endpoint.Equal(before.ep, after.ep):
+		return w.send(ctx, registry.Updated, after.ep)
+	}
+	return nil // a refresh with the same fields, or a resync repeat
+}
+
+// drop forgets subject's entry, if there was one, and tells the watcher what changed
+// for its key.
+func (w *watch) drop(ctx context.Context, subject string) error {
+	old, ok := w.known[subject]
 	if !ok {
 		return nil
 	}
-	delete(w.known, d.subject)
-	return w.send(ctx, registry.Removed, old)
+	k := old.ep.Key()
+	before, _ := w.view(k)
+	delete(w.known, subject)
+	rest := slices.DeleteFunc(w.byKey[k], func(s string) bool { return s == subject })
+	if len(rest) == 0 {
+		delete(w.byKey, k)
+		return w.send(ctx, registry.Removed, before.ep)
+	}
+	w.byKey[k] = rest
+	if after, _ := w.view(k); !endpoint.Equal(before.ep, after.ep) {
+		return w.send(ctx, registry.Updated, after.ep)
+	}
+	return nil
 }
 
 // endSnapshot removes what the snapshot no longer holds and, the first time, tells
 // the watcher it has the whole initial state.
 func (w *watch) endSnapshot(ctx context.Context, seen map[string]struct{}) error {
-	for subj, ep := range w.known {
+	for subj := range w.known {
 		if _, ok := seen[subj]; !ok {
-			delete(w.known, subj)
-			if err := w.send(ctx, registry.Removed, ep); err != nil {
+			if err := w.drop(ctx, subj); err != nil {
 				return err
 			}
 		}
