@@ -18,6 +18,7 @@ type metrics struct {
 	broadcast    [registrarv1.EndpointEvent_PROGRESS + 1]prometheus.Counter
 	batches      *prometheus.CounterVec
 	resyncs      prometheus.Counter
+	denied       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "registrar_watcher_resyncs_total", Help: "Full snapshots sent to watchers that fell behind the history ring.",
 		}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "registrar_denied_writes_total", Help: "Requests refused by the write policy, by the rule that refused them.",
+		}, []string{"reason"}),
 	}
 	bc := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_event_broadcast_total", Help: "Events pushed to agents, by type.",
@@ -55,10 +59,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for t := range m.broadcast {
 		m.broadcast[t] = bc.WithLabelValues(registrarv1.EndpointEvent_EventType(t).String())
 	}
+	for _, reason := range []string{"other_node", "owned_by_other_node", "no_node", "no_identity", "not_a_reader"} {
+		m.denied.WithLabelValues(reason) // exported at 0, so alerts need no absent()
+	}
 	m.batches.WithLabelValues("ok")
 	m.batches.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.connected, m.endpoints, m.syncDuration, m.syncErrors, m.batchSize, m.queue, bc, m.batches, m.resyncs)
+		reg.MustRegister(m.connected, m.endpoints, m.syncDuration, m.syncErrors, m.batchSize, m.queue, bc, m.batches, m.resyncs, m.denied)
 	}
 	return m
 }

@@ -23,8 +23,26 @@ type batchOp struct {
 // queues them for the writer. All or none are accepted. It returns the version at
 // which the writes are visible.
 func (s *state) accept(ops []registry.Op) (token.Version, error) {
+	return s.acceptChecked(ops, nil)
+}
+
+// acceptChecked is accept with check run first on every op, under the same lock as
+// the writes, with the endpoint its key holds now (nil if none): the first error
+// refuses the whole request.
+func (s *state) acceptChecked(ops []registry.Op, check func(i int, op registry.Op, cur *endpoint.Endpoint) error) (token.Version, error) {
 	s.mu.Lock()
 	defer s.unlock()
+	if check != nil {
+		for i, op := range ops {
+			var cur *endpoint.Endpoint
+			if e := s.entries[op.Endpoint.Key()]; e != nil {
+				cur = &e.ep
+			}
+			if err := check(i, op, cur); err != nil {
+				return token.Version{}, err
+			}
+		}
+	}
 	fresh := 0
 	seen := make(map[endpoint.Key]struct{}, len(ops))
 	for _, op := range ops {

@@ -47,6 +47,11 @@ type Config struct {
 	// DrainTimeout bounds how long shutdown keeps trying to persist queued writes;
 	// default 10s.
 	DrainTimeout time.Duration
+	// Authorizer decides what each client-certificate identity may write (and read);
+	// a caller without a client certificate may write nothing. Nil lets every
+	// caller write anything: for a registrar without mTLS, which cannot tell its
+	// callers apart.
+	Authorizer *Authorizer
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics is where the registrar's series are registered; nil skips them.

@@ -33,34 +33,37 @@ func (r *Registrar) RegisterService(s grpc.ServiceRegistrar) {
 	s.RegisterService(rpcinput.Service(&registrarv1.Registrar_ServiceDesc), grpcService{r: r})
 }
 
-func (g grpcService) RegisterEndpoint(_ context.Context, req *registrarv1.RegisterEndpointRequest) (*registrarv1.RegisterEndpointResponse, error) {
+func (g grpcService) RegisterEndpoint(ctx context.Context, req *registrarv1.RegisterEndpointRequest) (*registrarv1.RegisterEndpointResponse, error) {
 	ops, err := g.r.writeOps(req.GetEndpoints(), registry.OpRegister)
 	if err != nil {
 		return nil, err
 	}
-	v, err := g.r.accept(ops)
+	v, err := g.r.accept(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
 	return &registrarv1.RegisterEndpointResponse{Version: v.String()}, nil
 }
 
-func (g grpcService) UnregisterEndpoint(_ context.Context, req *registrarv1.UnregisterEndpointRequest) (*registrarv1.UnregisterEndpointResponse, error) {
+func (g grpcService) UnregisterEndpoint(ctx context.Context, req *registrarv1.UnregisterEndpointRequest) (*registrarv1.UnregisterEndpointResponse, error) {
 	ops, err := g.r.writeOps(req.GetEndpoints(), registry.OpUnregister)
 	if err != nil {
 		return nil, err
 	}
-	v, err := g.r.accept(ops)
+	v, err := g.r.accept(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
 	return &registrarv1.UnregisterEndpointResponse{Version: v.String()}, nil
 }
 
-func (g grpcService) ListAllEndpoints(_ context.Context, req *registrarv1.ListAllEndpointsRequest) (*registrarv1.ListAllEndpointsResponse, error) {
+func (g grpcService) ListAllEndpoints(ctx context.Context, req *registrarv1.ListAllEndpointsRequest) (*registrarv1.ListAllEndpointsResponse, error) {
 	f := endpoint.Filter{Cluster: req.GetCluster(), Service: req.GetService(), Protocol: req.GetProtocol(), Address: req.GetAddress()}
 	if err := f.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := g.r.mayRead(ctx); err != nil {
+		return nil, err
 	}
 	if err := g.r.readyErr(); err != nil {
 		return nil, err
@@ -78,6 +81,9 @@ func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stre
 		return err
 	}
 	ctx := stream.Context()
+	if err := g.r.mayRead(ctx); err != nil {
+		return err
+	}
 	select {
 	case <-g.r.s.ready:
 	case <-ctx.Done():
@@ -159,17 +165,57 @@ func toEndpoint(p *registryv1.Endpoint, kind registry.OpKind) (endpoint.Endpoint
 	return endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}, nil
 }
 
-func (r *Registrar) accept(ops []registry.Op) (token.Version, error) {
+func (r *Registrar) accept(ctx context.Context, ops []registry.Op) (token.Version, error) {
 	select {
 	case <-r.s.closing:
 		return token.Version{}, errShuttingDown
 	default:
 	}
-	v, err := r.s.accept(ops)
+	v, err := r.s.acceptChecked(ops, r.writeCheck(ctx))
 	if errors.Is(err, errQueueFull) {
 		return v, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v; retry later", err))
 	}
 	return v, err
+}
+
+// writeCheck returns the authorization check of the caller's writes, nil when the
+// registrar does not authorize writes.
+func (r *Registrar) writeCheck(ctx context.Context) func(int, registry.Op, *endpoint.Endpoint) error {
+	a := r.cfg.Authorizer
+	if a == nil {
+		return nil
+	}
+	id, ok := callerOf(ctx)
+	if !ok {
+		return func(i int, op registry.Op, _ *endpoint.Endpoint) error {
+			r.m.denied.WithLabelValues("no_identity").Inc()
+			return status.Errorf(codes.PermissionDenied, "endpoints[%d]: writes need a client certificate that names the writer (rule: identity)", i)
+		}
+	}
+	who := caller{identity: id, node: a.nodeOf(id)}
+	return func(i int, op registry.Op, cur *endpoint.Endpoint) error {
+		d := a.check(who, op, cur)
+		if d == nil {
+			return nil
+		}
+		r.m.denied.WithLabelValues(d.reason).Inc()
+		r.log.Warn("refused a write", "identity", id, "op", op.Kind.String(), "endpoint", op.Endpoint.Key().String(), "reason", d.reason)
+		return status.Errorf(codes.PermissionDenied, "endpoints[%d]: %s", i, d.msg)
+	}
+}
+
+// mayRead refuses a list or watch by an identity the policy's readers leave out.
+func (r *Registrar) mayRead(ctx context.Context) error {
+	a := r.cfg.Authorizer
+	if a == nil || len(a.policy.Readers) == 0 {
+		return nil
+	}
+	id, ok := callerOf(ctx)
+	if ok && a.policy.mayRead(id) {
+		return nil
+	}
+	r.m.denied.WithLabelValues("not_a_reader").Inc()
+	return status.Errorf(codes.PermissionDenied, "identity %q may not read: the write policy's readers do not include it", id)
 }
 
 func (r *Registrar) readyErr() error {

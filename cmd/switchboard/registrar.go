@@ -33,6 +33,11 @@ type registrarFlags struct {
 	tlsClientCA   string
 	spiffeSocket  string
 	trustDomain   string
+	nodePattern   string
+	writePolicy   string
+	anyWriter     bool
+	insecure      bool
+	listenGiven   bool
 }
 
 func newRegistrarCmd(a *app) *cobra.Command {
@@ -62,13 +67,18 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.IntVar(&f.maxQueue, "max-queue", 65536, "most writes waiting to be persisted; beyond it writes are refused (RESOURCE_EXHAUSTED)")
 	fl.IntVar(&f.history, "history-size", 16384, "recent changes kept for resuming agents; one further behind gets a full snapshot")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown keeps trying to persist queued writes")
-	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address")
+	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address; without TLS, 127.0.0.1 unless --insecure")
 	fl.StringVar(&f.healthListen, "health-listen", ":8081", `HTTP address for /healthz, /readyz and /metrics ("" disables)`)
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate (PEM); enables TLS")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "server key (PEM)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) agents' certificates must chain to: requires mTLS")
 	fl.StringVar(&f.spiffeSocket, "spiffe-socket", "", "SPIFFE Workload API socket, e.g. unix:///run/spire/agent.sock: mTLS with SVIDs")
 	fl.StringVar(&f.trustDomain, "authorized-trust-domain", "", "SPIFFE trust domain agents must belong to (default with --spiffe-socket: our own)")
+	fl.StringVar(&f.nodePattern, "node-identity-pattern", registrar.DefaultNodePattern,
+		"with mTLS: regular expression whose group \"node\" takes an agent's node from its identity (SPIFFE ID or URI, DNS name, common name); an agent writes only its node's endpoints")
+	fl.StringVar(&f.writePolicy, "write-policy", "", "with mTLS: YAML file granting identities whole services or clusters, and naming who may read (see docs/security.md)")
+	fl.BoolVar(&f.anyWriter, "allow-any-writer", false, "with mTLS: let every authenticated identity write any endpoint (no per-node rule)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow plaintext gRPC on a non-loopback --listen address (without TLS the registrar cannot tell agents apart)")
 	bf := addBackendFlags(cmd, "memory")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if f.cluster == "" {
@@ -77,6 +87,7 @@ move to another replica) and persists every queued write before it exits.`,
 		if bf.name == "registrar" {
 			return usagef("--registry-backend registrar: a registrar needs an external registry, not another registrar")
 		}
+		f.listenGiven = cmd.Flags().Changed("listen")
 		return runRegistrar(cmd.Context(), a, bf, f)
 	}
 	return cmd
@@ -89,6 +100,18 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 		return err
 	}
 	defer closeTLS()
+	if tlsConf == nil {
+		if f.listen, err = plaintextListen("listen", f.listen, f.listenGiven, f.insecure); err != nil {
+			return err
+		}
+		if !isLoopbackAddr(f.listen) {
+			log.Warn(insecureWarning(f.listen))
+		}
+	}
+	authz, err := registrarAuthorizer(f, tlsConf)
+	if err != nil {
+		return err
+	}
 	backend, err := bf.open(ctx, log)
 	if err != nil {
 		return err
@@ -99,7 +122,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
 			SyncInterval: f.syncInterval, BatchInterval: f.batchInterval, BatchSize: f.batchSize,
-			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, Logger: log,
+			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, Logger: log, Authorizer: authz,
 		},
 	})
 	if err != nil {
@@ -114,6 +137,34 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 		return err
 	}
 	return srv.Run(ctx)
+}
+
+// registrarAuthorizer builds the write policy: with mTLS, each agent writes its own
+// node's endpoints unless --allow-any-writer; without mTLS there is no identity to
+// check (and the registrar listens on loopback unless --insecure).
+func registrarAuthorizer(f registrarFlags, tlsConf *tls.Config) (*registrar.Authorizer, error) {
+	// Client certificates are required and checked: by the CA pool, or by the
+	// SPIFFE verifier (which asks for any certificate and verifies it itself).
+	mtls := tlsConf != nil && (tlsConf.ClientAuth == tls.RequireAnyClientCert || tlsConf.ClientAuth == tls.RequireAndVerifyClientCert)
+	switch {
+	case !mtls && (f.writePolicy != "" || f.anyWriter):
+		return nil, usagef("--write-policy and --allow-any-writer need mTLS: without client certificates there is no identity to authorize")
+	case !mtls || f.anyWriter:
+		return nil, nil
+	}
+	var policy *registrar.Policy
+	if f.writePolicy != "" {
+		p, err := registrar.LoadPolicy(f.writePolicy)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--write-policy: %w", err)}
+		}
+		policy = p
+	}
+	a, err := registrar.NewAuthorizer(f.nodePattern, policy)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--node-identity-pattern: %w", err)}
+	}
+	return a, nil
 }
 
 // registrarTLS builds the server's TLS from the flags: SVIDs from the Workload API,

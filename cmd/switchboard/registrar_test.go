@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,44 @@ func TestRegistrarCommandUsageErrors(t *testing.T) {
 		var u usageError
 		if err != nil && !errors.As(err, &u) && !errors.Is(err, endpoint.ErrInvalid) && !errors.Is(err, registry.ErrUnknownBackend) {
 			t.Logf("%s: %v", name, err)
+		}
+	}
+}
+
+// Without TLS the registrar serves loopback only: a non-loopback --listen is bad
+// usage unless --insecure says the operator means it; policy flags need mTLS.
+func TestRegistrarPlaintextIsLoopbackOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:0"}, "--insecure"},
+		{[]string{"--listen", ":0"}, "--insecure"},
+		{[]string{"--listen", "127.0.0.1:0", "--write-policy", "p.yaml"}, "need mTLS"},
+	} {
+		args := append([]string{"registrar", "--cluster-name", "east", "--health-listen", ""}, tc.args...)
+		err := runCmd(ctx, args...)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want bad usage naming %s", tc.args, err, tc.want)
+		}
+	}
+	for name, tc := range map[string]struct {
+		addr     string
+		given    bool
+		insecure bool
+		want     string
+	}{
+		"default becomes loopback":   {":9443", false, false, "127.0.0.1:9443"},
+		"loopback as given":          {"[::1]:9443", true, false, "[::1]:9443"},
+		"localhost as given":         {"localhost:1", true, false, "localhost:1"},
+		"non-loopback with insecure": {"0.0.0.0:9443", true, true, "0.0.0.0:9443"},
+	} {
+		got, err := plaintextListen("listen", tc.addr, tc.given, tc.insecure)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: plaintextListen(%q) = %q, %v; want %q", name, tc.addr, got, err, tc.want)
 		}
 	}
 }

@@ -1,0 +1,136 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/registrar"
+	"github.com/switchboard-mesh/switchboard/registrar/client"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Over real loopback mTLS: an agent may write its own node's endpoints and no one
+// else's; a policy grant lets a tooling identity write a whole service.
+func TestE2EWritePolicy(t *testing.T) {
+	env := newEtcd(t)
+	ca, err := tlsutil.NewCA("mesh CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverFiles := issue(t, ca, "spiffe://mesh.test/registrar", "server")
+	serverConf, err := tlsutil.ServerConfig(serverFiles, "mesh.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := registrar.ParsePolicy([]byte(`
+grants:
+  - identity: spiffe://mesh.test/platform/*
+    services: [web]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := registrar.NewAuthorizer(`^spiffe://mesh\.test/node/(?P<node>[^/]+)$`, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := prometheus.NewRegistry()
+	s, err := registrar.NewServer(registrar.ServerConfig{Listen: "127.0.0.1:0", TLS: serverConf, Metrics: metrics,
+		Registrar: registrar.Config{Cluster: "east", Backend: env.backend(t), BatchInterval: 10 * time.Millisecond,
+			Authorizer: authz, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	<-s.Registrar().Ready()
+	as := func(id, name string) registry.Registry {
+		f := issue(t, ca, id, name)
+		return openRegistrar(t, map[string]string{client.ParamAddress: s.Addr().String(), client.ParamTLSCA: f.CA,
+			client.ParamTLSCert: f.Cert, client.ParamTLSKey: f.Key, client.ParamTrustDomain: "mesh.test"})
+	}
+	a := as("spiffe://mesh.test/node/node-a", "a")
+	b := as("spiffe://mesh.test/node/node-b", "b")
+	tool := as("spiffe://mesh.test/platform/deployer", "tool")
+	own := func(node, addr string) endpoint.Endpoint {
+		e := ep("east", "web", addr, 80)
+		e.Node = node
+		return e
+	}
+	denied := func(reason string) float64 {
+		return counterValue(t, metrics, "registrar_denied_writes_total", "reason", reason)
+	}
+	refused := func(r registry.Registry, op registry.Op, rule, reason string) {
+		t.Helper()
+		before := denied(reason)
+		err := r.Apply(testCtx(t), []registry.Op{op})
+		if st, _ := status.FromError(errors.Unwrap(err)); err == nil || (st.Code() != codes.PermissionDenied && !strings.Contains(err.Error(), "PermissionDenied")) || !strings.Contains(err.Error(), rule) {
+			t.Fatalf("%s of %s = %v, want PermissionDenied naming the rule %q", op.Kind, op.Endpoint.Key(), err, rule)
+		}
+		if got := denied(reason); got != before+1 {
+			t.Fatalf("registrar_denied_writes_total{reason=%q} went from %v to %v, want one more", reason, before, got)
+		}
+	}
+
+	// a writes its own endpoint; b's client sees it.
+	apply(t, a, registry.Register(own("node-a", "10.0.0.1")))
+	// b may not register an endpoint of node a, nor take over, update or remove a's.
+	refused(b, registry.Register(own("node-a", "10.0.0.2")), "own node", "other_node")
+	refused(b, registry.Register(own("node-b", "10.0.0.1")), "belongs to node", "owned_by_other_node")
+	refused(b, registry.Unregister(own("", "10.0.0.1")), "belongs to node", "owned_by_other_node")
+	// b writes its own.
+	apply(t, b, registry.Register(own("node-b", "10.0.0.3")))
+	// A tooling identity granted service web writes any of its endpoints, but no other service.
+	apply(t, tool, registry.Register(own("node-x", "10.0.0.4")), registry.Unregister(own("", "10.0.0.3")))
+	db := ep("east", "db", "10.0.0.5", 5432)
+	refused(tool, registry.Register(db), "no policy grant", "no_node")
+
+	want := []string{own("", "10.0.0.1").Key().String(), own("", "10.0.0.4").Key().String()}
+	eventually(t, 10*time.Second, "etcd holds only the authorised writes", func() bool { return slices.Equal(env.stored(t), want) })
+	if got := keysOf(list(t, a, endpoint.Filter{})); !slices.Equal(got, want) {
+		t.Fatalf("agent a sees %v, want %v", got, want)
+	}
+}
+
+// counterValue reads one series of a counter from what g gathers.
+func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s=%q}", name, label, value)
+	return 0
+}
