@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchboard-mesh/switchboard/agent/check"
 	"github.com/switchboard-mesh/switchboard/agent/manifest"
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -233,6 +235,36 @@ func TestRunMetricsAndHealthz(t *testing.T) {
 			t.Errorf("/metrics lacks %q", s)
 		}
 	}
+}
+
+// collecting is a registry backend with series of its own, as the registrar
+// client has.
+type collecting struct{ registry.Registry }
+
+var cacheAge = prometheus.NewDesc("agent_registrar_cache_age_seconds", "test", nil, nil)
+
+func (collecting) Describe(ch chan<- *prometheus.Desc) { ch <- cacheAge }
+func (collecting) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(cacheAge, prometheus.GaugeValue, 7)
+}
+
+func TestRunExportsTheBackendsMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Manifest: manifestOf(), Registry: collecting{newMemory(t)}, HTTP: ln})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	eventually(t, "the backend's series on /metrics", func() bool {
+		return strings.Contains(get(t, "http://"+ln.Addr().String()+"/metrics"), "agent_registrar_cache_age_seconds 7")
+	})
 }
 
 func TestRunNeedsRegistryForOutputs(t *testing.T) {

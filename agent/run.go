@@ -50,6 +50,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c, ok := cfg.Registry.(prometheus.Collector); ok {
+		// A backend with series of its own (the registrar client's cache age and
+		// reconnects) exports them on the agent's /metrics.
+		reg.MustRegister(c)
+	}
 	metrics := NewMetrics(reg)
 
 	ao := cfg.Agent

@@ -127,6 +127,9 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 		"registrar_connected_agents", "registrar_endpoint_count", "registrar_sync_duration_seconds",
 		"registrar_sync_errors_total", "registrar_write_batch_size", "registrar_write_queue_depth",
 		"registrar_event_broadcast_total", "registrar_write_batches_total", "registrar_watcher_resyncs_total",
+		"registrar_denied_writes_total",
+		// The runtime's: what heap and goroutine stacks the watchers cost.
+		"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines", "process_resident_memory_bytes",
 	} {
 		if fams[name] == nil {
 			t.Errorf("/metrics lacks %s", name)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -58,7 +59,11 @@ type Server struct {
 // known (and port 0 resolved) before Run.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Metrics == nil {
+		// The runtime's own series (heap, goroutine stacks, GC, file descriptors)
+		// come with a registry the server makes: they are how an operator sees
+		// what each watcher costs.
 		cfg.Metrics = prometheus.NewRegistry()
+		cfg.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	cfg.Registrar.Metrics = cfg.Metrics
 	reg, err := New(cfg.Registrar)
