@@ -317,3 +317,162 @@ func TestWatchSeesPurges(t *testing.T) {
 	}
 	expectQuiet(t, ch, time.Second) // several rescans: the entry that stays stays
 }
+
+// TestContractReads publishes, raw, the messages the compatibility contract says a
+// compliant writer may produce, and checks what a List makes of each: an entry with
+// exactly these fields, nothing (a removal), or nothing and a count (unusable).
+func TestContractReads(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	p := cfg.Prefix + "."
+	ccm := nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}}
+	withTTL := func(ttl string) nats.Header {
+		h := nats.Header{"Nats-TTL": {ttl}}
+		for k, v := range ccm {
+			h[k] = v
+		}
+		return h
+	}
+	type want struct {
+		live *endpoint.Endpoint // nil: not listed
+		bad  bool               // counted as undecodable
+	}
+	var badSoFar uint64
+	entry := func(addr string, port int, f func(*endpoint.Endpoint)) want {
+		e := ep("prod", "web", "http", addr, port)
+		if f != nil {
+			f(&e)
+		}
+		return want{live: &e}
+	}
+	for _, f := range []struct {
+		name, subject string
+		hdr           nats.Header
+		payload       string
+		want          want
+	}{
+		{"entry with TTL and annotations", p + "prod.http.web.10_0_0_1." + ccmID("prod", "web", "http", "10.0.0.1", 8080), withTTL("30s"),
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.1","port":8080,"priority":1,"annotations":{"team":"edge"},"ttl":"30s"}`,
+			entry("10.0.0.1", 8080, func(e *endpoint.Endpoint) {
+				e.Annotations = map[string]string{"team": "edge"}
+				e.TTL = endpoint.TTL(30 * time.Second)
+			})},
+		{"TTL in nanoseconds", p + "prod.http.web.10_0_0_2." + ccmID("prod", "web", "http", "10.0.0.2", 8080), withTTL("30s"),
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.2","port":8080,"priority":2,"ttl":30000000000}`,
+			entry("10.0.0.2", 8080, func(e *endpoint.Endpoint) { e.Priority = 2; e.TTL = endpoint.TTL(30 * time.Second) })},
+		{"TTL never, null TTL, unknown keys", p + "prod.http.web.10_0_0_3." + ccmID("prod", "web", "http", "10.0.0.3", 8080), withTTL("never"),
+			`{"timestamp":"2026-01-02T03:04:05Z","cluster":"prod","service":"web","protocol":"http","address":"10.0.0.3","port":8080,"priority":255,"ttl":"never","extra":{"a":[1,2]}}`,
+			entry("10.0.0.3", 8080, func(e *endpoint.Endpoint) { e.Priority = 255; e.TTL = endpoint.Never })},
+		{"no TTL", p + "prod.http.web.10_0_0_4." + ccmID("prod", "web", "http", "10.0.0.4", 8080), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.4","port":8080,"priority":1,"ttl":null}`,
+			entry("10.0.0.4", 8080, nil)},
+		{"IPv6, colons kept", p + "prod.http.web.2001:db8::5." + ccmID("prod", "web", "http", "2001:db8::5", 443), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"2001:db8::5","port":443,"priority":1}`,
+			entry("2001:db8::5", 443, nil)},
+		{"null port", p + "prod.http.web.10_0_0_6." + ccmID("prod", "web", "http", "10.0.0.6", nil), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.6","port":null,"priority":1}`,
+			entry("10.0.0.6", 0, nil)},
+		{"id token trusted", p + "prod.http.web.10_0_0_7.0123456789abcdef", ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.7","port":8080,"priority":1}`,
+			entry("10.0.0.7", 8080, nil)},
+		{"server marker, MaxAge", p + "prod.http.web.10_0_1_1." + ccmID("prod", "web", "http", "10.0.1.1", 80), nats.Header{"Nats-Marker-Reason": {"MaxAge"}}, ``, want{}},
+		{"server marker, Purge", p + "prod.http.web.10_0_1_2." + ccmID("prod", "web", "http", "10.0.1.2", 80), nats.Header{"Nats-Marker-Reason": {"Purge"}}, ``, want{}},
+		{"removal", p + "prod.http.web.10_0_1_3." + ccmID("prod", "web", "http", "10.0.1.3", 80), nats.Header{"Nats-Marker-Reason": {"Remove"}, "Switchboard-Op": {"unregister"}},
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.1.3","port":80,"priority":0}`, want{}},
+		{"KV delete", p + "prod.http.web.10_0_1_4." + ccmID("prod", "web", "http", "10.0.1.4", 80), nats.Header{"KV-Operation": {"DEL"}}, ``, want{}},
+		{"address token of another entry", p + "prod.http.web.10_0_2_1." + ccmID("prod", "web", "http", "10.0.2.2", 80), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.2.2","port":80,"priority":1}`, want{bad: true}},
+		{"service token of another entry", p + "prod.http.api.10_0_2_3." + ccmID("prod", "web", "http", "10.0.2.3", 80), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.2.3","port":80,"priority":1}`, want{bad: true}},
+		{"priority out of range", p + "prod.http.web.10_0_2_4." + ccmID("prod", "web", "http", "10.0.2.4", 80), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.2.4","port":80,"priority":256}`, want{bad: true}},
+		{"port as a string", p + "prod.http.web.10_0_2_5." + ccmID("prod", "web", "http", "10.0.2.5", "80"), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.2.5","port":"80","priority":1}`, want{bad: true}},
+	} {
+		publishRaw(t, ctx, js, f.subject, f.hdr, f.payload)
+		if f.want.bad {
+			badSoFar++ // every List reads each of them again
+		}
+		before := r.Undecodable()
+		var got []endpoint.Endpoint
+		for _, e := range mustList(t, ctx, r, endpoint.Filter{}) {
+			if f.want.live != nil && e.Key() == f.want.live.Key() {
+				got = append(got, e)
+			}
+		}
+		bad := r.Undecodable() - before
+		switch {
+		case f.want.live != nil && (len(got) != 1 || !endpoint.Equal(got[0], *f.want.live)):
+			t.Errorf("%s: listed %+v, want %+v", f.name, got, *f.want.live)
+		case bad != badSoFar:
+			t.Errorf("%s: List counted %d undecodable, want %d", f.name, bad, badSoFar)
+		}
+	}
+	// Removals and markers are not entries: only the seven live ones are listed.
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 7 {
+		t.Errorf("List = %v, want the 7 live entries", keys(got))
+	}
+}
+
+// TestContractWrites checks what the backend publishes — subject, every header,
+// payload bytes — against the compatibility contract, written out by hand.
+func TestContractWrites(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	sub, err := nc.SubscribeSync(cfg.Prefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(what, subject string, hdr nats.Header, payload string) *nats.Msg {
+		t.Helper()
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: nothing published: %v", what, err)
+		}
+		if m.Subject != subject {
+			t.Errorf("%s: subject %q, want %q", what, m.Subject, subject)
+		}
+		if fmt.Sprint(m.Header) != fmt.Sprint(hdr) {
+			t.Errorf("%s: headers %v, want %v", what, m.Header, hdr)
+		}
+		if string(m.Data) != payload {
+			t.Errorf("%s: payload\n%s\nwant\n%s", what, m.Data, payload)
+		}
+		return m
+	}
+	p := cfg.Prefix + ".prod.http.web."
+
+	full := endpoint.Endpoint{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 8080,
+		Node: "n1", Priority: 1, Weight: 5, Annotations: map[string]string{"zone": "b", "team": "edge"}, TTL: endpoint.TTL(30 * time.Second)}
+	mustApply(t, ctx, r, registry.Register(full))
+	expect("register", p+"10_0_0_1."+ccmID("prod", "web", "http", "10.0.0.1", 8080),
+		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}, "Nats-TTL": {"30s"}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.1","port":8080,"node":"n1","priority":1,"weight":5,"annotations":{"team":"edge","zone":"b"},"ttl":"30s"}`)
+
+	v6 := ep("prod", "web", "http", "2001:db8::1", 443)
+	v6.TTL = endpoint.Never
+	mustApply(t, ctx, r, registry.Register(v6))
+	expect("register IPv6", p+"2001:db8::1."+ccmID("prod", "web", "http", "2001:db8::1", 443),
+		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}, "Nats-TTL": {"never"}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"2001:db8::1","port":443,"priority":1,"ttl":"never"}`)
+
+	plain := ep("prod", "web", "http", "10.0.0.2", 80)
+	mustApply(t, ctx, r, registry.Register(plain))
+	expect("register without TTL", p+"10_0_0_2."+ccmID("prod", "web", "http", "10.0.0.2", 80),
+		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.2","port":80,"priority":1}`)
+
+	// The removal replaces the 30s entry: it lives as long (removal.go) and expects
+	// the entry's sequence, 1.
+	mustApply(t, ctx, r, registry.Unregister(full))
+	expect("unregister", p+"10_0_0_1."+ccmID("prod", "web", "http", "10.0.0.1", 8080),
+		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}, "Nats-Marker-Reason": {"Remove"},
+			"Switchboard-Op": {"unregister"}, "Nats-TTL": {"30s"}, "Nats-Expected-Last-Subject-Sequence": {"1"}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.1","port":8080,"priority":0}`)
+}

@@ -8,8 +8,10 @@
 // ("never" outlives it). Expiry leaves a server delete marker and Unregister publishes
 // a removal (a marker of our own that lives as long as the entry it replaces could
 // have: a server crash can bring that entry back once nothing newer is on its subject),
-// so watchers see both as Removed; lookups drop them. The stream refuses hard deletes.
-// docs/backends.md explains the removal sizing and its cost.
+// so watchers see both as Removed; lookups drop them. Another writer's purge leaves no
+// marker: a watch finds such removals by re-reading its subjects now and then. The
+// stream refuses hard deletes. docs/backends.md sets out the wire format shared with
+// other writers (the compatibility contract), the removal sizing and its cost.
 //
 // Two backends are registered: "jetstream" (this package's Registry) and "nats", the
 // spec's best-effort destination (Publisher): core NATS publishes without TTL or rollup

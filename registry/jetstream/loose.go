@@ -16,7 +16,8 @@ import (
 // null port — and drops only what cannot be used.
 
 // looseTTL reads a payload TTL: "never", a Go duration rounded up to whole seconds
-// (at least one), or unset for "" and null.
+// (at least one), or unset for "" and null. A number is nanoseconds, as a Go
+// time.Duration marshals: CCM writes and reads that form too.
 type looseTTL endpoint.TTL
 
 func (t *looseTTL) UnmarshalJSON(b []byte) error {
@@ -24,13 +25,34 @@ func (t *looseTTL) UnmarshalJSON(b []byte) error {
 		*t = 0
 		return nil
 	}
+	var ns float64
+	if err := json.Unmarshal(b, &ns); err == nil {
+		switch {
+		case ns == 0:
+			*t = 0
+			return nil
+		case ns < 0 || ns > float64(1<<62):
+			return fmt.Errorf("ttl %s: want a positive number of nanoseconds", b)
+		}
+		*t = looseTTL(roundUpToSecond(time.Duration(ns)))
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("ttl: want a string, got %s", b)
+		return fmt.Errorf("ttl: want a string or a number of nanoseconds, got %s", b)
 	}
 	v, err := parseLooseTTL(s)
 	*t = looseTTL(v)
 	return err
+}
+
+// roundUpToSecond rounds d > 0 up to whole seconds: the server keeps per-message TTLs
+// in whole seconds, so a writer's 1.5s lives 2s.
+func roundUpToSecond(d time.Duration) time.Duration {
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
 }
 
 func parseLooseTTL(s string) (endpoint.TTL, error) {
@@ -45,11 +67,7 @@ func parseLooseTTL(s string) (endpoint.TTL, error) {
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("ttl %q: want a positive duration or \"never\"", s)
 	}
-	// The server keeps per-message TTLs in whole seconds: a writer's 1.5s lives 2s.
-	if r := d % time.Second; r != 0 {
-		d += time.Second - r
-	}
-	return endpoint.TTL(d), nil
+	return endpoint.TTL(roundUpToSecond(d)), nil
 }
 
 // loosePayload is the JSON payload as read: endpoint's field names, with null allowed

@@ -214,8 +214,9 @@ func AddressToken(addr string) string {
 }
 
 // ParseAddressToken reverses AddressToken, and for a token without colons also the
-// spelling earlier versions of this backend wrote (':' as '-' as well: 2001-db8--1), and accepts only canonical addresses, so every address has exactly
-// one subject per spelling.
+// spelling earlier versions of this backend wrote (':' as '-' as well: 2001-db8--1).
+// It accepts only canonical addresses, so every address has exactly one subject per
+// spelling.
 func ParseAddressToken(tok string) (string, error) {
 	if strings.Contains(tok, ".") {
 		return "", fmt.Errorf("address token %q: holds '.', which the encoding replaces", tok)
