@@ -44,9 +44,11 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 	b := &batch{ctx: ctx, futures: make([]jetstream.PubAckFuture, len(ops)), timer: time.NewTimer(ackTimeout)}
 	defer b.timer.Stop()
 	h := headers{r: r}
+	r.removeOtherForms(b, ops, &h)
 	for i, op := range ops {
 		b.awaitBefore(i - publishWindow)
 		switch {
+		case b.errs[i] != nil: // removeOtherForms failed it
 		case b.ctx.Err() != nil:
 			b.fail(i, b.ctx.Err())
 		case plans[i] != nil && plans[i].err != nil:
@@ -57,7 +59,6 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 	}
 	b.awaitBefore(len(ops))
 	r.retryRemovals(b, ops, &h)
-	r.removeOtherForms(b, ops, &h)
 	return b.result(ops)
 }
 
@@ -65,7 +66,8 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 // (Subjects.Forms: an IPv6 address as earlier versions spelled it, a port 0 written
 // as a null port), publishing a removal where a live entry is found: otherwise an
 // unregister would report success while readers still see the entry. Few keys have
-// other forms, so these go one at a time, after the batch.
+// other forms, so these go one at a time, before the batch: removed after the key's
+// own subject, they would briefly show readers the older entry again.
 func (r *Registry) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
 	for i, op := range ops {
 		if op.Kind != registry.OpUnregister || b.errs[i] != nil {

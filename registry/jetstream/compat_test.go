@@ -476,3 +476,41 @@ func TestContractWrites(t *testing.T) {
 			"Switchboard-Op": {"unregister"}, "Nats-TTL": {"30s"}, "Nats-Expected-Last-Subject-Sequence": {"1"}},
 		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.1","port":8080,"priority":0}`)
 }
+
+// TestOneKeyOnTwoSubjects: an IPv6 entry an earlier version wrote, then registered
+// again by this one, sits on two subjects; readers see one entry, the later, and an
+// unregister removes both.
+func TestOneKeyOnTwoSubjects(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	p := cfg.Prefix + ".prod.http.web."
+	legacy := p + "2001-db8--7." + ccmID("prod", "web", "http", "2001:db8::7", 80)
+	publishRaw(t, ctx, js, legacy, nil, `{"cluster":"prod","service":"web","protocol":"http","address":"2001:db8::7","port":80,"priority":1}`)
+	ch, err := r.Watch(ctx, endpoint.Filter{Address: "2001:db8::7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ep("prod", "web", "http", "2001:db8::7", 80)
+	expectEvent(t, ch, 5*time.Second, registry.Added, e.Key())
+	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
+	e.Priority = 9
+	mustApply(t, ctx, r, registry.Register(e))
+	if ev := expectEvent(t, ch, 5*time.Second, registry.Updated, e.Key()); ev.Endpoint.Priority != 9 {
+		t.Errorf("Updated carries priority %d, want 9", ev.Endpoint.Priority)
+	}
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 1 || got[0].Priority != 9 {
+		t.Fatalf("List = %+v, want the one entry with priority 9", got)
+	}
+	mustApply(t, ctx, r, registry.Unregister(e))
+	expectEvent(t, ch, 5*time.Second, registry.Removed, e.Key())
+	expectQuiet(t, ch, 500*time.Millisecond)
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 0 {
+		t.Fatalf("List after unregister = %v", keys(got))
+	}
+	if m := lastMsg(t, ctx, js, cfg.Name, legacy); m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "Remove" {
+		t.Errorf("after unregister, %s holds %+v, want a removal", legacy, m)
+	}
+}

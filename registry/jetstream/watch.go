@@ -206,15 +206,15 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 // stream was when the read began: anything newer may simply have been written
 // after the read took its view.
 func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, rescanTimeout)
-	defer cancel()
-	last, present, err := w.r.subjectsHeld(ctx, w.filters)
+	rctx, cancel := context.WithTimeout(ctx, rescanTimeout)
+	last, present, err := w.r.subjectsHeld(rctx, w.filters)
+	cancel()
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil // the session is ending anyway
+		if ctx.Err() == nil {
+			// The feed is still good; the next rescan tries again.
+			w.r.log.Warn("watch cannot re-read state to find removals", "filter", w.filters, "error", err)
 		}
-		w.r.log.Warn("watch cannot re-read state to find removals", "filter", w.filters, "error", err)
-		return nil // the next rescan tries again; the feed is still good
+		return nil
 	}
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
