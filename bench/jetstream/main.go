@@ -1,7 +1,6 @@
 // Command jetstream benchmarks the JetStream registry backend side by side with NATS's
 // own KV (jetstream.KeyValue) doing the same work against the same embedded server:
-// publish rate, full lookup, one-service lookup and initial watch delivery
-// (issue 3; spec/registration.md, "Expiry, lookup, and watch").
+// publish rate, full lookup, one-service lookup and initial watch delivery.
 //
 //	go run ./bench/jetstream -entries 10000 -services 100 -size 200
 package main

@@ -69,6 +69,17 @@ func (b *bench) publishKVAsync(ctx context.Context, bucket string, pre, headers 
 	}
 	start := time.Now()
 	futures := make([]jetstream.PubAckFuture, 0, len(b.eps))
+	acked := 0 // futures before acked have been awaited
+	await := func(f jetstream.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for i, e := range b.eps {
 		var data []byte
 		if pre {
@@ -81,18 +92,25 @@ func (b *bench) publishKVAsync(ctx context.Context, bucket string, pre, headers 
 			m.Header = nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}, jetstream.ExpectedStreamHeader: {"KV_" + bucket}}
 		}
 		f, err := b.js.PublishMsgAsync(m)
+		// A loaded server acks slowly enough for the connection's budget of
+		// outstanding publishes to fill, and nats.go then gives up after a short
+		// stall wait: wait for the oldest ack and try again, as the backend's Apply
+		// does, so both writers meet the same back-pressure.
+		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && acked < len(futures) {
+			if err := await(futures[acked]); err != nil {
+				return 0, err
+			}
+			acked++
+			f, err = b.js.PublishMsgAsync(m)
+		}
 		if err != nil {
 			return 0, err
 		}
 		futures = append(futures, f)
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+	for _, f := range futures[acked:] {
+		if err := await(f); err != nil {
 			return 0, err
-		case <-ctx.Done():
-			return 0, ctx.Err()
 		}
 	}
 	return rate(len(b.eps), time.Since(start)), nil

@@ -2,10 +2,14 @@ package jetstream_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
@@ -33,6 +37,13 @@ func benchEndpoints(n int) []endpoint.Endpoint {
 
 func benchRegistry(b *testing.B, lookup string, n int) *sbjs.Registry {
 	b.Helper()
+	r, _, _ := benchStream(b, lookup, n)
+	return r
+}
+
+// benchStream is benchRegistry that also returns the connection and the stream.
+func benchStream(b *testing.B, lookup string, n int) (*sbjs.Registry, *nats.Conn, sbjs.StreamConfig) {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	b.Cleanup(cancel)
 	srv, err := embednats.Start(ctx, embednats.Options{StoreDir: b.TempDir()})
@@ -41,7 +52,8 @@ func benchRegistry(b *testing.B, lookup string, n int) *sbjs.Registry {
 	}
 	b.Cleanup(srv.Shutdown)
 	nc := connectB(b, srv.ClientURL())
-	r, err := sbjs.New(ctx, nc, sbjs.Options{Stream: freshStream(), CreateStream: true, Lookup: lookup})
+	cfg := freshStream()
+	r, err := sbjs.New(ctx, nc, sbjs.Options{Stream: cfg, CreateStream: true, Lookup: lookup})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +67,7 @@ func benchRegistry(b *testing.B, lookup string, n int) *sbjs.Registry {
 			b.Fatal(err)
 		}
 	}
-	return r
+	return r, nc, cfg
 }
 
 func BenchmarkApply10k(b *testing.B) {
@@ -98,6 +110,78 @@ func BenchmarkListService10kConsumer(b *testing.B) {
 }
 func BenchmarkListService10kDirect(b *testing.B) {
 	benchList(b, sbjs.LookupDirect, endpoint.Filter{Service: "svc042"}, benchEntries/benchServices)
+}
+
+// BenchmarkListService10kCCM is the reference for the one-service lookup: CCM's own,
+// one batched direct get of the last message of every subject matching the filter
+// (multi_last), decoded with encoding/json into CCM's entry shape, markers dropped,
+// sorted by address then port.
+func BenchmarkListService10kCCM(b *testing.B) {
+	_, nc, cfg := benchStream(b, sbjs.LookupDirect, benchEntries)
+	filter := cfg.Prefix + ".*.*.svc042.*.*"
+	want := benchEntries / benchServices
+	type ccmEntry struct {
+		Cluster     string            `json:"cluster"`
+		Service     string            `json:"service"`
+		Protocol    string            `json:"protocol"`
+		Address     string            `json:"address"`
+		Port        any               `json:"port"`
+		Priority    int64             `json:"priority"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+		TTL         time.Duration     `json:"ttl,omitempty"`
+	}
+	req, _ := json.Marshal(map[string]any{"multi_last": []string{filter}, "batch": want + 1})
+	subject := "$JS.API.DIRECT.GET." + cfg.Name
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		inbox := nc.NewRespInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := nc.PublishRequest(subject, inbox, req); err != nil {
+			b.Fatal(err)
+		}
+		var out []*ccmEntry
+	read:
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			m, err := sub.NextMsgWithContext(rctx)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch m.Header.Get("Status") {
+			case "":
+			case "204":
+				break read
+			default:
+				b.Fatalf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+			}
+			switch m.Header.Get("Nats-Marker-Reason") {
+			case "MaxAge", "Remove", "Purge":
+				continue
+			}
+			e := &ccmEntry{}
+			if err := json.Unmarshal(m.Data, e); err != nil {
+				b.Fatal(err)
+			}
+			out = append(out, e)
+		}
+		_ = sub.Unsubscribe()
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Address != out[j].Address {
+				return out[i].Address < out[j].Address
+			}
+			pi, _ := out[i].Port.(float64)
+			pj, _ := out[j].Port.(float64)
+			return pi < pj
+		})
+		if len(out) != want {
+			b.Fatalf("read %d entries, want %d", len(out), want)
+		}
+	}
 }
 
 func BenchmarkWatchInitial10k(b *testing.B) {
