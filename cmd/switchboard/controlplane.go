@@ -1,10 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 )
@@ -14,6 +20,7 @@ func init() { subcommands = append(subcommands, newControlPlaneCmd) }
 type controlPlaneOptions struct {
 	configFile    string
 	metricsListen string
+	insecure      bool
 }
 
 func newControlPlaneCmd(a *app) *cobra.Command {
@@ -25,14 +32,24 @@ func newControlPlaneCmd(a *app) *cobra.Command {
 and 'switchboard ctl' to its northbound endpoint. Without --config it runs in API
 mode with an in-memory store on 127.0.0.1:50051 (northbound) and 127.0.0.1:50052
 (southbound). The config file's format is the spec's Configuration Reference:
-northbound, southbound, database, topology, registration_auth, reconciler, tracing.`,
+northbound, southbound, database, topology, registration_auth, reconciler, tracing.
+
+Secure by default: an endpoint without TLS listens on loopback only. A plaintext
+endpoint on any other address, or a northbound endpoint without
+northbound.authorization (roles for client-certificate identities and bearer
+tokens), is refused unless --insecure (allow_insecure_remote: true) says it is meant.
+
+SIGHUP re-reads northbound.authorization.token_file: a token removed from the file
+stops working. Every successful northbound mutation is logged with audit=true.`,
 		Example: `  switchboard controlplane
-  switchboard controlplane --config /etc/switchboard/controlplane.yaml --metrics-listen :50053`,
+  switchboard controlplane --config /etc/switchboard/controlplane.yaml --metrics-listen :50053
+  kill -HUP $(pidof switchboard)    # after editing the token file`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runControlPlane(cmd, a, o) },
 	}
 	cmd.Flags().StringVar(&o.configFile, "config", "", "control plane config file (YAML); default: API mode, in-memory store, loopback endpoints")
 	cmd.Flags().StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:50053", "address for /healthz, /readyz and /metrics (empty: none)")
+	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow plaintext endpoints, and a northbound API without authorization, on non-loopback addresses (logged as a warning)")
 	return cmd
 }
 
@@ -63,16 +80,44 @@ func loadControlPlaneConfig(cmd *cobra.Command, a *app, path string) (*config.Co
 	return cfg, nil
 }
 
+// controlPlaneStartError marks what an operator must fix in the config or the flags
+// (exit 2), as opposed to a failure at run time.
+func controlPlaneStartError(err error) error {
+	if errors.Is(err, config.ErrInsecureListen) || errors.Is(err, access.ErrTokenFile) {
+		return usageError{err}
+	}
+	return err
+}
+
 func runControlPlane(cmd *cobra.Command, a *app, o controlPlaneOptions) error {
 	cfg, err := loadControlPlaneConfig(cmd, a, o.configFile)
 	if err != nil {
 		return err
 	}
+	cfg.AllowInsecureRemote = cfg.AllowInsecureRemote || o.insecure
 	log := a.logger()
-	srv, err := server.New(cmd.Context(), server.Options{Config: cfg, Logger: log, MetricsListen: o.metricsListen})
+	srv, err := server.New(cmd.Context(), server.Options{
+		Config: cfg, Logger: log, MetricsListen: o.metricsListen, AuditLogger: a.auditLogger(),
+	})
 	if err != nil {
-		return err
+		return controlPlaneStartError(err)
 	}
+	// Installed before the banner, so a SIGHUP sent once the addresses are printed
+	// reloads instead of killing the process (SIGHUP's default).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-cmd.Context().Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the northbound token file")
+				_ = srv.ReloadTokens() // logged and counted by the server; old tokens stay
+			}
+		}
+	}()
 	fmt.Fprintf(a.out, "switchboard controlplane is running (Ctrl-C to stop)\n")
 	fmt.Fprintf(a.out, "  northbound  %s\n", srv.NorthboundAddr())
 	fmt.Fprintf(a.out, "  southbound  %s\n", srv.SouthboundAddr())
@@ -83,4 +128,14 @@ func runControlPlane(cmd *cobra.Command, a *app, o controlPlaneOptions) error {
 	err = srv.Run(cmd.Context())
 	fmt.Fprintln(a.out, "switchboard controlplane: stopped")
 	return err
+}
+
+// auditLogger writes audit lines at info whatever --log-level says: raising the level
+// to quiet the logs must not silence the record of who changed what.
+func (a *app) auditLogger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if a.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(a.errOut, opts))
+	}
+	return slog.New(slog.NewTextHandler(a.errOut, opts))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/access"
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 )
 
@@ -21,11 +24,16 @@ func init() { subcommands = append(subcommands, newCtlCmd) }
 
 // ctlOptions are the flags every `ctl` command shares.
 type ctlOptions struct {
-	server  string
-	output  string
-	timeout time.Duration
-	tls     clientTLSFlags
+	server    string
+	output    string
+	timeout   time.Duration
+	tls       clientTLSFlags
+	token     string
+	tokenFile string
 }
+
+// tokenEnv names the environment variable ctl takes a bearer token from.
+const tokenEnv = "SWITCHBOARD_TOKEN"
 
 func newCtlCmd(a *app) *cobra.Command {
 	o := &ctlOptions{}
@@ -33,7 +41,15 @@ func newCtlCmd(a *app) *cobra.Command {
 		Use:   "ctl",
 		Short: "Manage a control plane: nodes, links, routes, segments",
 		Long: `Talk to a control plane's northbound API. Topology changes (segment and link
-add/remove) are refused when the control plane takes its topology from its config file.`,
+add/remove) are refused when the control plane takes its topology from its config file.
+
+Credentials: a client certificate (--tls-cert, --tls-key) whose identity the control
+plane binds to a role, or a bearer token, taken from the first of
+  --token TOKEN                  (visible to other users in the process list: avoid)
+  the SWITCHBOARD_TOKEN environment variable
+  --token-file PATH              (a file holding the token)
+A token is sent only over TLS, or in plaintext to a loopback address. Viewers may
+list; admins may also change segments, links and routes.`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.validateLogFlags(); err != nil {
 				return err
@@ -48,9 +64,11 @@ add/remove) are refused when the control plane takes its topology from its confi
 	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 15*time.Second, "how long one request may take")
 	o.tls.register(cmd.PersistentFlags(), "")
+	cmd.PersistentFlags().StringVar(&o.token, "token", "", "bearer token (precedence: --token, then $"+tokenEnv+", then --token-file)")
+	cmd.PersistentFlags().StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token (used when neither --token nor $"+tokenEnv+" is set)")
 	cmd.AddCommand(
 		ctlNodeCmd(a, o), ctlLinkCmd(a, o), ctlSegmentCmd(a, o), ctlRouteCmd(a, o),
-		ctlConnectionCmd(a, o), ctlSubscriptionCmd(a, o),
+		ctlConnectionCmd(a, o), ctlSubscriptionCmd(a, o), ctlTokenCmd(a),
 	)
 	return cmd
 }
@@ -61,10 +79,21 @@ func (o *ctlOptions) call(ctx context.Context, fn func(context.Context, controlp
 	if err != nil {
 		return err
 	}
+	dialOpts := []grpc.DialOption{}
+	token, err := o.bearerToken()
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		if creds == nil && !config.IsLoopback(o.server) {
+			return usagef("refusing to send a token in plaintext to %s: use TLS (--tls-ca) or a loopback address", o.server)
+		}
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearerCreds{token: token, tls: creds != nil}))
+	}
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	conn, err := grpc.NewClient(o.server, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(o.server, append(dialOpts, grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		return usagef("--server %q: %v", o.server, err)
 	}
@@ -72,6 +101,94 @@ func (o *ctlOptions) call(ctx context.Context, fn func(context.Context, controlp
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	return fn(ctx, controlplanev1.NewControlPlaneServiceClient(conn))
+}
+
+// bearerToken picks the token: --token, then $SWITCHBOARD_TOKEN, then --token-file;
+// "" when none is given.
+func (o *ctlOptions) bearerToken() (string, error) {
+	if o.token != "" {
+		return o.token, nil
+	}
+	if t := strings.TrimSpace(os.Getenv(tokenEnv)); t != "" {
+		return t, nil
+	}
+	if o.tokenFile == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(o.tokenFile)
+	if err != nil {
+		return "", usagef("--token-file: %v", err)
+	}
+	t := strings.TrimSpace(string(data))
+	if t == "" || strings.ContainsAny(t, " \t\r\n") {
+		return "", usagef("--token-file %s: want the token alone on one line", o.tokenFile)
+	}
+	return t, nil
+}
+
+// bearerCreds sends "authorization: Bearer TOKEN" with every call.
+type bearerCreds struct {
+	token string
+	tls   bool
+}
+
+func (b bearerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+// RequireTransportSecurity is false only for plaintext to loopback, which call
+// allows explicitly; gRPC then refuses to send the token anywhere else in plaintext.
+func (b bearerCreds) RequireTransportSecurity() bool { return b.tls }
+
+func ctlTokenCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Make bearer tokens and the token file lines the control plane reads"}
+	var role, name string
+	gen := &cobra.Command{
+		Use:   "generate",
+		Short: "Print a new random token and its line for the token file",
+		Long: `Print a new random token (give it to its holder; it is stored nowhere) and the line
+to add to the control plane's northbound.authorization.token_file, which holds only
+its SHA-256 hash. Send the control plane SIGHUP after editing the file.`,
+		Example: "  switchboard ctl token generate --role viewer --name dashboard",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			token := access.Generate()
+			line, err := access.HashLine(role, name, token)
+			if err != nil {
+				return usageError{err}
+			}
+			fmt.Fprintf(a.out, "token:      %s\ntoken file: %s\n", token, line)
+			return nil
+		},
+	}
+	hash := &cobra.Command{
+		Use:   "hash",
+		Short: "Read a token on stdin and print its line for the token file",
+		Long: `Read a token from standard input (not from the command line, which other users can
+see) and print the token file line for it: ROLE NAME sha256:HEX.`,
+		Example: "  printenv SWITCHBOARD_TOKEN | switchboard ctl token hash --role admin --name ci",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 4096))
+			if err != nil {
+				return err
+			}
+			line, err := access.HashLine(role, name, strings.TrimSpace(string(data)))
+			if err != nil {
+				return usageError{err}
+			}
+			fmt.Fprintln(a.out, line)
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{gen, hash} {
+		c.Flags().StringVar(&role, "role", "", "role of the token: viewer or admin (required)")
+		c.Flags().StringVar(&name, "name", "", "name of the token's holder, as the audit log shows it (required)")
+		_ = c.MarkFlagRequired("role")
+		_ = c.MarkFlagRequired("name")
+	}
+	cmd.AddCommand(gen, hash)
+	return cmd
 }
 
 func ctlNodeCmd(a *app, o *ctlOptions) *cobra.Command {

@@ -520,6 +520,11 @@ func (d *deployment) checkControlPlaneConfig(where string, p pod, c container, f
 			d.errorf("%s: --config %s: %s.endpoint: %v", where, file, n, err)
 		}
 	}
+	// The control plane refuses to start on what it considers exposed, and no flag in
+	// the manifest can be assumed to allow it.
+	if err := cfg.CheckListeners(); err != nil {
+		d.errorf("%s: --config %s: the control plane would refuse to start: %v", where, file, err)
+	}
 	if cfg.Database.Type == config.DatabaseSQLite {
 		vol, _, ok := mountOf(c, cfg.Database.Path)
 		v, _ := p.volumeOf(vol)

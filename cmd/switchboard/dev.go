@@ -114,7 +114,8 @@ func startDevControlPlane(ctx context.Context, o devOptions, log *slog.Logger) (
 	cfg.Northbound.Endpoint, cfg.Southbound.Endpoint = o.cpNorthbound, o.cpSouthbound
 	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: log})
 	if err != nil {
-		return nil, err
+		// dev has no --insecure: a non-loopback address is refused.
+		return nil, controlPlaneStartError(err)
 	}
 	cp := &devControlPlane{srv: srv, done: make(chan error, 1)}
 	go func() { cp.done <- srv.Run(ctx) }()

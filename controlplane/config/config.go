@@ -26,7 +26,34 @@ type Config struct {
 	// configuration (spec, "Connection detail selection"); an extension of the spec's
 	// reference, all optional.
 	Links LinkSettings
+	// NorthboundAuthorization binds callers of the northbound API to roles (the
+	// `northbound.authorization` section). Empty leaves the API open, which
+	// CheckListeners allows only on loopback unless AllowInsecureRemote is set.
+	NorthboundAuthorization Authorization
+	// AllowInsecureRemote (`allow_insecure_remote`, or the command's --insecure) lets a
+	// plaintext endpoint, or a northbound endpoint without authorization, listen on a
+	// non-loopback address.
+	AllowInsecureRemote bool
 }
+
+// Northbound roles, weakest first.
+const (
+	RoleViewer = "viewer"
+	RoleAdmin  = "admin"
+)
+
+// Authorization is the `northbound.authorization` section.
+type Authorization struct {
+	// Identities maps a client-certificate identity to its role: "spiffe://…" (or any
+	// URI SAN), "dns:NAME" (a DNS SAN) or "cn:NAME" (the subject's common name).
+	Identities map[string]string
+	// TokenFile holds the bearer tokens' hashes, one "ROLE NAME sha256:HEX" per line;
+	// it is re-read on SIGHUP.
+	TokenFile string
+}
+
+// Enabled reports whether any caller is bound to a role, which turns enforcement on.
+func (a Authorization) Enabled() bool { return len(a.Identities) > 0 || a.TokenFile != "" }
 
 // LinkSettings is the `links` section.
 type LinkSettings struct {
@@ -164,12 +191,19 @@ type Reconciler struct {
 	Workers               int
 }
 
+// The endpoints' default ports. Without TLS an endpoint defaults to loopback; with TLS
+// and no endpoint given, to every interface.
+const (
+	NorthboundPort = "50051"
+	SouthboundPort = "50052"
+)
+
 // Default returns the configuration of an empty file.
 func Default() *Config {
 	return &Config{
 		Tracing:          Tracing{LogLevel: "info"},
-		Northbound:       Server{Endpoint: "0.0.0.0:50051", TLS: TLS{Insecure: true}},
-		Southbound:       Server{Endpoint: "0.0.0.0:50052", TLS: TLS{Insecure: true}},
+		Northbound:       Server{Endpoint: "127.0.0.1:" + NorthboundPort, TLS: TLS{Insecure: true}},
+		Southbound:       Server{Endpoint: "127.0.0.1:" + SouthboundPort, TLS: TLS{Insecure: true}},
 		Database:         Database{Type: DatabaseInMemory},
 		RegistrationAuth: RegistrationAuth{Type: AuthNoop},
 		Reconciler: Reconciler{

@@ -60,6 +60,7 @@ func TestSpecExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Default()
+	want.Northbound.Endpoint, want.Southbound.Endpoint = "0.0.0.0:50051", "0.0.0.0:50052"
 	want.Database = Database{Type: DatabaseSQLite, Path: "/var/lib/slim/cp.db"}
 	want.Topology = &Topology{
 		Links:    []Link{{Group: "cloud", Neighbors: []string{"*"}}},
@@ -98,7 +99,7 @@ func TestDefaultsAndModes(t *testing.T) {
 		ReconcilePeriod: time.Minute, Workers: 4}) {
 		t.Errorf("reconciler defaults = %+v", d.Reconciler)
 	}
-	if d.Northbound.Endpoint != "0.0.0.0:50051" || d.Southbound.Endpoint != "0.0.0.0:50052" ||
+	if d.Northbound.Endpoint != "127.0.0.1:50051" || d.Southbound.Endpoint != "127.0.0.1:50052" ||
 		d.Database.Type != DatabaseInMemory || d.RegistrationAuth.Type != AuthNoop {
 		t.Errorf("defaults = %+v", d)
 	}

@@ -12,7 +12,8 @@ func FuzzParse(f *testing.F) {
 		specExample, "", "topology: {}\n", "reconciler: {base_retry_delay: abc}\n",
 		"topology:\n  segments:\n    - {name: s-$group, links: [{group: cloud, neighbors: [$group]}]}\n",
 		"a: &a [*a]\n", "registration_auth: {type: shared_secret, secrets: {a: 0123456789abcdef0123456789abcdef}}\n",
-		"northbound: {tls: {cert_file: c, key_file: k}}\n", "- 1\n", "null\n", "!!binary aGk=\n",
+		"northbound: {tls: {cert_file: c, key_file: k}}\n", "- 1\n",
+		"northbound: {tls: {cert_file: c, key_file: k, ca_file: ca}, authorization: {identities: {admin: [cn:a], viewer: [\"spiffe://t/x\"]}, token_file: t}}\nallow_insecure_remote: true\n", "null\n", "!!binary aGk=\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -33,6 +34,14 @@ func checkInvariants(t *testing.T, c *Config) {
 	r := c.Reconciler
 	if r.Workers < 1 || r.MaxRequeues < 0 || r.BaseRetryDelay <= 0 || r.ReconcilePeriod < 0 {
 		t.Fatalf("bad reconciler %+v", r)
+	}
+	for id, role := range c.NorthboundAuthorization.Identities {
+		if ValidIdentity(id) != nil || (role != RoleViewer && role != RoleAdmin) {
+			t.Fatalf("bad identity binding %q: %q", id, role)
+		}
+	}
+	if len(c.NorthboundAuthorization.Identities) > 0 && c.Northbound.TLS.CAFile == "" {
+		t.Fatal("identities without mTLS")
 	}
 	if c.Database.Type == DatabaseSQLite && c.Database.Path == "" {
 		t.Fatal("sqlite without path")

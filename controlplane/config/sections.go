@@ -1,8 +1,11 @@
 package config
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,13 +23,21 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				},
 			})
 		},
-		"northbound":        func(n *yaml.Node, p string) { d.server(n, p, &c.Northbound) },
-		"southbound":        func(n *yaml.Node, p string) { d.server(n, p, &c.Southbound) },
-		"database":          func(n *yaml.Node, p string) { d.database(n, p, &c.Database) },
-		"topology":          func(n *yaml.Node, p string) { c.Topology = d.topology(n, p) },
-		"registration_auth": func(n *yaml.Node, p string) { d.auth(n, p, &c.RegistrationAuth) },
-		"reconciler":        func(n *yaml.Node, p string) { d.reconciler(n, p, &c.Reconciler) },
-		"links":             func(n *yaml.Node, p string) { d.linkSettings(n, p, &c.Links) },
+		"northbound": func(n *yaml.Node, p string) {
+			d.server(n, p, &c.Northbound, NorthboundPort, map[string]fieldFunc{
+				"authorization": func(n *yaml.Node, p string) { d.authorization(n, p, &c.NorthboundAuthorization) },
+			})
+			if len(c.NorthboundAuthorization.Identities) > 0 && c.Northbound.TLS.CAFile == "" {
+				d.fail(n, p+".authorization.identities", "client-certificate identities need tls.ca_file (mTLS)")
+			}
+		},
+		"southbound":            func(n *yaml.Node, p string) { d.server(n, p, &c.Southbound, SouthboundPort, nil) },
+		"allow_insecure_remote": func(n *yaml.Node, p string) { d.boolean(n, p, &c.AllowInsecureRemote) },
+		"database":              func(n *yaml.Node, p string) { d.database(n, p, &c.Database) },
+		"topology":              func(n *yaml.Node, p string) { c.Topology = d.topology(n, p) },
+		"registration_auth":     func(n *yaml.Node, p string) { d.auth(n, p, &c.RegistrationAuth) },
+		"reconciler":            func(n *yaml.Node, p string) { d.reconciler(n, p, &c.Reconciler) },
+		"links":                 func(n *yaml.Node, p string) { d.linkSettings(n, p, &c.Links) },
 	})
 }
 
@@ -43,9 +54,12 @@ func (d *decoder) linkSettings(n *yaml.Node, path string, l *LinkSettings) {
 	}
 }
 
-func (d *decoder) server(n *yaml.Node, path string, s *Server) {
-	d.mapping(n, path, map[string]fieldFunc{
+// server decodes an endpoint section; extra holds the keys only this endpoint has.
+func (d *decoder) server(n *yaml.Node, path string, s *Server, port string, extra map[string]fieldFunc) {
+	endpointSet := false
+	fields := map[string]fieldFunc{
 		"endpoint": func(n *yaml.Node, p string) {
+			endpointSet = true
 			if d.str(n, p, &s.Endpoint) {
 				if msg := checkHostPort(s.Endpoint); msg != "" {
 					d.fail(n, p, "%q %s", s.Endpoint, msg)
@@ -53,7 +67,72 @@ func (d *decoder) server(n *yaml.Node, path string, s *Server) {
 			}
 		},
 		"tls": func(n *yaml.Node, p string) { d.tls(n, p, &s.TLS) },
+	}
+	maps.Copy(fields, extra)
+	d.mapping(n, path, fields)
+	// Plaintext stays on this machine unless an address is written down; a TLS
+	// endpoint is meant to be reached from elsewhere.
+	if !endpointSet && !s.TLS.Insecure {
+		s.Endpoint = net.JoinHostPort("0.0.0.0", port)
+	}
+}
+
+func (d *decoder) authorization(n *yaml.Node, path string, a *Authorization) {
+	d.mapping(n, path, map[string]fieldFunc{
+		"identities": func(n *yaml.Node, p string) { a.Identities = d.identities(n, p) },
+		"token_file": func(n *yaml.Node, p string) {
+			if d.str(n, p, &a.TokenFile) && a.TokenFile == "" {
+				d.fail(n, p, "must not be empty")
+			}
+		},
 	})
+}
+
+// identities decodes `role: [identity, ...]` into identity -> role.
+func (d *decoder) identities(n *yaml.Node, path string) map[string]string {
+	out := map[string]string{}
+	d.mapping(n, path, map[string]fieldFunc{
+		RoleViewer: func(n *yaml.Node, p string) { d.identityList(n, p, RoleViewer, out) },
+		RoleAdmin:  func(n *yaml.Node, p string) { d.identityList(n, p, RoleAdmin, out) },
+	})
+	return out
+}
+
+func (d *decoder) identityList(n *yaml.Node, path, role string, out map[string]string) {
+	d.sequence(n, path, func(n *yaml.Node, p string) {
+		var id string
+		if !d.str(n, p, &id) {
+			return
+		}
+		if err := ValidIdentity(id); err != nil {
+			d.fail(n, p, "%v", err)
+			return
+		}
+		if prev, dup := out[id]; dup {
+			d.fail(n, p, "%q is already bound to %s", id, prev)
+			return
+		}
+		out[id] = role
+	})
+}
+
+// ValidIdentity checks a client-certificate identity as the authorization section
+// writes it. The kinds are spelled out so that a DNS SAN can never be mistaken for a
+// common name, or either for a URI.
+func ValidIdentity(id string) error {
+	kind, name, ok := strings.Cut(id, ":")
+	switch {
+	case !ok:
+	case kind == "dns" || kind == "cn":
+		if name != "" && strings.TrimSpace(name) == name {
+			return nil
+		}
+	case strings.HasPrefix(name, "//"):
+		if u, err := url.Parse(id); err == nil && u.Scheme != "" && u.Host != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not an identity: want a URI SAN such as spiffe://example.org/ops, dns:NAME or cn:NAME", id)
 }
 
 func checkHostPort(s string) string {

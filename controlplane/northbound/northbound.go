@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
+	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -155,21 +156,27 @@ func (s *Server) ask(ctx context.Context, nodeID string, msg *controllerv1.Contr
 }
 
 func (s *Server) AddSegment(ctx context.Context, req *controlplanev1.SegmentRequest) (*controlplanev1.MutationResponse, error) {
-	return s.mutate(s.svc.AddSegment(ctx, req.GetName()))("segment %s added", req.GetName())
+	return s.mutate(s.tracked(ctx, s.segmentState(ctx, req.GetName()), func() (controlplane.Result, error) {
+		return s.svc.AddSegment(ctx, req.GetName())
+	}))("segment %s added", req.GetName())
 }
 
 func (s *Server) RemoveSegment(ctx context.Context, req *controlplanev1.SegmentRequest) (*controlplanev1.MutationResponse, error) {
-	return s.mutate(s.svc.RemoveSegment(ctx, req.GetName()))("segment %s removed", req.GetName())
+	return s.mutate(s.tracked(ctx, s.segmentState(ctx, req.GetName()), func() (controlplane.Result, error) {
+		return s.svc.RemoveSegment(ctx, req.GetName())
+	}))("segment %s removed", req.GetName())
 }
 
 func (s *Server) AddTopologyLink(ctx context.Context, req *controlplanev1.TopologyLinkRequest) (*controlplanev1.MutationResponse, error) {
-	return s.mutate(s.svc.AddSegmentLink(ctx, req.GetSegment(), req.GetGroupA(), req.GetGroupB()))(
-		"link %s <-> %s added to segment %s", req.GetGroupA(), req.GetGroupB(), req.GetSegment())
+	return s.mutate(s.tracked(ctx, s.segmentState(ctx, req.GetSegment()), func() (controlplane.Result, error) {
+		return s.svc.AddSegmentLink(ctx, req.GetSegment(), req.GetGroupA(), req.GetGroupB())
+	}))("link %s <-> %s added to segment %s", req.GetGroupA(), req.GetGroupB(), req.GetSegment())
 }
 
 func (s *Server) RemoveTopologyLink(ctx context.Context, req *controlplanev1.TopologyLinkRequest) (*controlplanev1.MutationResponse, error) {
-	return s.mutate(s.svc.RemoveSegmentLink(ctx, req.GetSegment(), req.GetGroupA(), req.GetGroupB()))(
-		"link %s <-> %s removed from segment %s", req.GetGroupA(), req.GetGroupB(), req.GetSegment())
+	return s.mutate(s.tracked(ctx, s.segmentState(ctx, req.GetSegment()), func() (controlplane.Result, error) {
+		return s.svc.RemoveSegmentLink(ctx, req.GetSegment(), req.GetGroupA(), req.GetGroupB())
+	}))("link %s <-> %s removed from segment %s", req.GetGroupA(), req.GetGroupB(), req.GetSegment())
 }
 
 func (s *Server) AddRoute(ctx context.Context, req *controlplanev1.RouteRequest) (*controlplanev1.MutationResponse, error) {
@@ -177,7 +184,9 @@ func (s *Server) AddRoute(ctx context.Context, req *controlplanev1.RouteRequest)
 	if err != nil {
 		return nil, err
 	}
-	return s.mutate(s.svc.AddWildcardRoute(ctx, req.GetDestNodeId(), name))("route %s via %s added", name, req.GetDestNodeId())
+	return s.mutate(s.tracked(ctx, s.templateState(ctx, req.GetDestNodeId(), name), func() (controlplane.Result, error) {
+		return s.svc.AddWildcardRoute(ctx, req.GetDestNodeId(), name)
+	}))("route %s via %s added", name, req.GetDestNodeId())
 }
 
 func (s *Server) DeleteRoute(ctx context.Context, req *controlplanev1.RouteRequest) (*controlplanev1.MutationResponse, error) {
@@ -185,7 +194,59 @@ func (s *Server) DeleteRoute(ctx context.Context, req *controlplanev1.RouteReque
 	if err != nil {
 		return nil, err
 	}
-	return s.mutate(s.svc.DeleteWildcardRoute(ctx, req.GetDestNodeId(), name))("route %s via %s deleted", name, req.GetDestNodeId())
+	return s.mutate(s.tracked(ctx, s.templateState(ctx, req.GetDestNodeId(), name), func() (controlplane.Result, error) {
+		return s.svc.DeleteWildcardRoute(ctx, req.GetDestNodeId(), name)
+	}))("route %s via %s deleted", name, req.GetDestNodeId())
+}
+
+// tracked runs a mutation and, when the call is audited, records the changed object
+// as state reads it before and after. The reads are not atomic with the change (a
+// concurrent mutation may show in either); they are for people reading the audit log,
+// and cost nothing when no audit is asked for.
+func (s *Server) tracked(ctx context.Context, state func() any, do func() (controlplane.Result, error)) (controlplane.Result, error) {
+	if !access.Audited(ctx) {
+		return do()
+	}
+	before := state()
+	res, err := do()
+	if err == nil {
+		access.RecordChange(ctx, before, state())
+	}
+	return res, err
+}
+
+// segmentState reads a stored segment with its links; nil when absent.
+func (s *Server) segmentState(ctx context.Context, name string) func() any {
+	return func() any {
+		segs, err := s.svc.Store().ListSegments(ctx)
+		if err != nil {
+			return "unknown: " + err.Error()
+		}
+		for _, seg := range segs {
+			if seg.Name == name {
+				p := &controlplanev1.Segment{Name: seg.Name}
+				for _, l := range seg.Links {
+					p.Links = append(p.Links, &controlplanev1.TopologyLink{GroupA: l.GroupA, GroupB: l.GroupB})
+				}
+				return p
+			}
+		}
+		return nil
+	}
+}
+
+// templateState reads the wildcard route a route request names; nil when absent.
+func (s *Server) templateState(ctx context.Context, nodeID string, name store.Name) func() any {
+	return func() any {
+		tpls, err := s.svc.Store().ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: &name})
+		if err != nil {
+			return "unknown: " + err.Error()
+		}
+		if len(tpls) == 0 {
+			return nil
+		}
+		return routeProto(tpls[0])
+	}
 }
 
 // mutate turns a service outcome into a response: reconcilers are queued on success,

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
+	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
@@ -50,6 +51,9 @@ type Options struct {
 	Links controlplane.LinkSettings
 	// Store replaces the store Config.Database describes; the server closes it.
 	Store store.Store
+	// AuditLogger receives one line per successful northbound mutation (each with
+	// audit=true); Logger when nil.
+	AuditLogger *slog.Logger
 }
 
 // Server is a control plane: create it with New, serve with Run.
@@ -59,6 +63,7 @@ type Server struct {
 	store   store.Store
 	svc     *controlplane.Service
 	auth    auth.Authenticator
+	access  *access.Authorizer
 	streams *nodestream.Handler
 	south   *southbound.Server
 	links   *reconcile.Queue
@@ -78,6 +83,9 @@ type Server struct {
 func New(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Config == nil {
 		return nil, errors.New("controlplane server: Options.Config is required")
+	}
+	if err := o.Config.CheckListeners(); err != nil {
+		return nil, err
 	}
 	s := &Server{o: o, log: o.Logger}
 	if s.log == nil {
@@ -113,6 +121,9 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 	closers = append(closers, func() { _ = s.auth.Close() })
 	s.streams = nodestream.New(o.RequestTimeout)
 	s.metrics = newMetrics(o.Metrics, s)
+	if err := s.openAccess(); err != nil {
+		return nil, err
+	}
 	s.buildReconcilers()
 	if err := s.buildServers(); err != nil {
 		return nil, err
@@ -163,7 +174,7 @@ func (s *Server) buildServers() error {
 	if err != nil {
 		return fmt.Errorf("northbound: %w", err)
 	}
-	s.ngrpc = grpc.NewServer(nopts...)
+	s.ngrpc = grpc.NewServer(append(nopts, s.access.ServerOptions()...)...)
 	controlplanev1.RegisterControlPlaneServiceServer(s.ngrpc,
 		northbound.New(s.svc, s.streams, s.Enqueue, s.log.With("component", "northbound")))
 	return nil

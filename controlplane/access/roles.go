@@ -1,0 +1,59 @@
+package access
+
+import (
+	"fmt"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+)
+
+// Role is what a caller may do; a stronger role includes the weaker ones.
+type Role uint8
+
+const (
+	// NoRole is a caller known to no binding.
+	NoRole Role = iota
+	// Viewer lists nodes, links, routes and segments, and asks nodes for their state.
+	Viewer
+	// Admin also changes the topology and the routes: every mutating method.
+	Admin
+)
+
+func (r Role) String() string {
+	switch r {
+	case Viewer:
+		return config.RoleViewer
+	case Admin:
+		return config.RoleAdmin
+	}
+	return "none"
+}
+
+// ParseRole maps a role's name to the Role.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case config.RoleViewer:
+		return Viewer, nil
+	case config.RoleAdmin:
+		return Admin, nil
+	}
+	return NoRole, fmt.Errorf("unknown role %q (want %s or %s)", s, config.RoleViewer, config.RoleAdmin)
+}
+
+// MethodRoles is the role each northbound method needs. A method missing here is
+// refused to everyone (and a test fails), so a new RPC is never left open by
+// accident. Admin methods are the mutations, and each successful one is audited.
+var MethodRoles = map[string]Role{
+	controlplanev1.ControlPlaneService_ListNodes_FullMethodName:             Viewer,
+	controlplanev1.ControlPlaneService_ListLinks_FullMethodName:             Viewer,
+	controlplanev1.ControlPlaneService_ListRoutes_FullMethodName:            Viewer,
+	controlplanev1.ControlPlaneService_ListSegments_FullMethodName:          Viewer,
+	controlplanev1.ControlPlaneService_ListNodeConnections_FullMethodName:   Viewer,
+	controlplanev1.ControlPlaneService_ListNodeSubscriptions_FullMethodName: Viewer,
+	controlplanev1.ControlPlaneService_AddSegment_FullMethodName:            Admin,
+	controlplanev1.ControlPlaneService_RemoveSegment_FullMethodName:         Admin,
+	controlplanev1.ControlPlaneService_AddTopologyLink_FullMethodName:       Admin,
+	controlplanev1.ControlPlaneService_RemoveTopologyLink_FullMethodName:    Admin,
+	controlplanev1.ControlPlaneService_AddRoute_FullMethodName:              Admin,
+	controlplanev1.ControlPlaneService_DeleteRoute_FullMethodName:           Admin,
+}
