@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -232,7 +233,19 @@ func Connect(cfg registry.Config) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: connect to NATS at %s: %w", registry.ErrUnavailable, url, err)
+		return nil, fmt.Errorf("%w: connect to NATS at %s: %w", registry.ErrUnavailable, redactURLs(url), err)
 	}
 	return nc, nil
+}
+
+// redactURLs hides the passwords of a comma-separated list of NATS URLs, so that
+// an error or a log line never carries one.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
