@@ -22,6 +22,7 @@ import (
 type options struct {
 	nodes, groups, workers, conns, runs int
 	store, out, cpuProfile              string
+	scenarios, stores                   string
 	timeout                             time.Duration
 	baseDelay                           time.Duration
 }
@@ -38,7 +39,14 @@ func main() {
 	flag.DurationVar(&c.baseDelay, "base-delay", 200*time.Millisecond, "reconciler base retry delay")
 	flag.StringVar(&c.out, "out", "", "also write the markdown table to this file")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	flag.StringVar(&c.scenarios, "scenarios", "startup", "comma-separated: startup (every node starts at once), "+
+		"names (star, a name of its own per group), mesh (* <-> *, every node announces one name), "+
+		"crash (mesh, then one node per group crashes and reconnects)")
+	flag.StringVar(&c.stores, "stores", "", "comma-separated stores for the names, mesh and crash scenarios (default: -store)")
 	flag.Parse()
+	if c.stores == "" {
+		c.stores = c.store
+	}
 	if c.nodes < c.groups || c.groups < 2 || c.runs < 1 || c.workers < 1 || (c.store != "memory" && c.store != "sqlite") {
 		fmt.Fprintln(os.Stderr, "need nodes >= groups >= 2, runs >= 1, workers >= 1, store memory or sqlite")
 		os.Exit(2)
@@ -59,6 +67,9 @@ func run(c options) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.scenarios != "startup" {
+		return runScenarios(c)
 	}
 	var results []result
 	for i := range c.runs {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -52,4 +55,84 @@ func writeTable(w io.Writer, c options, rs []result) {
 	}
 	fmt.Fprintf(w, "\n%d links and %d routes per run; goal %s; every run's datapaths matched the store exactly: %v.\n",
 		rs[0].links, rs[0].routes, map[bool]string{true: "met", false: "MISSED"}[ok], verified)
+}
+
+// runScenarios runs each scenario on each store, c.runs times, and prints one table
+// row per run.
+func runScenarios(c options) error {
+	var ms []measure
+	for _, sc := range strings.Split(c.scenarios, ",") {
+		for _, st := range strings.Split(c.stores, ",") {
+			if st != "memory" && st != "sqlite" {
+				return fmt.Errorf("unknown store %q", st)
+			}
+			for range c.runs {
+				ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+				got := runScenario(ctx, c, strings.TrimSpace(sc), st)
+				cancel()
+				for _, m := range got {
+					if m.failed != nil {
+						fmt.Fprintf(os.Stderr, "%s/%s: FAILED: %v\n", m.scenario, m.store, m.failed)
+					}
+				}
+				ms = append(ms, got...)
+			}
+		}
+	}
+	var w io.Writer = os.Stdout
+	var sb strings.Builder
+	if c.out != "" {
+		w = io.MultiWriter(os.Stdout, &sb)
+	}
+	writeScenarioTable(w, c, ms)
+	if c.out != "" {
+		return os.WriteFile(c.out, []byte(sb.String()), 0o644)
+	}
+	return nil
+}
+
+var scenarioText = map[string]string{
+	"names": "star, one distinct name announced per group: announcements → all Applied",
+	"mesh":  "full mesh `* ↔ *`, every node announces one shared name: announcements → all Applied",
+	"crash": "full mesh, one node per group (10%) crashes and reconnects → all Applied again",
+}
+
+func writeScenarioTable(w io.Writer, c options, ms []measure) {
+	fmt.Fprintln(w, "| scenario | nodes / groups | store | converged | goal | last announcement stored | CPU (process) | ConfigCommands | links | routes | CP heap | load 1 min (before → after) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, m := range ms {
+		conv := ms1(m.converge)
+		switch {
+		case m.failed != nil:
+			conv = "**failed**: " + m.failed.Error()
+		case m.verified != nil:
+			conv += " (**datapaths differ from the store**)"
+		case m.converge <= m.goal:
+			conv = "**" + conv + "**"
+		}
+		stored := "–"
+		if m.scenario != "crash" {
+			stored = ms1(m.lastStored)
+		}
+		fmt.Fprintf(w, "| %s | %d / %d | %s | %s | ≤ %s | %s | %.1f s | %d | %d | %d | %.0f MiB | %s |\n",
+			scenarioText[m.scenario], m.nodes, m.groups, m.store, conv, m.goal, stored, m.cpu.Seconds(), m.commands,
+			m.links, m.routes, float64(m.heapCP)/(1<<20), m.load)
+	}
+	fmt.Fprintf(w, "\n%d reconciler workers per queue, %s; GOMAXPROCS %d, %d CPUs, %s. CPU is the whole benchmark process "+
+		"(control plane and every data-plane controller); CP heap is the live heap that stopping the control plane frees.\n",
+		c.workers, connsText(c), runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
+}
+
+func ms1(d time.Duration) string {
+	if d >= 10*time.Second {
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000)
+}
+
+func connsText(c options) string {
+	if c.conns > 0 {
+		return fmt.Sprintf("%d shared gRPC connections", c.conns)
+	}
+	return "one gRPC connection per node"
 }
