@@ -15,11 +15,9 @@ import (
 type Store struct {
 	mu       sync.RWMutex
 	closed   bool
-	nodes    map[string]store.Node
-	links    map[string]store.Link
-	routes   map[int64]store.Route
-	routeKey map[string]int64
-	nextID   int64
+	nodes    *nodeTable
+	links    *linkTable
+	routes   *routeTable
 	segments map[string]map[store.SegmentLink]struct{}
 	now      func() time.Time
 }
@@ -34,10 +32,14 @@ func New() *Store {
 }
 
 func (s *Store) reset(all bool) {
-	s.nodes = map[string]store.Node{}
-	s.links = map[string]store.Link{}
-	s.routes = map[int64]store.Route{}
-	s.routeKey = map[string]int64{}
+	s.nodes, s.links = newNodeTable(), newLinkTable()
+	// The route id sequence goes on across a reset: ids are never reused.
+	next := int64(0)
+	if s.routes != nil {
+		next = s.routes.nextID
+	}
+	s.routes = newRouteTable()
+	s.routes.nextID = next
 	if all {
 		s.segments = map[string]map[store.SegmentLink]struct{}{}
 	}
@@ -136,6 +138,6 @@ func sortedValues[K comparable, V any](m map[K]V, keep func(V) bool, key func(V)
 	return out
 }
 
-func routeOrder(r store.Route) int64 { return r.ID }
+func compareStrings(a, b string) int { return cmp.Compare(a, b) }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }

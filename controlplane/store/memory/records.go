@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"slices"
 
@@ -17,6 +16,73 @@ func cloneNode(n store.Node) store.Node {
 	return n
 }
 
+// putNode stores n, recording its undo in t.
+func (s *Store) putNode(t *tx, n store.Node) {
+	tbl := s.nodes
+	old, had := tbl.byID[n.ID]
+	tbl.put(n)
+	t.record(func() {
+		if had {
+			tbl.put(old)
+		} else {
+			tbl.remove(n.ID)
+		}
+	})
+}
+
+func (s *Store) removeNode(t *tx, id string) {
+	tbl := s.nodes
+	old, had := tbl.byID[id]
+	tbl.remove(id)
+	if had {
+		t.record(func() { tbl.put(old) })
+	}
+}
+
+func (s *Store) putLink(t *tx, l store.Link) {
+	tbl := s.links
+	old, had := tbl.byID[l.ID]
+	tbl.put(l)
+	t.record(func() {
+		if had {
+			tbl.put(old)
+		} else {
+			tbl.remove(l.ID)
+		}
+	})
+}
+
+func (s *Store) removeLink(t *tx, id string) {
+	tbl := s.links
+	old, had := tbl.byID[id]
+	tbl.remove(id)
+	if had {
+		t.record(func() { tbl.put(old) })
+	}
+}
+
+func (s *Store) putRoute(t *tx, r store.Route) {
+	tbl := s.routes
+	old, had := tbl.byID[r.ID]
+	tbl.put(r)
+	t.record(func() {
+		if had {
+			tbl.put(old)
+		} else {
+			tbl.remove(r.ID)
+		}
+	})
+}
+
+func (s *Store) removeRoute(t *tx, id int64) {
+	tbl := s.routes
+	old, had := tbl.byID[id]
+	tbl.remove(id)
+	if had {
+		t.record(func() { tbl.put(old) })
+	}
+}
+
 // SaveNode implements store.Store.
 func (s *Store) SaveNode(ctx context.Context, n store.Node) error {
 	t, unlock, err := s.lock(ctx)
@@ -26,8 +92,7 @@ func (s *Store) SaveNode(ctx context.Context, n store.Node) error {
 	defer unlock()
 	n = cloneNode(n)
 	n.LastUpdated = s.now()
-	keep(t, s.nodes, n.ID)
-	s.nodes[n.ID] = n
+	s.putNode(t, n)
 	return nil
 }
 
@@ -38,7 +103,7 @@ func (s *Store) GetNode(ctx context.Context, id string) (store.Node, error) {
 		return store.Node{}, err
 	}
 	defer unlock()
-	n, ok := s.nodes[id]
+	n, ok := s.nodes.byID[id]
 	if !ok {
 		return store.Node{}, store.NotFound("node", id)
 	}
@@ -52,9 +117,20 @@ func (s *Store) ListNodes(ctx context.Context, f store.NodeFilter) ([]store.Node
 		return nil, err
 	}
 	defer unlock()
-	out := sortedValues(s.nodes, func(n store.Node) bool {
-		return (f.Group == "" || n.Group == f.Group) && (!f.ConnectedOnly || n.Connected)
-	}, func(n store.Node) string { return n.ID })
+	keep := func(n store.Node) bool { return !f.ConnectedOnly || n.Connected }
+	var out []store.Node
+	if f.Group != "" {
+		ids := s.nodes.byGroup[f.Group]
+		out = make([]store.Node, 0, len(ids))
+		for id := range ids {
+			if n := s.nodes.byID[id]; keep(n) {
+				out = append(out, n)
+			}
+		}
+		slices.SortFunc(out, func(a, b store.Node) int { return compareStrings(a.ID, b.ID) })
+	} else {
+		out = sortedValues(s.nodes.byID, keep, func(n store.Node) string { return n.ID })
+	}
 	for i := range out {
 		out[i] = cloneNode(out[i])
 	}
@@ -68,15 +144,11 @@ func (s *Store) ListGroups(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer unlock()
-	seen := map[string]struct{}{}
-	for _, n := range s.nodes {
-		if n.Group != "" {
-			seen[n.Group] = struct{}{}
+	out := make([]string, 0, len(s.nodes.byGroup))
+	for g := range s.nodes.byGroup {
+		if g != "" {
+			out = append(out, g)
 		}
-	}
-	out := make([]string, 0, len(seen))
-	for g := range seen {
-		out = append(out, g)
 	}
 	slices.Sort(out)
 	return out, nil
@@ -89,13 +161,12 @@ func (s *Store) SetNodeConnected(ctx context.Context, id string, connected bool)
 		return err
 	}
 	defer unlock()
-	n, ok := s.nodes[id]
+	n, ok := s.nodes.byID[id]
 	if !ok {
 		return store.NotFound("node", id)
 	}
 	n.Connected, n.LastUpdated = connected, s.now()
-	keep(t, s.nodes, id)
-	s.nodes[id] = n
+	s.putNode(t, n)
 	return nil
 }
 
@@ -106,11 +177,10 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 		return err
 	}
 	defer unlock()
-	if _, ok := s.nodes[id]; !ok {
+	if _, ok := s.nodes.byID[id]; !ok {
 		return store.NotFound("node", id)
 	}
-	keep(t, s.nodes, id)
-	delete(s.nodes, id)
+	s.removeNode(t, id)
 	return nil
 }
 
@@ -124,12 +194,11 @@ func (s *Store) CreateLink(ctx context.Context, l store.Link) error {
 		return err
 	}
 	defer unlock()
-	if _, ok := s.links[l.ID]; ok {
+	if _, ok := s.links.byID[l.ID]; ok {
 		return store.Exists("link", l.ID)
 	}
 	l.LastUpdated, l.Version = s.now(), 1
-	keep(t, s.links, l.ID)
-	s.links[l.ID] = l
+	s.putLink(t, l)
 	return nil
 }
 
@@ -140,7 +209,7 @@ func (s *Store) GetLink(ctx context.Context, id string) (store.Link, error) {
 		return store.Link{}, err
 	}
 	defer unlock()
-	l, ok := s.links[id]
+	l, ok := s.links.byID[id]
 	if !ok {
 		return store.Link{}, store.NotFound("link", id)
 	}
@@ -154,7 +223,7 @@ func (s *Store) ListLinks(ctx context.Context, f store.LinkFilter) ([]store.Link
 		return nil, err
 	}
 	defer unlock()
-	return sortedValues(s.links, f.Match, func(l store.Link) string { return l.ID }), nil
+	return s.links.list(f), nil
 }
 
 // UpdateLink implements store.Store.
@@ -164,7 +233,7 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 		return store.Link{}, err
 	}
 	defer unlock()
-	l, ok := s.links[id]
+	l, ok := s.links.byID[id]
 	if !ok {
 		return store.Link{}, store.NotFound("link", id)
 	}
@@ -173,8 +242,7 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 		return store.Link{}, err
 	}
 	l.LastUpdated = s.now()
-	keep(t, s.links, id)
-	s.links[id] = l
+	s.putLink(t, l)
 	return l, nil
 }
 
@@ -194,15 +262,14 @@ func (s *Store) deleteLink(ctx context.Context, id string, version *int64) error
 		return err
 	}
 	defer unlock()
-	l, ok := s.links[id]
+	l, ok := s.links.byID[id]
 	if !ok {
 		return store.NotFound("link", id)
 	}
 	if err := store.CheckVersion("link "+id, l.Version, version); err != nil {
 		return err
 	}
-	keep(t, s.links, id)
-	delete(s.links, id)
+	s.removeLink(t, id)
 	return nil
 }
 
@@ -216,16 +283,15 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, err
 	}
 	defer unlock()
-	key := r.Key()
-	if _, ok := s.routeKey[key]; ok {
+	if _, ok := s.routes.byKey[r.Key()]; ok {
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
-	s.keepNextID(t)
-	s.nextID++
-	r.ID, r.LastUpdated, r.Version = s.nextID, s.now(), 1
-	keep(t, s.routes, r.ID)
-	keep(t, s.routeKey, key)
-	s.routes[r.ID], s.routeKey[key] = r, r.ID
+	tbl := s.routes
+	next := tbl.nextID
+	t.record(func() { tbl.nextID = next })
+	tbl.nextID++
+	r.ID, r.LastUpdated, r.Version = tbl.nextID, s.now(), 1
+	s.putRoute(t, r)
 	return r, nil
 }
 
@@ -236,7 +302,7 @@ func (s *Store) GetRoute(ctx context.Context, id int64) (store.Route, error) {
 		return store.Route{}, err
 	}
 	defer unlock()
-	r, ok := s.routes[id]
+	r, ok := s.routes.byID[id]
 	if !ok {
 		return store.Route{}, store.NotFound("route", itoa(id))
 	}
@@ -250,14 +316,7 @@ func (s *Store) ListRoutes(ctx context.Context, f store.RouteFilter) ([]store.Ro
 		return nil, err
 	}
 	defer unlock()
-	out := make([]store.Route, 0)
-	for _, r := range s.routes {
-		if f.Match(r) {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b store.Route) int { return cmp.Compare(routeOrder(a), routeOrder(b)) })
-	return out, nil
+	return s.routes.list(f), nil
 }
 
 // UpdateRoute implements store.Store.
@@ -267,7 +326,7 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 		return store.Route{}, err
 	}
 	defer unlock()
-	old, ok := s.routes[id]
+	old, ok := s.routes.byID[id]
 	if !ok {
 		return store.Route{}, store.NotFound("route", itoa(id))
 	}
@@ -276,17 +335,12 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 		return store.Route{}, err
 	}
 	if newKey := r.Key(); newKey != old.Key() {
-		if _, taken := s.routeKey[newKey]; taken {
+		if _, taken := s.routes.byKey[newKey]; taken {
 			return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 		}
-		keep(t, s.routeKey, old.Key())
-		keep(t, s.routeKey, newKey)
-		delete(s.routeKey, old.Key())
-		s.routeKey[newKey] = id
 	}
 	r.LastUpdated = s.now()
-	keep(t, s.routes, id)
-	s.routes[id] = r
+	s.putRoute(t, r)
 	return r, nil
 }
 
@@ -306,16 +360,13 @@ func (s *Store) deleteRoute(ctx context.Context, id int64, version *int64) error
 		return err
 	}
 	defer unlock()
-	r, ok := s.routes[id]
+	r, ok := s.routes.byID[id]
 	if !ok {
 		return store.NotFound("route", itoa(id))
 	}
 	if err := store.CheckVersion("route "+itoa(id), r.Version, version); err != nil {
 		return err
 	}
-	keep(t, s.routes, id)
-	keep(t, s.routeKey, r.Key())
-	delete(s.routes, id)
-	delete(s.routeKey, r.Key())
+	s.removeRoute(t, id)
 	return nil
 }

@@ -83,6 +83,13 @@ func (t *tx) rollbackTo(mark int) {
 	t.undo = t.undo[:mark]
 }
 
+// record adds an undo step; a no-op outside a transaction.
+func (t *tx) record(undo func()) {
+	if t != nil {
+		t.undo = append(t.undo, undo)
+	}
+}
+
 // keep records how to restore m[k] as it is now; a no-op outside a transaction.
 func keep[K comparable, V any](t *tx, m map[K]V, k K) {
 	if t == nil {
@@ -98,23 +105,13 @@ func keep[K comparable, V any](t *tx, m map[K]V, k K) {
 	})
 }
 
-// keepAll records how to restore every map and the route id sequence, before a reset
-// replaces them.
+// keepAll records how to restore every table, before a reset replaces them.
 func (s *Store) keepAll(t *tx) {
 	if t == nil {
 		return
 	}
-	nodes, links, routes, keys, segs, next := s.nodes, s.links, s.routes, s.routeKey, s.segments, s.nextID
+	nodes, links, routes, segs := s.nodes, s.links, s.routes, s.segments
 	t.undo = append(t.undo, func() {
-		s.nodes, s.links, s.routes, s.routeKey, s.segments, s.nextID = nodes, links, routes, keys, segs, next
+		s.nodes, s.links, s.routes, s.segments = nodes, links, routes, segs
 	})
-}
-
-// keepNextID records the route id sequence before CreateRoute advances it.
-func (s *Store) keepNextID(t *tx) {
-	if t == nil {
-		return
-	}
-	next := s.nextID
-	t.undo = append(t.undo, func() { s.nextID = next })
 }

@@ -93,7 +93,7 @@ func deletedClause(m store.DeletedMode) string {
 // UpdateLink implements store.Store.
 func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (store.Link, error) {
 	var out store.Link
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx querier) error {
 		l, err := getLink(ctx, tx, id)
 		if err != nil {
 			return err
@@ -120,7 +120,7 @@ func (s *Store) DeleteLink(ctx context.Context, id string) error {
 // DeleteLinkIf implements store.Store. The check and the delete share one write
 // transaction, so no update can slip in between.
 func (s *Store) DeleteLinkIf(ctx context.Context, id string, version int64) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx querier) error {
 		l, err := getLink(ctx, tx, id)
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -72,13 +71,15 @@ var migrations = []string{
 	// 2: record versions, the compare-and-set precondition of UpdateLink/UpdateRoute.
 	`ALTER TABLE links ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
 	ALTER TABLE routes ADD COLUMN version INTEGER NOT NULL DEFAULT 1;`,
+	// 3: routes by name, for planning one name at a time.
+	`CREATE INDEX IF NOT EXISTS routes_name ON routes(c0, c1, c2, has_cid, cid);`,
 }
 
 // SchemaVersion is the version Open migrates to.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 func (s *Store) migrate(ctx context.Context) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)

@@ -100,7 +100,7 @@ func (s *Store) ListRoutes(ctx context.Context, f store.RouteFilter) ([]store.Ro
 // UpdateRoute implements store.Store.
 func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) (store.Route, error) {
 	var out store.Route
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx querier) error {
 		r, err := getRoute(ctx, tx, id)
 		if err != nil {
 			return err
@@ -129,7 +129,7 @@ func (s *Store) DeleteRoute(ctx context.Context, id int64) error {
 
 // DeleteRouteIf implements store.Store, checking and deleting in one transaction.
 func (s *Store) DeleteRouteIf(ctx context.Context, id int64, version int64) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx querier) error {
 		r, err := getRoute(ctx, tx, id)
 		if err != nil {
 			return err

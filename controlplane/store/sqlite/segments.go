@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
@@ -55,7 +54,7 @@ func (s *Store) ListSegments(ctx context.Context) ([]store.Segment, error) {
 // AddSegmentLink implements store.Store.
 func (s *Store) AddSegmentLink(ctx context.Context, l store.SegmentLink) error {
 	l = store.NewSegmentLink(l.Segment, l.GroupA, l.GroupB)
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx querier) error {
 		var one int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM segments WHERE name = ?", l.Segment).Scan(&one)
 		if isNoRows(err) {
@@ -76,7 +75,7 @@ func (s *Store) AddSegmentLink(ctx context.Context, l store.SegmentLink) error {
 // RemoveSegmentLink implements store.Store.
 func (s *Store) RemoveSegmentLink(ctx context.Context, l store.SegmentLink) error {
 	l = store.NewSegmentLink(l.Segment, l.GroupA, l.GroupB)
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx querier) error {
 		var one int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM segments WHERE name = ?", l.Segment).Scan(&one)
 		if isNoRows(err) {

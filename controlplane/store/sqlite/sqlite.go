@@ -18,6 +18,7 @@ import (
 // Store is a store.Store on one SQLite database file.
 type Store struct {
 	db     *sql.DB
+	stmts  stmtCache
 	closed atomic.Bool
 	now    func() time.Time
 }
@@ -40,6 +41,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
+	// Every pooled connection runs the pragmas when it opens; keep the connections
+	// the reconcilers and the core use at once instead of reopening them (and
+	// re-preparing their statements) — the default keeps two.
+	db.SetMaxIdleConns(16)
 	s := &Store{db: db, now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
@@ -67,6 +72,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.stmts.close()
 	return s.db.Close()
 }
 
@@ -115,21 +121,21 @@ func execAll(ctx context.Context, q querier, stmts ...string) error {
 // inTx runs fn in a write transaction and commits it when fn succeeds. Inside a
 // transaction of Atomically, fn runs on it directly: every inTx caller reads, checks
 // and then makes a single write, so a failure leaves nothing to undo.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, fn func(querier) error) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	if t := s.txOf(ctx); t != nil {
-		if err := t.begin(s.db); err != nil {
+		if err := t.begin(s); err != nil {
 			return err
 		}
-		return fn(t.tx)
+		return fn(t.q)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite store: begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(newTxQuerier(s, tx)); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -27,6 +27,7 @@ type querier interface {
 type txState struct {
 	ctx   context.Context // Atomically's: the transaction's lifetime
 	tx    *sql.Tx         // nil until the first write
+	q     *txQuerier      // tx's prepared statements
 	done  atomic.Bool
 	depth int // open savepoints
 }
@@ -43,32 +44,32 @@ func (s *Store) txOf(ctx context.Context) *txState {
 // q returns where ctx's reads run.
 func (s *Store) q(ctx context.Context) querier {
 	if t := s.txOf(ctx); t != nil && t.tx != nil {
-		return t.tx
+		return t.q
 	}
-	return s.db
+	return dbQuerier{s}
 }
 
 // w returns where ctx's writes run, beginning ctx's transaction if it has not yet.
 func (s *Store) w(ctx context.Context) (querier, error) {
 	t := s.txOf(ctx)
 	if t == nil {
-		return s.db, nil
+		return dbQuerier{s}, nil
 	}
-	if err := t.begin(s.db); err != nil {
+	if err := t.begin(s); err != nil {
 		return nil, err
 	}
-	return t.tx, nil
+	return t.q, nil
 }
 
-func (t *txState) begin(db *sql.DB) error {
+func (t *txState) begin(s *Store) error {
 	if t.tx != nil {
 		return nil
 	}
-	tx, err := db.BeginTx(t.ctx, nil)
+	tx, err := s.db.BeginTx(t.ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite store: begin: %w", err)
 	}
-	t.tx = tx
+	t.tx, t.q = tx, newTxQuerier(s, tx)
 	return nil
 }
 
@@ -112,7 +113,7 @@ func (t *txState) savepoint(ctx context.Context, fn func(context.Context) error)
 		defer func() {
 			if !ok && t.tx != nil {
 				_ = t.tx.Rollback()
-				t.tx = nil
+				t.tx, t.q = nil, nil
 			}
 		}()
 		if err := fn(ctx); err != nil {

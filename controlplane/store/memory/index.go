@@ -1,0 +1,222 @@
+package memory
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+)
+
+// The tables below keep, beside each record map, the indexes the control plane's
+// queries go by — routes by source node, destination node, link and name; links by
+// source, destination and target node and by group; nodes by group — so that a
+// query costs what it returns, not what the store holds. Every change goes through
+// put or remove, which keep the indexes in step and record their own undo in a
+// transaction.
+
+// index maps a key to the set of record ids under it.
+type index[K comparable, ID comparable] map[K]map[ID]struct{}
+
+func (x index[K, ID]) add(k K, id ID) {
+	set, ok := x[k]
+	if !ok {
+		set = map[ID]struct{}{}
+		x[k] = set
+	}
+	set[id] = struct{}{}
+}
+
+func (x index[K, ID]) remove(k K, id ID) {
+	if set, ok := x[k]; ok {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(x, k)
+		}
+	}
+}
+
+type nodeTable struct {
+	byID    map[string]store.Node
+	byGroup index[string, string]
+}
+
+func newNodeTable() *nodeTable {
+	return &nodeTable{byID: map[string]store.Node{}, byGroup: index[string, string]{}}
+}
+
+func (t *nodeTable) put(n store.Node) {
+	if old, ok := t.byID[n.ID]; ok {
+		t.byGroup.remove(old.Group, old.ID)
+	}
+	t.byID[n.ID] = n
+	t.byGroup.add(n.Group, n.ID)
+}
+
+func (t *nodeTable) remove(id string) {
+	if old, ok := t.byID[id]; ok {
+		t.byGroup.remove(old.Group, id)
+		delete(t.byID, id)
+	}
+}
+
+type linkTable struct {
+	byID                       map[string]store.Link
+	bySource, byDest, byTarget index[string, string]
+	byGroup                    index[string, string]
+}
+
+func newLinkTable() *linkTable {
+	return &linkTable{byID: map[string]store.Link{}, bySource: index[string, string]{}, byDest: index[string, string]{},
+		byTarget: index[string, string]{}, byGroup: index[string, string]{}}
+}
+
+func (t *linkTable) unindex(l store.Link) {
+	t.bySource.remove(l.SourceNodeID, l.ID)
+	t.byDest.remove(l.DestNodeID, l.ID)
+	t.byTarget.remove(l.TargetNodeID, l.ID)
+	t.byGroup.remove(l.SourceGroup, l.ID)
+	t.byGroup.remove(l.DestGroup, l.ID)
+}
+
+func (t *linkTable) put(l store.Link) {
+	if old, ok := t.byID[l.ID]; ok {
+		t.unindex(old)
+	}
+	t.byID[l.ID] = l
+	t.bySource.add(l.SourceNodeID, l.ID)
+	t.byDest.add(l.DestNodeID, l.ID)
+	t.byTarget.add(l.TargetNodeID, l.ID)
+	t.byGroup.add(l.SourceGroup, l.ID)
+	t.byGroup.add(l.DestGroup, l.ID)
+}
+
+func (t *linkTable) remove(id string) {
+	if old, ok := t.byID[id]; ok {
+		t.unindex(old)
+		delete(t.byID, id)
+	}
+}
+
+// candidates returns the ids the filter can match, from its most selective index,
+// or nil (with all true) when no field narrows it.
+func (t *linkTable) candidates(f store.LinkFilter) (ids map[string]struct{}, all bool) {
+	switch {
+	case f.SourceNodeID != "":
+		return t.bySource[f.SourceNodeID], false
+	case f.DestNodeID != "":
+		return t.byDest[f.DestNodeID], false
+	case f.TargetNodeID != "":
+		return t.byTarget[f.TargetNodeID], false
+	case f.Group != "":
+		return t.byGroup[f.Group], false
+	}
+	return nil, true
+}
+
+func (t *linkTable) list(f store.LinkFilter) []store.Link {
+	ids, all := t.candidates(f)
+	var out []store.Link
+	if all {
+		out = make([]store.Link, 0, len(t.byID))
+		for _, l := range t.byID {
+			if f.Match(l) {
+				out = append(out, l)
+			}
+		}
+	} else {
+		out = make([]store.Link, 0, len(ids))
+		for id := range ids {
+			if l := t.byID[id]; f.Match(l) {
+				out = append(out, l)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Link) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+type routeTable struct {
+	byID                     map[int64]store.Route
+	byKey                    map[string]int64
+	bySource, byDest, byLink index[string, int64]
+	byName                   index[store.Name, int64]
+	nextID                   int64
+}
+
+func newRouteTable() *routeTable {
+	return &routeTable{byID: map[int64]store.Route{}, byKey: map[string]int64{}, bySource: index[string, int64]{},
+		byDest: index[string, int64]{}, byLink: index[string, int64]{}, byName: index[store.Name, int64]{}}
+}
+
+func (t *routeTable) unindex(r store.Route) {
+	delete(t.byKey, r.Key())
+	t.bySource.remove(r.SourceNodeID, r.ID)
+	t.byDest.remove(r.DestNodeID, r.ID)
+	t.byLink.remove(r.LinkID, r.ID)
+	t.byName.remove(r.Name, r.ID)
+}
+
+func (t *routeTable) put(r store.Route) {
+	if old, ok := t.byID[r.ID]; ok {
+		t.unindex(old)
+	}
+	t.byID[r.ID] = r
+	t.byKey[r.Key()] = r.ID
+	t.bySource.add(r.SourceNodeID, r.ID)
+	t.byDest.add(r.DestNodeID, r.ID)
+	t.byLink.add(r.LinkID, r.ID)
+	t.byName.add(r.Name, r.ID)
+}
+
+func (t *routeTable) remove(id int64) {
+	if old, ok := t.byID[id]; ok {
+		t.unindex(old)
+		delete(t.byID, id)
+	}
+}
+
+// candidates is linkTable.candidates for routes; of several fields set, the smallest
+// set wins (templates share one source, "*").
+func (t *routeTable) candidates(f store.RouteFilter) (ids map[int64]struct{}, all bool) {
+	all = true
+	pick := func(set map[int64]struct{}) {
+		if all || len(set) < len(ids) {
+			ids, all = set, false
+		}
+	}
+	if f.SourceNodeID != "" {
+		pick(t.bySource[f.SourceNodeID])
+	}
+	if f.LinkID != "" {
+		pick(t.byLink[f.LinkID])
+	}
+	if f.Name != nil {
+		pick(t.byName[*f.Name])
+	}
+	if f.DestNodeID != "" {
+		pick(t.byDest[f.DestNodeID])
+	}
+	return ids, all
+}
+
+func (t *routeTable) list(f store.RouteFilter) []store.Route {
+	ids, all := t.candidates(f)
+	var out []store.Route
+	if all {
+		out = make([]store.Route, 0, len(t.byID))
+		for _, r := range t.byID {
+			if f.Match(r) {
+				out = append(out, r)
+			}
+		}
+	} else {
+		out = make([]store.Route, 0, len(ids))
+		for id := range ids {
+			if r := t.byID[id]; f.Match(r) {
+				out = append(out, r)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
