@@ -90,7 +90,7 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 		if err := s.ensureLinks(ctx, n, w); err != nil {
 			return err
 		}
-		return s.expandAll(ctx, w)
+		return s.replan(ctx, w)
 	})
 	if err != nil {
 		return Registered{}, err
@@ -122,6 +122,7 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 		case l.TargetNodeID == n.ID && l.DestEndpoint != ext && ext == "":
 			u.Status = store.Ptr(store.LinkDeleted)
 			w.link(l.SourceNodeID)
+			w.relinked()
 		case l.TargetNodeID == n.ID && l.DestEndpoint != ext:
 			u = store.LinkUpdate{DestEndpoint: &ext, ConnConfig: store.Ptr(s.clientConfig(l.ID, n)),
 				Status: store.Ptr(store.LinkPending), StatusMessage: store.Ptr("destination endpoint changed")}
@@ -132,6 +133,7 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 			}
 			if l.DestNodeID == "" && l.SourceNodeID != n.ID && l.DestGroup == n.Group {
 				u.DestNodeID = &n.ID
+				w.relinked()
 			}
 			w.route(n.ID)
 		case !said && l.Status == store.LinkApplied:
@@ -226,5 +228,5 @@ func (s *Service) departTx(ctx context.Context, nodeID string, session uint64, g
 			return fmt.Errorf("delete node %s: %w", nodeID, err)
 		}
 	}
-	return s.expandAll(ctx, w)
+	return s.replan(ctx, w)
 }

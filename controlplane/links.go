@@ -72,10 +72,11 @@ func (s *Service) ensureLinks(ctx context.Context, n store.Node, w *work) error 
 	if n.Group == "" || !n.Connected {
 		return nil
 	}
-	segs, _, err := s.resolve(ctx)
+	topo, err := s.resolved(ctx)
 	if err != nil {
 		return err
 	}
+	_, peers := topo.pairs()
 	existing, err := s.store.ListLinks(ctx, store.LinkFilter{Group: n.Group})
 	if err != nil {
 		return fmt.Errorf("list links of group %s: %w", n.Group, err)
@@ -84,7 +85,7 @@ func (s *Service) ensureLinks(ctx context.Context, n store.Node, w *work) error 
 	for _, l := range existing {
 		linked[l.Peer(n.Group)] = true
 	}
-	for _, peer := range peersOf(segs, n.Group) {
+	for _, peer := range peers[n.Group] {
 		if linked[peer] {
 			continue
 		}
@@ -93,20 +94,6 @@ func (s *Service) ensureLinks(ctx context.Context, n store.Node, w *work) error 
 		}
 	}
 	return nil
-}
-
-// peersOf lists, sorted, the groups any segment connects to g.
-func peersOf(segs []Segment, g string) []string {
-	var out []string
-	for e := range allowedPairs(segs) {
-		switch g {
-		case e[0]:
-			out = append(out, e[1])
-		case e[1]:
-			out = append(out, e[0])
-		}
-	}
-	return sortedUnique(out)
 }
 
 func (s *Service) createLink(ctx context.Context, n store.Node, peer string, w *work) error {
@@ -133,6 +120,7 @@ func (s *Service) createLink(ctx context.Context, n store.Node, peer string, w *
 	}
 	s.log.Info("link created", "link", l.ID, "source", src.ID, "target", target.ID, "endpoint", l.DestEndpoint)
 	w.link(src.ID)
+	w.relinked()
 	return nil
 }
 
@@ -201,7 +189,8 @@ func (s *Service) ClaimLink(ctx context.Context, nodeID, linkID string) (Result,
 		claimed = true
 		w.route(nodeID)
 		w.route(l.SourceNodeID)
-		return s.expandAll(ctx, w)
+		w.relinked()
+		return s.replan(ctx, w)
 	})
 	if err != nil {
 		return Result{}, err

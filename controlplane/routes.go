@@ -1,16 +1,22 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
 
 // AddWildcardRoute records that nodeID announced name (the DP subscribed without a link,
 // or an operator added the route) and expands it over the SPT. Announcing again is a
-// no-op; the first announcer of a name roots its tree.
+// no-op; the first announcer of a name roots its tree. Only this name is re-planned,
+// and not even that when a node of the same group announced it before: the trees
+// already reach that group (as root, or on its path up), so a second announcer there
+// adds no route.
 func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name store.Name) (Result, error) {
 	if err := name.Validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -23,7 +29,18 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 		if _, err := s.store.GetNode(ctx, nodeID); err != nil {
 			return fmt.Errorf("announce %s: %w", name, err)
 		}
-		_, err := s.store.CreateRoute(ctx, store.Route{
+		tpls, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, Name: &name})
+		if err != nil {
+			return fmt.Errorf("announce %s: %w", name, err)
+		}
+		covered := false
+		for _, t := range tpls {
+			if t.DestNodeID == nodeID {
+				return nil
+			}
+			covered = covered || GroupOf(t.DestNodeID) == GroupOf(nodeID)
+		}
+		_, err = s.store.CreateRoute(ctx, store.Route{
 			SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: name, Status: store.RouteApplied,
 		})
 		if errors.Is(err, store.ErrExists) {
@@ -33,7 +50,11 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 			return fmt.Errorf("announce %s: %w", name, err)
 		}
 		added = true
-		return s.expandAll(ctx, w)
+		if covered {
+			return nil
+		}
+		w.name(name)
+		return s.replan(ctx, w)
 	})
 	if err != nil {
 		return Result{}, err
@@ -45,7 +66,7 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 }
 
 // DeleteWildcardRoute withdraws nodeID's announcement of name; expansions no other
-// announcer needs are marked deleted.
+// announcer needs are marked deleted. Only this name is re-planned.
 func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name store.Name) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -61,7 +82,8 @@ func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name s
 		if err := s.store.DeleteRoute(ctx, tpls[0].ID); err != nil {
 			return fmt.Errorf("withdraw %s: %w", name, err)
 		}
-		return s.expandAll(ctx, w)
+		w.name(name)
+		return s.replan(ctx, w)
 	})
 	if err != nil {
 		return Result{}, err
@@ -69,36 +91,81 @@ func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name s
 	return w.result(), nil
 }
 
-// expandAll is the spec's expand_all_wildcard_routes, done as a diff: it computes every
-// expansion the templates want now and brings the stored routes to that set. New ones
-// are created Pending; ones no longer wanted are marked deleted, so the route reconciler
-// unsubscribes them; a wanted one still waiting for its hard delete is replaced by a
-// fresh Pending record (the node may still hold the subscription, and re-subscribing is
-// idempotent).
-func (s *Service) expandAll(ctx context.Context, w *work) error {
-	all, err := s.store.ListRoutes(ctx, store.RouteFilter{Deleted: store.IncludeDeleted})
-	if err != nil {
-		return fmt.Errorf("list routes: %w", err)
+// expandAll re-plans every name, whatever changed.
+func (s *Service) expandAll(ctx context.Context, w *work) error { return s.expand(ctx, nil, w) }
+
+// replan is the spec's expand_all_wildcard_routes, limited to what the operation
+// touched: every name when the linked topology changed (a new edge can reshape every
+// tree), otherwise only the names whose announcements changed. Nothing else can move a
+// plan: the trees depend on the segments' linked edges and on the announcements
+// alone, and every change to either goes through here.
+func (s *Service) replan(ctx context.Context, w *work) error {
+	if w.graph {
+		return s.expand(ctx, nil, w)
 	}
-	names, anns := announcements(all)
+	if len(w.names) == 0 {
+		return nil
+	}
+	names := make([]store.Name, 0, len(w.names))
+	for n := range w.names {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b store.Name) int { return strings.Compare(a.String(), b.String()) })
+	return s.expand(ctx, names, w)
+}
+
+// expand is done as a diff: it computes every expansion the templates of the names
+// (nil: of every name) want now and brings the stored routes of those names to that
+// set. New ones are created Pending; ones no longer wanted are marked deleted, so the
+// route reconciler unsubscribes them; a wanted one still waiting for its hard delete
+// is replaced by a fresh Pending record (the node may still hold the subscription,
+// and re-subscribing is idempotent).
+func (s *Service) expand(ctx context.Context, only []store.Name, w *work) error {
+	var tpls, existing []store.Route
+	split := func(rs []store.Route) {
+		for _, r := range rs {
+			switch {
+			case !r.IsTemplate():
+				existing = append(existing, r)
+			case !r.Deleted:
+				tpls = append(tpls, r)
+			}
+		}
+	}
+	if only == nil {
+		all, err := s.store.ListRoutes(ctx, store.RouteFilter{Deleted: store.IncludeDeleted})
+		if err != nil {
+			return fmt.Errorf("list routes: %w", err)
+		}
+		split(all)
+	} else {
+		for _, n := range only {
+			rs, err := s.store.ListRoutes(ctx, store.RouteFilter{Name: &n, Deleted: store.IncludeDeleted})
+			if err != nil {
+				return fmt.Errorf("list routes of %s: %w", n, err)
+			}
+			split(rs)
+		}
+		// Announcement order is id order, whichever name was listed first.
+		slices.SortFunc(tpls, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	names, anns := announcements(tpls)
 	var want []desiredRoute
 	if len(names) > 0 {
+		var err error
 		if want, err = s.plan(ctx, names, anns); err != nil {
 			return err
 		}
 	}
-	return s.applyPlan(ctx, all, want, w)
+	return s.applyPlan(ctx, existing, want, w)
 }
 
 // announcements groups the live templates by name, names and announcers in the order
 // they were made (route ids increase).
-func announcements(all []store.Route) ([]store.Name, map[store.Name][]announcer) {
+func announcements(tpls []store.Route) ([]store.Name, map[store.Name][]announcer) {
 	var names []store.Name
 	anns := map[store.Name][]announcer{}
-	for _, r := range all {
-		if !r.IsTemplate() || r.Deleted {
-			continue
-		}
+	for _, r := range tpls {
 		if _, ok := anns[r.Name]; !ok {
 			names = append(names, r.Name)
 		}
@@ -108,7 +175,7 @@ func announcements(all []store.Route) ([]store.Name, map[store.Name][]announcer)
 }
 
 func (s *Service) plan(ctx context.Context, names []store.Name, anns map[store.Name][]announcer) ([]desiredRoute, error) {
-	segs, _, err := s.resolve(ctx)
+	topo, err := s.resolved(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -116,26 +183,28 @@ func (s *Service) plan(ctx context.Context, names []store.Name, anns map[store.N
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
-	p := newPlanner(segs, links)
+	p := newPlanner(topo.segs, links)
 	for _, n := range names {
 		p.plan(n, anns[n])
 	}
 	return p.out, nil
 }
 
-func (s *Service) applyPlan(ctx context.Context, all []store.Route, want []desiredRoute, w *work) error {
-	live, deleted := map[string]store.Route{}, map[string]store.Route{}
-	for _, r := range all {
-		switch {
-		case r.IsTemplate():
-		case r.Deleted:
-			deleted[r.Key()] = r
-		default:
-			live[r.Key()] = r
+// applyPlan writes the difference between the expansions of the planned names
+// (existing, deleted ones included) and want.
+func (s *Service) applyPlan(ctx context.Context, existing []store.Route, want []desiredRoute, w *work) error {
+	live := make(map[routeKey]store.Route, len(existing))
+	deleted := map[routeKey]store.Route{}
+	for _, r := range existing {
+		k := routeKey{source: r.SourceNodeID, link: r.LinkID, name: r.Name}
+		if r.Deleted {
+			deleted[k] = r
+		} else {
+			live[k] = r
 		}
 	}
 	for _, d := range want {
-		k := d.key()
+		k := d.rkey()
 		if r, ok := live[k]; ok {
 			delete(live, k)
 			if r.DestNodeID != d.dest {
@@ -157,7 +226,13 @@ func (s *Service) applyPlan(ctx context.Context, all []store.Route, want []desir
 		}
 		w.route(d.source())
 	}
-	for _, r := range live { // wanted no more
+	// Wanted no more; in id order, so that the same plan makes the same writes.
+	gone := make([]store.Route, 0, len(live))
+	for _, r := range live {
+		gone = append(gone, r)
+	}
+	slices.SortFunc(gone, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
+	for _, r := range gone {
 		if _, err := store.MarkRouteDeleted(ctx, s.store, r.ID); err != nil {
 			return fmt.Errorf("mark route %d deleted: %w", r.ID, err)
 		}
@@ -179,11 +254,13 @@ func (s *Service) cleanupRoutes(ctx context.Context, nodeID string, w *work) err
 		return fmt.Errorf("list routes to %s: %w", nodeID, err)
 	}
 	for _, r := range own {
+		w.name(r.Name)
 		if err := s.store.DeleteRoute(ctx, r.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("delete route %d: %w", r.ID, err)
 		}
 	}
 	for _, r := range toward {
+		w.name(r.Name) // its announcer leaves: the trees may hang off another one now
 		if r.IsTemplate() {
 			if err := s.store.DeleteRoute(ctx, r.ID); err != nil {
 				return fmt.Errorf("delete wildcard route %d: %w", r.ID, err)

@@ -65,6 +65,11 @@ type Service struct {
 	rng      *rand.Rand
 	newID    func() string
 	links    LinkSettings
+
+	// topoMu guards topo, the last resolved topology (read also by Segments, which
+	// does not take mu).
+	topoMu sync.Mutex
+	topo   *resolved
 }
 
 // New starts the service on opts.Store and applies the restart rule of the mode: config
@@ -119,13 +124,26 @@ type Result struct {
 	Problems   []error
 }
 
-// work collects a Result while an operation runs.
+// work collects a Result while an operation runs, and what the operation touched that
+// planning must look at again: the names whose announcements changed, or — when the
+// linked topology changed — every name.
 type work struct {
 	links, routes map[string]bool
 	problems      []error
+	names         map[store.Name]bool
+	graph         bool
 }
 
-func newWork() *work { return &work{links: map[string]bool{}, routes: map[string]bool{}} }
+func newWork() *work {
+	return &work{links: map[string]bool{}, routes: map[string]bool{}, names: map[store.Name]bool{}}
+}
+
+// name marks a name for re-planning.
+func (w *work) name(n store.Name) { w.names[n] = true }
+
+// relinked marks the linked topology as changed: a link created, deleted, claimed or
+// moved to another node changes the trees of every name.
+func (w *work) relinked() { w.graph = true }
 
 func (w *work) link(nodeID string) {
 	if nodeID != "" && nodeID != store.AllNodes {

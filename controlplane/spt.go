@@ -105,6 +105,17 @@ func (d desiredRoute) key() string {
 	return store.Route{SourceNodeID: d.source(), LinkID: d.hop.linkID, Name: *d.name}.Key()
 }
 
+func (d desiredRoute) rkey() routeKey {
+	return routeKey{source: d.source(), link: d.hop.linkID, name: *d.name}
+}
+
+// routeKey is store.Route.Key for expansions, as a comparable value: diffing a plan
+// against thousands of stored routes need not build a string per route.
+type routeKey struct {
+	source, link string
+	name         store.Name
+}
+
 // routeID identifies a subscription while planning: the same name over the same link on
 // the same side is one subscription whichever tree asks for it.
 type routeID struct {

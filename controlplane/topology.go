@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -166,17 +168,73 @@ func rulesFromSegments(segs []store.Segment) *config.Topology {
 	return t
 }
 
-// resolve returns the segments over the registered groups.
-func (s *Service) resolve(ctx context.Context) ([]Segment, []string, error) {
-	rules, err := s.topologyRules(ctx)
-	if err != nil {
-		return nil, nil, err
+// resolved is the topology in force resolved against one set of registered groups.
+// It is never changed once made, so every caller shares the latest one: resolving a
+// "* <-> *" topology over a hundred groups builds and sorts thousands of edges, which
+// each registration and each plan would otherwise redo although the groups rarely
+// change.
+type resolved struct {
+	rules  *config.Topology // config mode: the file's section
+	stored []store.Segment  // API mode: the stored segments they were made from
+	groups []string
+	segs   []Segment
+
+	once    sync.Once
+	allowed map[[2]string]bool
+	peers   map[string][]string
+}
+
+// pairs returns the group pairs any segment connects, and each group's peers, sorted.
+func (r *resolved) pairs() (map[[2]string]bool, map[string][]string) {
+	r.once.Do(func() {
+		r.allowed = allowedPairs(r.segs)
+		r.peers = map[string][]string{}
+		for e := range r.allowed {
+			r.peers[e[0]] = append(r.peers[e[0]], e[1])
+			r.peers[e[1]] = append(r.peers[e[1]], e[0])
+		}
+		for g, ps := range r.peers {
+			slices.Sort(ps)
+			r.peers[g] = ps
+		}
+	})
+	return r.allowed, r.peers
+}
+
+// resolved returns the topology resolved against the registered groups, from the
+// cache when neither the rules nor the groups changed since it was made.
+func (s *Service) resolved(ctx context.Context) (*resolved, error) {
+	var stored []store.Segment
+	if s.topology == nil {
+		var err error
+		if stored, err = s.store.ListSegments(ctx); err != nil {
+			return nil, fmt.Errorf("list segments: %w", err)
+		}
 	}
 	groups, err := s.store.ListGroups(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list groups: %w", err)
+		return nil, fmt.Errorf("list groups: %w", err)
 	}
-	return Resolve(rules, groups), groups, nil
+	s.topoMu.Lock()
+	defer s.topoMu.Unlock()
+	if c := s.topo; c != nil && c.rules == s.topology && slices.Equal(c.groups, groups) && reflect.DeepEqual(c.stored, stored) {
+		return c, nil
+	}
+	rules := s.topology
+	if rules == nil {
+		rules = rulesFromSegments(stored)
+	}
+	s.topo = &resolved{rules: s.topology, stored: stored, groups: groups, segs: Resolve(rules, groups)}
+	return s.topo, nil
+}
+
+// resolve returns the segments over the registered groups.
+func (s *Service) resolve(ctx context.Context) ([]Segment, []string, error) {
+	r, err := s.resolved(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.segs, r.groups, nil
 }
 
 // allowedPairs is the set of group pairs any segment connects.

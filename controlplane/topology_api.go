@@ -87,11 +87,12 @@ func (s *Service) mutateTopology(ctx context.Context, change func(ctx context.Co
 // now wants (each group, in order, acting through a random connected node), and
 // re-expands the routes.
 func (s *Service) syncTopology(ctx context.Context, w *work) error {
-	segs, groups, err := s.resolve(ctx)
+	topo, err := s.resolved(ctx)
 	if err != nil {
 		return err
 	}
-	allowed := allowedPairs(segs)
+	allowed, _ := topo.pairs()
+	groups := topo.groups
 	links, err := s.store.ListLinks(ctx, store.LinkFilter{})
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
@@ -117,5 +118,6 @@ func (s *Service) syncTopology(ctx context.Context, w *work) error {
 			return err
 		}
 	}
-	return s.expandAll(ctx, w)
+	w.relinked()
+	return s.replan(ctx, w)
 }
