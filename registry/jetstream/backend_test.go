@@ -56,6 +56,8 @@ func TestOpenRejectsBadParams(t *testing.T) {
 		{map[string]string{"marker-ttl": "500ms"}, "marker-ttl"},
 		{map[string]string{"storage": "disk"}, "storage"},
 		{map[string]string{"lookup": "magic"}, "lookup"},
+		{map[string]string{"watch-rescan": "-1s"}, "watch-rescan"},
+		{map[string]string{"watch-rescan": "often"}, "watch-rescan"},
 		{map[string]string{"create-stream": "maybe"}, "create-stream"},
 		{map[string]string{"subject-prefix": "a.*"}, "prefix"},
 		{map[string]string{"stream": "bad.name"}, "stream name"},
