@@ -91,7 +91,7 @@ func runEtcd(ctx context.Context, log *slog.Logger, dir string, port, peerPort i
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	log.Info("etcd serving", "endpoint", client.String())
 	fmt.Println("ready " + client.String())
 	<-ctx.Done()

@@ -29,6 +29,7 @@ const (
 	killBackend       faultKind = "kill-backend"
 	killBoth          faultKind = "kill-backend+registrar" // the registrar restarts while the backend is still down
 	stallWatcher      faultKind = "stall-watcher"
+	calm              faultKind = "calm" // no fault: a quiet window for the mid-run sampler
 	restartCP         faultKind = "restart-controlplane"
 	duplicateNode     faultKind = "duplicate-node"
 	killDPNode        faultKind = "kill-dp-node"
@@ -65,10 +66,11 @@ func lanes() []laneSpec {
 		{
 			name:  "registry",
 			gap:   [2]time.Duration{2 * time.Second, 8 * time.Second},
-			kinds: []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher}, weights: []int{4, 1, 3, 1, 2},
+			kinds: []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher, calm}, weights: []int{4, 1, 3, 1, 2, 1},
 			holds: map[faultKind][2]time.Duration{
 				killRegistrar: {500 * time.Millisecond, 4 * time.Second}, killAllRegistrars: {time.Second, 4 * time.Second},
 				killBackend: {time.Second, 6 * time.Second}, killBoth: {time.Second, 4 * time.Second}, stallWatcher: {2 * time.Second, 10 * time.Second},
+				calm: {20 * time.Second, 30 * time.Second},
 			},
 		},
 		{
@@ -134,6 +136,7 @@ type injector struct {
 	s     *system
 	start time.Time
 	log   *slog.Logger
+	q     *quiet // registry faults in progress, for the sampler
 
 	mu      sync.Mutex
 	records []faultRecord
@@ -169,6 +172,9 @@ func (in *injector) runLane(stop context.Context, fs []fault) {
 		}
 		r := faultRecord{fault: f, target: in.s.describe(f), start: time.Since(in.start)}
 		in.log.Info("fault", "lane", f.lane, "kind", f.kind, "target", r.target, "hold", f.hold.Round(time.Millisecond))
+		if f.lane == "registry" && f.kind != calm {
+			in.q.begin()
+		}
 		err := in.s.inject(f)
 		if err == nil {
 			select {
@@ -177,6 +183,9 @@ func (in *injector) runLane(stop context.Context, fs []fault) {
 			}
 		}
 		err = errors.Join(err, in.s.heal(f))
+		if f.lane == "registry" && f.kind != calm {
+			in.q.end()
+		}
 		r.end = time.Since(in.start)
 		if err != nil {
 			r.err = err.Error()
@@ -199,7 +208,9 @@ func (in *injector) watchChildren(stop context.Context) {
 		for _, p := range in.s.procs() {
 			if p.exitedOnItsOwn() {
 				now := time.Since(in.start)
+				in.q.begin()
 				err := p.start()
+				in.q.end()
 				r := faultRecord{fault: fault{lane: "-", kind: crashed}, target: p.name, start: now, end: time.Since(in.start)}
 				if err != nil {
 					r.err = err.Error()

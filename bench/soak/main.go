@@ -94,11 +94,11 @@ func main() {
 	o.seed = uint64(seed)
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name != "seed" && f.Name != "backend" {
-			o.replayFlags += fmt.Sprintf(" --%s %s", f.Name, f.Value)
+			o.replayFlags += fmt.Sprintf(" --%s=%s", f.Name, f.Value)
 		}
 	})
 	if !strings.Contains(o.replayFlags, "--duration") {
-		o.replayFlags += " --duration " + o.duration.String()
+		o.replayFlags += " --duration=" + o.duration.String()
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -137,7 +137,9 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 	}()
 	schedule := plan(o.seed, o.duration, o.replicas, len(s.fleet.nodes))
 	s.start = time.Now()
-	in := &injector{s: s, start: s.start, log: log}
+	q := &quiet{since: s.start}
+	in := &injector{s: s, start: s.start, log: log, q: q}
+	sm := &sampler{s: s, q: q, log: log}
 
 	stop, stopNow := context.WithTimeout(ctx, o.duration)
 	defer stopNow()
@@ -158,6 +160,7 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 		lanes.Go(func() { in.runLane(stop, fs) })
 	}
 	lanes.Go(func() { in.watchChildren(stop) })
+	lanes.Go(func() { sm.run(stop) })
 	progress := time.NewTicker(30 * time.Second)
 	defer progress.Stop()
 	for stop.Err() == nil {
@@ -186,12 +189,12 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 	stopWatching()
 	watchers.Wait()
 
-	pass = v.ok() && healErr == nil && s.oracle.unacked.Load() == 0
-	report(o, backend, s, in.sorted(), stoppedAt, v, healErr)
+	pass = v.ok() && healErr == nil && s.oracle.unacked.Load() == 0 && len(sm.lost) == 0
+	report(o, backend, s, in.sorted(), stoppedAt, v, healErr, sm)
 	return pass, nil
 }
 
-func report(o options, backend string, s *system, faults []faultRecord, stoppedAt time.Duration, v verdict, healErr error) {
+func report(o options, backend string, s *system, faults []faultRecord, stoppedAt time.Duration, v verdict, healErr error, sm *sampler) {
 	or := s.oracle
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n==== soak: backend %s, seed %d, duration %s, %d registrars, %d agents × %d keys, %d watchers, %d DP nodes; %s, GOMAXPROCS %d\n",
@@ -219,9 +222,13 @@ func report(o options, backend string, s *system, faults []faultRecord, stoppedA
 	if healErr != nil {
 		fmt.Fprintf(&b, "healing after the faults failed: %v\n", healErr)
 	}
-	fmt.Fprintf(&b, "acknowledged writes lost (backend disagrees with the oracle): %d\n", v.lost)
+	fmt.Fprintf(&b, "mid-run samples of the backend (registry quiet ≥ %s): %d taken, %d failed to list; acknowledged writes lost mid-run: %d\n", quietNeeded, sm.samples, sm.errors, len(sm.lost))
+	if len(sm.lost) > 0 {
+		fmt.Fprintf(&b, "    %s\n", summarize(sm.lost, 12))
+	}
+	fmt.Fprintf(&b, "acknowledged writes lost at the end (backend disagrees with the oracle): %d\n", v.lost)
 	result := "PASS"
-	if !v.ok() || healErr != nil || or.unacked.Load() > 0 {
+	if !v.ok() || healErr != nil || or.unacked.Load() > 0 || len(sm.lost) > 0 {
 		result = "FAIL"
 	}
 	fmt.Fprintf(&b, "result: %s — %s\n", result, v)

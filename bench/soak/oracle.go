@@ -72,6 +72,17 @@ func (o *oracle) snapshot() map[endpoint.Key]endpoint.Endpoint {
 	return maps.Clone(o.want)
 }
 
+// acksAt is when each key's last acknowledged write was.
+func (o *oracle) acksAt() map[endpoint.Key]time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[endpoint.Key]time.Time, len(o.last))
+	for k, r := range o.last {
+		out[k] = r.at
+	}
+	return out
+}
+
 func (o *oracle) describe(k endpoint.Key, start time.Time) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -154,6 +154,8 @@ func (s *system) describe(f fault) string {
 		parts = append(parts, "watcher-0")
 	case restartCP:
 		parts = append(parts, "control plane")
+	case calm:
+		parts = append(parts, "(nothing)")
 	default:
 		for _, t := range f.targets {
 			parts = append(parts, s.fleet.nodes[t].ID())
@@ -178,6 +180,8 @@ func (s *system) inject(f fault) error {
 		return errors.Join(s.store.kill(), s.registrars[f.targets[0]].kill())
 	case stallWatcher:
 		s.watchers[0].stall(24 * time.Hour) // until healed
+		return nil
+	case calm:
 		return nil
 	case restartCP:
 		return s.fleet.stopCP()
@@ -207,6 +211,8 @@ func (s *system) heal(f fault) error {
 		return s.startAll([]*proc{s.registrars[f.targets[0]], s.store})
 	case stallWatcher:
 		s.watchers[0].unstall()
+		return nil
+	case calm:
 		return nil
 	case restartCP:
 		if s.fleet.server() == nil {
