@@ -345,6 +345,15 @@ func TestControlPlaneRefusesPlaintextRemote(t *testing.T) {
 	}
 }
 
+// TestDevStaysOnLoopback: dev has no --insecure; a non-loopback control plane address
+// is refused before anything starts.
+func TestDevStaysOnLoopback(t *testing.T) {
+	_, errOut, code := run(t, "dev", "--controlplane-northbound", "0.0.0.0:0", "--data-dir", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "northbound endpoint 0.0.0.0:0 is plaintext") {
+		t.Fatalf("dev on 0.0.0.0: exit %d, %q", code, errOut)
+	}
+}
+
 // TestSIGHUPRevokesToken runs the control plane as a child process (this test binary,
 // running main), removes a token from its token file, sends the process a real SIGHUP
 // and waits until the token is refused while the others keep working.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
 	"github.com/switchboard-mesh/switchboard/registrar"
@@ -65,6 +66,10 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	// later one fails to start.
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
+	// Refused before anything starts: dev has no --insecure, so it stays on loopback.
+	if err := devControlPlaneConfig(o).CheckListeners(); err != nil {
+		return usageError{err}
+	}
 	log := a.logger()
 	host, portStr, err := net.SplitHostPort(o.natsListen)
 	if err != nil {
@@ -109,13 +114,16 @@ type devControlPlane struct {
 	done chan error
 }
 
-func startDevControlPlane(ctx context.Context, o devOptions, log *slog.Logger) (*devControlPlane, error) {
+func devControlPlaneConfig(o devOptions) *config.Config {
 	cfg := defaultControlPlaneConfig()
 	cfg.Northbound.Endpoint, cfg.Southbound.Endpoint = o.cpNorthbound, o.cpSouthbound
-	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: log})
+	return cfg
+}
+
+func startDevControlPlane(ctx context.Context, o devOptions, log *slog.Logger) (*devControlPlane, error) {
+	srv, err := server.New(ctx, server.Options{Config: devControlPlaneConfig(o), Logger: log})
 	if err != nil {
-		// dev has no --insecure: a non-loopback address is refused.
-		return nil, controlPlaneStartError(err)
+		return nil, err
 	}
 	cp := &devControlPlane{srv: srv, done: make(chan error, 1)}
 	go func() { cp.done <- srv.Run(ctx) }()

@@ -104,6 +104,7 @@ func (a *Authorizer) TokenCount() int { return a.tokens.Load().Len() }
 // caught half-written locks nobody out; the error is logged and counted.
 func (a *Authorizer) Reload() error {
 	if a.tokenFile == "" {
+		a.log.Info("no northbound token file is configured: nothing to reload")
 		return nil
 	}
 	a.reloadMu.Lock()
