@@ -17,7 +17,11 @@ type Config struct {
 	Tracing    Tracing
 	Northbound Server
 	Southbound Server
-	Database   Database
+	// SendTimeout bounds one message to a node (`southbound.send_timeout`): a node
+	// that stops reading is disconnected once it passes, instead of holding up
+	// the reconcilers. 0 means the default (10 s).
+	SendTimeout time.Duration
+	Database    Database
 	// Topology is nil in API mode: the section is absent, null or empty.
 	Topology         *Topology
 	RegistrationAuth RegistrationAuth

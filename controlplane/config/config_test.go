@@ -262,3 +262,19 @@ func TestLoad(t *testing.T) {
 		t.Fatal("missing file accepted")
 	}
 }
+
+func TestSouthboundSendTimeout(t *testing.T) {
+	c, err := Parse([]byte("southbound:\n  endpoint: \"127.0.0.1:50052\"\n  send_timeout: 3s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SendTimeout != 3*time.Second {
+		t.Fatalf("SendTimeout = %s, want 3s", c.SendTimeout)
+	}
+	if _, err := Parse([]byte("southbound:\n  send_timeout: soon\n")); err == nil || !strings.Contains(err.Error(), "southbound.send_timeout") {
+		t.Fatalf("a bad send_timeout: %v, want an error naming southbound.send_timeout", err)
+	}
+	if c, err := Parse(nil); err != nil || c.SendTimeout != 0 {
+		t.Fatalf("default SendTimeout = %v, %v; want 0 (the handler's default)", c.SendTimeout, err)
+	}
+}

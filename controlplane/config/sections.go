@@ -31,7 +31,11 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				d.fail(n, p+".authorization.identities", "client-certificate identities need tls.ca_file (mTLS)")
 			}
 		},
-		"southbound":            func(n *yaml.Node, p string) { d.server(n, p, &c.Southbound, SouthboundPort, nil) },
+		"southbound": func(n *yaml.Node, p string) {
+			d.server(n, p, &c.Southbound, SouthboundPort, map[string]fieldFunc{
+				"send_timeout": func(n *yaml.Node, p string) { d.duration(n, p, false, &c.SendTimeout) },
+			})
+		},
 		"allow_insecure_remote": func(n *yaml.Node, p string) { d.boolean(n, p, &c.AllowInsecureRemote) },
 		"database":              func(n *yaml.Node, p string) { d.database(n, p, &c.Database) },
 		"topology":              func(n *yaml.Node, p string) { c.Topology = d.topology(n, p) },

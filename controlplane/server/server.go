@@ -119,7 +119,7 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { _ = s.auth.Close() })
-	s.streams = nodestream.New(o.RequestTimeout)
+	s.streams = nodestream.New(o.RequestTimeout, nodestream.WithSendTimeout(o.Config.SendTimeout))
 	s.metrics = newMetrics(o.Metrics, s)
 	if err := s.openAccess(); err != nil {
 		return nil, err
