@@ -1,5 +1,5 @@
-// Command controlplane benchmarks control-plane convergence at fleet scale (issue 8;
-// spec/control-plane.md): N in-process data-plane controllers over memdp, spread over G
+// Command controlplane benchmarks control-plane convergence at fleet scale
+// (docs/controlplane.md): N in-process data-plane controllers over memdp, spread over G
 // groups in a star topology, one wildcard name announced in every group, against an
 // in-process control plane on loopback gRPC. It reports the time from the last node's
 // registration until every link and route is Applied, with the phases before it.

@@ -1,5 +1,5 @@
 // Package config parses the control plane's YAML configuration file, exactly the
-// sections of ../shared/spec/control-plane.md "Configuration Reference": tracing,
+// sections docs/controlplane.md ("Configuration") describes: tracing,
 // northbound, southbound, database, topology, registration_auth and reconciler.
 //
 // Parsing is strict. Every unknown key, wrong type and invalid value is reported as a

@@ -1,5 +1,5 @@
 // Package server assembles a running control plane from its configuration file
-// (../shared/spec/control-plane.md, "Architecture", "Periodic Reconciliation" and
+// (docs/controlplane.md, "Architecture", "Periodic Reconciliation" and
 // "Configuration Reference"): the store (in-memory or SQLite), the core service in
 // config or API mode, registration auth, the node command handler, the link and route
 // reconcilers on their work queues with the periodic full sweep, the southbound

@@ -1,6 +1,6 @@
 // Package cloudmap stores endpoints in AWS Cloud Map (servicediscovery), one of the
-// external registries of the registrar spec (spec/registrar.md, "Registry Backend";
-// issue 4). It registers itself as the "cloudmap" registry backend.
+// external registries of the registrar spec (spec/registrar.md, "Registry Backend").
+// It registers itself as the "cloudmap" registry backend.
 //
 // # Mapping
 //

@@ -1,6 +1,6 @@
 // Package dynamodb is the registry backend that stores endpoints in an Amazon DynamoDB
 // table, for registrars that share state across clusters (spec/registrar.md, "Proposed
-// Solution" and "Sync Strategy"; issue 4, DynamoDB). It registers itself as the
+// Solution" and "Sync Strategy"). It registers itself as the
 // "dynamodb" backend. DynamoDB has no change feed this backend could follow (Streams are
 // not used), so it implements registry.Registry but not registry.Watcher: the registrar
 // polls it.

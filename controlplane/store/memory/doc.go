@@ -1,4 +1,4 @@
 // Package memory is the in-memory control plane store: the default, losing all state
-// on restart (../shared/spec/control-plane.md, "Configuration Reference", database
+// on restart (docs/controlplane.md, "Configuration Reference", database
 // in_memory).
 package memory
