@@ -55,7 +55,7 @@ func (s *Service) moveOutgoing(ctx context.Context, l store.Link, from, sibling 
 	}
 	s.log.Info("gateway failover", "link", l.ID, "from", from, "to", sibling, "direction", "outgoing")
 	w.link(sibling)
-	w.relinked()
+	w.relinked(l.ID)
 	routes, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: from, LinkID: l.ID})
 	if err != nil {
 		return fmt.Errorf("list routes over link %s: %w", l.ID, err)
@@ -102,7 +102,7 @@ func (s *Service) replaceIncoming(ctx context.Context, l store.Link, departing s
 	}
 	s.log.Info("gateway failover", "link", l.ID, "from", departing, "direction", "incoming")
 	w.link(l.SourceNodeID)
-	w.relinked()
+	w.relinked(l.ID)
 	if err := s.dropRoutesOver(ctx, l.ID, departing, w); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Service) dropGroupLinks(ctx context.Context, n store.Node, graceful boo
 		return fmt.Errorf("list links of group %s: %w", n.Group, err)
 	}
 	for _, l := range links {
-		w.relinked()
+		w.relinked(l.ID)
 		if _, err := store.MarkLinkDeleted(ctx, s.store, l.ID); err != nil {
 			return fmt.Errorf("delete link %s: %w", l.ID, err)
 		}

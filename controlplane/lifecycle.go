@@ -71,7 +71,7 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 		reconnect bool
 		w         *work
 	)
-	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+	err := s.atomically(ctx, func(ctx context.Context) error {
 		prev, err := s.store.GetNode(ctx, id)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("register %s: %w", id, err)
@@ -122,7 +122,7 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 		case l.TargetNodeID == n.ID && l.DestEndpoint != ext && ext == "":
 			u.Status = store.Ptr(store.LinkDeleted)
 			w.link(l.SourceNodeID)
-			w.relinked()
+			w.relinked(l.ID)
 		case l.TargetNodeID == n.ID && l.DestEndpoint != ext:
 			u = store.LinkUpdate{DestEndpoint: &ext, ConnConfig: store.Ptr(s.clientConfig(l.ID, n)),
 				Status: store.Ptr(store.LinkPending), StatusMessage: store.Ptr("destination endpoint changed")}
@@ -133,7 +133,7 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 			}
 			if l.DestNodeID == "" && l.SourceNodeID != n.ID && l.DestGroup == n.Group {
 				u.DestNodeID = &n.ID
-				w.relinked()
+				w.relinked(l.ID)
 			}
 			w.route(n.ID)
 		case !said && l.Status == store.LinkApplied:
@@ -194,7 +194,7 @@ func (s *Service) depart(ctx context.Context, nodeID string, session uint64, gra
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := newWork()
-	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+	err := s.atomically(ctx, func(ctx context.Context) error {
 		return s.departTx(ctx, nodeID, session, graceful, w)
 	})
 	if err != nil {

@@ -120,7 +120,7 @@ func (s *Service) createLink(ctx context.Context, n store.Node, peer string, w *
 	}
 	s.log.Info("link created", "link", l.ID, "source", src.ID, "target", target.ID, "endpoint", l.DestEndpoint)
 	w.link(src.ID)
-	w.relinked()
+	w.relinked(l.ID)
 	return nil
 }
 
@@ -163,7 +163,7 @@ func (s *Service) ClaimLink(ctx context.Context, nodeID, linkID string) (Result,
 	defer s.mu.Unlock()
 	w := newWork()
 	claimed := false
-	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+	err := s.atomically(ctx, func(ctx context.Context) error {
 		n, err := s.store.GetNode(ctx, nodeID)
 		if err != nil {
 			return fmt.Errorf("claim link %s: %w", linkID, err)
@@ -189,7 +189,7 @@ func (s *Service) ClaimLink(ctx context.Context, nodeID, linkID string) (Result,
 		claimed = true
 		w.route(nodeID)
 		w.route(l.SourceNodeID)
-		w.relinked()
+		w.relinked(linkID)
 		return s.replan(ctx, w)
 	})
 	if err != nil {

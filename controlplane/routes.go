@@ -25,7 +25,7 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 	defer s.mu.Unlock()
 	w := newWork()
 	added := false
-	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+	err := s.atomically(ctx, func(ctx context.Context) error {
 		if _, err := s.store.GetNode(ctx, nodeID); err != nil {
 			return fmt.Errorf("announce %s: %w", name, err)
 		}
@@ -71,7 +71,7 @@ func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := newWork()
-	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+	err := s.atomically(ctx, func(ctx context.Context) error {
 		tpls, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: &name})
 		if err != nil {
 			return fmt.Errorf("withdraw %s: %w", name, err)
@@ -91,8 +91,15 @@ func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name s
 	return w.result(), nil
 }
 
-// expandAll re-plans every name, whatever changed.
-func (s *Service) expandAll(ctx context.Context, w *work) error { return s.expand(ctx, nil, w) }
+// expandAll re-plans every name from the store alone, whatever changed: the link view
+// is read afresh, so that a plan made incrementally can be checked against it.
+func (s *Service) expandAll(ctx context.Context, w *work) error {
+	s.view = linkView{}
+	if err := s.refreshLinks(ctx, w); err != nil {
+		return err
+	}
+	return s.expand(ctx, nil, w)
+}
 
 // replan is the spec's expand_all_wildcard_routes, limited to what the operation
 // touched: every name when the linked topology changed (a new edge can reshape every
@@ -100,6 +107,9 @@ func (s *Service) expandAll(ctx context.Context, w *work) error { return s.expan
 // plan: the trees depend on the segments' linked edges and on the announcements
 // alone, and every change to either goes through here.
 func (s *Service) replan(ctx context.Context, w *work) error {
+	if err := s.refreshLinks(ctx, w); err != nil {
+		return err
+	}
 	if w.graph {
 		return s.expand(ctx, nil, w)
 	}
@@ -179,11 +189,7 @@ func (s *Service) plan(ctx context.Context, names []store.Name, anns map[store.N
 	if err != nil {
 		return nil, err
 	}
-	links, err := s.store.ListLinks(ctx, store.LinkFilter{})
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
-	p := newPlanner(topo.segs, links)
+	p := s.linkedGraph(topo).planner()
 	for _, n := range names {
 		p.plan(n, anns[n])
 	}

@@ -66,6 +66,10 @@ type Service struct {
 	newID    func() string
 	links    LinkSettings
 
+	// view is the live links and the graph the planner made of them, kept across
+	// operations (guarded by mu).
+	view linkView
+
 	// topoMu guards topo, the last resolved topology (read also by Segments, which
 	// does not take mu).
 	topoMu sync.Mutex
@@ -132,18 +136,28 @@ type work struct {
 	problems      []error
 	names         map[store.Name]bool
 	graph         bool
+	// touched lists the links the operation wrote in a way the planner sees (made,
+	// claimed, moved, deleted), for the service's copy of the links to re-read.
+	touched map[string]bool
 }
 
 func newWork() *work {
-	return &work{links: map[string]bool{}, routes: map[string]bool{}, names: map[store.Name]bool{}}
+	return &work{links: map[string]bool{}, routes: map[string]bool{}, names: map[store.Name]bool{},
+		touched: map[string]bool{}}
 }
 
 // name marks a name for re-planning.
 func (w *work) name(n store.Name) { w.names[n] = true }
 
 // relinked marks the linked topology as changed: a link created, deleted, claimed or
-// moved to another node changes the trees of every name.
-func (w *work) relinked() { w.graph = true }
+// moved to another node changes the trees of every name. linkID is that link, or ""
+// when the topology rules changed.
+func (w *work) relinked(linkID string) {
+	w.graph = true
+	if linkID != "" {
+		w.touched[linkID] = true
+	}
+}
 
 func (w *work) link(nodeID string) {
 	if nodeID != "" && nodeID != store.AllNodes {

@@ -123,25 +123,44 @@ type routeID struct {
 	srcSide   bool
 }
 
-// planner computes the wanted expansions of every wildcard name. It is pure: the same
-// segments, links and announcements always give the same routes in the same order.
-type planner struct {
+// linked is the planner's view of the linked topology: the groups of the segments
+// numbered in name order, one hop per linked group pair, and each segment's graph of
+// linked edges with its cached trees. It outlives one plan: the service keeps it
+// while the links only change ends (a claim, a failover), which moves no edge.
+type linked struct {
+	topo   *resolved // the resolved topology it was made for
 	groups []string
 	index  map[string]int32
 	graphs []*graph
 	hops   []hop
 	byEdge map[uint64]int32
-	out    []desiredRoute
-	seen   map[routeID]bool
-	names  int32
+	byLink map[string]int32 // the hop of each link that carries its pair
+}
+
+// planner computes the wanted expansions of every wildcard name. It is pure: the same
+// segments, links and announcements always give the same routes in the same order.
+type planner struct {
+	*linked
+	out   []desiredRoute
+	seen  map[routeID]bool
+	names int32
 }
 
 // newPlanner indexes the groups of the segments and the live links, and builds each
 // segment's graph from the edges that have a link: a topology edge nobody could link
 // (no external endpoint on either side) must not carry the tree.
 func newPlanner(segs []Segment, links []store.Link) *planner {
-	p := &planner{index: map[string]int32{}, byEdge: make(map[uint64]int32, len(links)),
-		hops: make([]hop, 0, len(links)), seen: map[routeID]bool{}}
+	return newLinked(segs, links).planner()
+}
+
+func (l *linked) planner() *planner {
+	return &planner{linked: l, seen: map[routeID]bool{}}
+}
+
+// newLinked builds the view; links must be sorted by id.
+func newLinked(segs []Segment, links []store.Link) *linked {
+	p := &linked{index: map[string]int32{}, byEdge: make(map[uint64]int32, len(links)),
+		hops: make([]hop, 0, len(links)), byLink: make(map[string]int32, len(links))}
 	edges := make([][][2]int32, len(segs))
 	for i, s := range segs {
 		edges[i] = make([][2]int32, len(s.Edges))
@@ -158,6 +177,7 @@ func newPlanner(segs []Segment, links []store.Link) *planner {
 			continue // one link per pair; links come sorted, so the choice is stable
 		}
 		p.byEdge[k] = int32(len(p.hops))
+		p.byLink[l.ID] = int32(len(p.hops))
 		p.hops = append(p.hops, hop{linkID: l.ID, srcGroup: a, dstGrp: b, srcNode: l.SourceNodeID, dstNode: l.DestNodeID})
 	}
 	for i, s := range segs {
@@ -168,7 +188,42 @@ func newPlanner(segs []Segment, links []store.Link) *planner {
 	return p
 }
 
-func (p *planner) intern(g string) int32 {
+// update brings the view in line with one link's change (nil: not live, before or
+// after) and reports whether it could: a change of a hop's ends is made in place,
+// and a change that leaves every pair with the hop it had changes nothing; anything
+// else (a pair gains or loses its hop) needs a new view.
+func (p *linked) update(old, cur *store.Link) bool {
+	if old != nil && cur != nil && (old.SourceGroup != cur.SourceGroup || old.DestGroup != cur.DestGroup) {
+		return false
+	}
+	l := cur
+	if l == nil {
+		l = old
+	}
+	if l == nil {
+		return true
+	}
+	if hi, ok := p.byLink[l.ID]; ok {
+		if cur == nil {
+			return false // the pair loses its hop; another link may take its place
+		}
+		p.hops[hi].srcNode, p.hops[hi].dstNode = cur.SourceNodeID, cur.DestNodeID
+		return true
+	}
+	if cur == nil {
+		return true
+	}
+	a, okA := p.index[cur.SourceGroup]
+	b, okB := p.index[cur.DestGroup]
+	if !okA || !okB {
+		return true // outside every segment: no graph uses it
+	}
+	hi, has := p.byEdge[edgeKey(a, b)]
+	// The pair keeps its hop if that link sorts first; otherwise this one takes over.
+	return has && p.hops[hi].linkID < cur.ID
+}
+
+func (p *linked) intern(g string) int32 {
 	i, ok := p.index[g]
 	if !ok {
 		i = int32(len(p.groups))
@@ -179,7 +234,7 @@ func (p *planner) intern(g string) int32 {
 }
 
 // renumberByName makes index order name order and returns old index -> new index.
-func (p *planner) renumberByName() []int32 {
+func (p *linked) renumberByName() []int32 {
 	old := slices.Clone(p.groups)
 	slices.Sort(p.groups)
 	for i, g := range p.groups {
@@ -193,7 +248,7 @@ func (p *planner) renumberByName() []int32 {
 }
 
 // graph builds one segment's compressed adjacency from its linked edges, or nil.
-func (p *planner) graph(name string, edges [][2]int32, perm []int32) *graph {
+func (p *linked) graph(name string, edges [][2]int32, perm []int32) *graph {
 	n := len(p.groups)
 	g := &graph{segment: name, start: make([]int32, n+1), trees: map[int32]*tree{}}
 	kept := edges[:0:0]

@@ -71,7 +71,7 @@ func (s *Service) mutateTopology(ctx context.Context, change func(ctx context.Co
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := newWork()
-	err := s.store.Atomically(ctx, func(ctx context.Context) error {
+	err := s.atomically(ctx, func(ctx context.Context) error {
 		if err := change(ctx); err != nil {
 			return err
 		}
@@ -105,6 +105,7 @@ func (s *Service) syncTopology(ctx context.Context, w *work) error {
 			return fmt.Errorf("delete link %s: %w", l.ID, err)
 		}
 		w.link(l.SourceNodeID)
+		w.relinked(l.ID)
 	}
 	for _, g := range groups {
 		nodes, err := s.store.ListNodes(ctx, store.NodeFilter{Group: g, ConnectedOnly: true})
@@ -118,6 +119,6 @@ func (s *Service) syncTopology(ctx context.Context, w *work) error {
 			return err
 		}
 	}
-	w.relinked()
+	w.relinked("")
 	return s.replan(ctx, w)
 }

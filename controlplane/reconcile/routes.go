@@ -94,7 +94,15 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := r.classify(ctx, nodeID, routes, live)
+	// The status writes of a pass are one store transaction each side of the round
+	// trip: a node with a thousand routes costs two commits, not thousands. Each
+	// write stands on its own inside it (a refused one is reported, the others are
+	// kept), so the transaction itself never fails for one of them.
+	var plan *routePlan
+	err = r.o.Store.Atomically(ctx, func(ctx context.Context) error {
+		plan, err = r.classify(ctx, nodeID, routes, live)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -106,7 +114,14 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 	if err != nil {
 		return err
 	}
-	return r.processAck(ctx, nodeID, plan, ack)
+	var result error
+	if err := r.o.Store.Atomically(ctx, func(ctx context.Context) error {
+		result = r.processAck(ctx, nodeID, plan, ack)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return result
 }
 
 // preflight asks for the node's connections and subscriptions at the same time. The

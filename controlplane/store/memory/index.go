@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -113,25 +112,29 @@ func (t *linkTable) candidates(f store.LinkFilter) (ids map[string]struct{}, all
 	return nil, true
 }
 
+// list sorts ids, not records: a link is a dozen fields, and moving records about
+// made sorting most of the cost of listing a few thousand links.
 func (t *linkTable) list(f store.LinkFilter) []store.Link {
 	ids, all := t.candidates(f)
-	var out []store.Link
+	keys := make([]string, 0, len(ids))
 	if all {
-		out = make([]store.Link, 0, len(t.byID))
-		for _, l := range t.byID {
+		for id, l := range t.byID {
 			if f.Match(l) {
-				out = append(out, l)
+				keys = append(keys, id)
 			}
 		}
 	} else {
-		out = make([]store.Link, 0, len(ids))
 		for id := range ids {
-			if l := t.byID[id]; f.Match(l) {
-				out = append(out, l)
+			if f.Match(t.byID[id]) {
+				keys = append(keys, id)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b store.Link) int { return cmp.Compare(a.ID, b.ID) })
+	slices.Sort(keys)
+	out := make([]store.Link, len(keys))
+	for i, id := range keys {
+		out[i] = t.byID[id]
+	}
 	return out
 }
 
@@ -199,24 +202,27 @@ func (t *routeTable) candidates(f store.RouteFilter) (ids map[int64]struct{}, al
 	return ids, all
 }
 
+// list is linkTable.list for routes.
 func (t *routeTable) list(f store.RouteFilter) []store.Route {
 	ids, all := t.candidates(f)
-	var out []store.Route
+	keys := make([]int64, 0, len(ids))
 	if all {
-		out = make([]store.Route, 0, len(t.byID))
-		for _, r := range t.byID {
+		for id, r := range t.byID {
 			if f.Match(r) {
-				out = append(out, r)
+				keys = append(keys, id)
 			}
 		}
 	} else {
-		out = make([]store.Route, 0, len(ids))
 		for id := range ids {
-			if r := t.byID[id]; f.Match(r) {
-				out = append(out, r)
+			if f.Match(t.byID[id]) {
+				keys = append(keys, id)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
+	slices.Sort(keys)
+	out := make([]store.Route, len(keys))
+	for i, id := range keys {
+		out[i] = t.byID[id]
+	}
 	return out
 }
