@@ -33,20 +33,24 @@ func (s *Service) atomically(ctx context.Context, fn func(ctx context.Context) e
 	return err
 }
 
-// refreshLinks brings the view up to date with the links w touched.
-func (s *Service) refreshLinks(ctx context.Context, w *work) error {
-	if s.view.links == nil {
-		links, err := s.store.ListLinks(ctx, store.LinkFilter{})
-		if err != nil {
-			return fmt.Errorf("list links: %w", err)
+// refreshLinks brings the view up to date with the links w touched and reports
+// which of them changed only their ends (moved, nil, when any of them — or something
+// unknown — may have changed the edges: then everything is re-planned).
+func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) (moved []string, err error) {
+	defer clear(w.touched)
+	if len(w.touched) == 0 {
+		if s.view.links == nil {
+			return nil, s.loadLinks(ctx)
 		}
-		s.view = linkView{links: make(map[string]store.Link, len(links))}
-		for _, l := range links {
-			s.view.links[l.ID] = l
-		}
-		clear(w.touched)
-		return nil
+		return nil, nil
 	}
+	if s.view.links == nil {
+		// Nothing to tell an edge from an end by: plan all over.
+		w.graph = true
+		return nil, s.loadLinks(ctx)
+	}
+	// The graph of the links as they were before this operation, to update.
+	g := s.linkedGraph(topo)
 	for _, id := range sortedKeys(w.touched) {
 		var old, cur *store.Link
 		if l, ok := s.view.links[id]; ok {
@@ -57,7 +61,7 @@ func (s *Service) refreshLinks(ctx context.Context, w *work) error {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			s.view = linkView{}
-			return fmt.Errorf("link %s: %w", id, err)
+			return nil, fmt.Errorf("link %s: %w", id, err)
 		case !l.Deleted:
 			cur = &l
 		}
@@ -66,11 +70,24 @@ func (s *Service) refreshLinks(ctx context.Context, w *work) error {
 		} else {
 			delete(s.view.links, id)
 		}
-		if s.view.graph != nil && !s.view.graph.update(old, cur) {
-			s.view.graph = nil
+		if g != nil && !g.update(old, cur) {
+			g, s.view.graph = nil, nil
+			w.graph = true
 		}
+		moved = append(moved, id)
 	}
-	clear(w.touched)
+	return moved, nil
+}
+
+func (s *Service) loadLinks(ctx context.Context) error {
+	links, err := s.store.ListLinks(ctx, store.LinkFilter{})
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	s.view = linkView{links: make(map[string]store.Link, len(links))}
+	for _, l := range links {
+		s.view.links[l.ID] = l
+	}
 	return nil
 }
 

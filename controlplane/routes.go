@@ -95,77 +95,119 @@ func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name s
 // is read afresh, so that a plan made incrementally can be checked against it.
 func (s *Service) expandAll(ctx context.Context, w *work) error {
 	s.view = linkView{}
-	if err := s.refreshLinks(ctx, w); err != nil {
-		return err
-	}
-	return s.expand(ctx, nil, w)
+	w.graph = true
+	return s.replan(ctx, w)
+}
+
+// scope is what a re-plan looks at: every route, or the routes of some names and
+// the routes over some links.
+type scope struct {
+	all   bool
+	names []store.Name
+	links []string
 }
 
 // replan is the spec's expand_all_wildcard_routes, limited to what the operation
-// touched: every name when the linked topology changed (a new edge can reshape every
-// tree), otherwise only the names whose announcements changed. Nothing else can move a
-// plan: the trees depend on the segments' linked edges and on the announcements
-// alone, and every change to either goes through here.
+// touched: the names whose announcements changed, the links whose ends changed (a
+// claim, a failover: the trees stay, only who holds each side of that link does), or
+// everything when a group pair gained or lost its link (a new edge can reshape every
+// tree). Nothing else can move a plan: the trees depend on the segments' linked
+// edges and on the announcements, the routes on them and on the links' ends, and
+// every change to any of those goes through here.
 func (s *Service) replan(ctx context.Context, w *work) error {
-	if err := s.refreshLinks(ctx, w); err != nil {
+	topo, err := s.resolved(ctx)
+	if err != nil {
+		return err
+	}
+	moved, err := s.refreshLinks(ctx, w, topo)
+	if err != nil {
 		return err
 	}
 	if w.graph {
-		return s.expand(ctx, nil, w)
+		return s.expand(ctx, topo, scope{all: true}, w)
 	}
-	if len(w.names) == 0 {
+	if len(w.names) == 0 && len(moved) == 0 {
 		return nil
 	}
-	names := make([]store.Name, 0, len(w.names))
+	sc := scope{links: moved, names: make([]store.Name, 0, len(w.names))}
 	for n := range w.names {
-		names = append(names, n)
+		sc.names = append(sc.names, n)
 	}
-	slices.SortFunc(names, func(a, b store.Name) int { return strings.Compare(a.String(), b.String()) })
-	return s.expand(ctx, names, w)
+	slices.SortFunc(sc.names, func(a, b store.Name) int { return strings.Compare(a.String(), b.String()) })
+	return s.expand(ctx, topo, sc, w)
 }
 
-// expand is done as a diff: it computes every expansion the templates of the names
-// (nil: of every name) want now and brings the stored routes of those names to that
-// set. New ones are created Pending; ones no longer wanted are marked deleted, so the
-// route reconciler unsubscribes them; a wanted one still waiting for its hard delete
-// is replaced by a fresh Pending record (the node may still hold the subscription,
-// and re-subscribing is idempotent).
-func (s *Service) expand(ctx context.Context, only []store.Name, w *work) error {
+// expand is done as a diff: it computes every expansion in scope the templates want
+// now and brings the stored routes in scope to that set. New ones are created
+// Pending; ones no longer wanted are marked deleted, so the route reconciler
+// unsubscribes them; a wanted one still waiting for its hard delete is replaced by a
+// fresh Pending record (the node may still hold the subscription, and re-subscribing
+// is idempotent).
+func (s *Service) expand(ctx context.Context, topo *resolved, sc scope, w *work) error {
 	var tpls, existing []store.Route
+	seen := map[int64]bool{}
 	split := func(rs []store.Route) {
 		for _, r := range rs {
 			switch {
+			case seen[r.ID]:
 			case !r.IsTemplate():
 				existing = append(existing, r)
 			case !r.Deleted:
 				tpls = append(tpls, r)
 			}
+			seen[r.ID] = true
 		}
 	}
-	if only == nil {
-		all, err := s.store.ListRoutes(ctx, store.RouteFilter{Deleted: store.IncludeDeleted})
+	list := func(f store.RouteFilter) error {
+		f.Deleted = store.IncludeDeleted
+		rs, err := s.store.ListRoutes(ctx, f)
 		if err != nil {
 			return fmt.Errorf("list routes: %w", err)
 		}
-		split(all)
-	} else {
-		for _, n := range only {
-			rs, err := s.store.ListRoutes(ctx, store.RouteFilter{Name: &n, Deleted: store.IncludeDeleted})
-			if err != nil {
-				return fmt.Errorf("list routes of %s: %w", n, err)
-			}
-			split(rs)
+		split(rs)
+		return nil
+	}
+	var inScope func(d desiredRoute) bool
+	switch {
+	case sc.all:
+		if err := list(store.RouteFilter{}); err != nil {
+			return err
 		}
-		// Announcement order is id order, whichever name was listed first.
+	default:
+		names := map[store.Name]bool{}
+		for _, n := range sc.names {
+			names[n] = true
+			if err := list(store.RouteFilter{Name: &n}); err != nil {
+				return err
+			}
+		}
+		links := map[string]bool{}
+		for _, id := range sc.links {
+			links[id] = true
+			if err := list(store.RouteFilter{LinkID: id}); err != nil {
+				return err
+			}
+		}
+		if len(sc.links) > 0 { // every name may want a route over them
+			if err := list(store.RouteFilter{SourceNodeID: store.AllNodes}); err != nil {
+				return err
+			}
+		}
+		inScope = func(d desiredRoute) bool { return names[*d.name] || links[d.hop.linkID] }
+		// Announcement order is id order, whichever list found them first.
 		slices.SortFunc(tpls, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	names, anns := announcements(tpls)
 	var want []desiredRoute
 	if len(names) > 0 {
-		var err error
-		if want, err = s.plan(ctx, names, anns); err != nil {
-			return err
+		p := s.linkedGraph(topo).planner()
+		for _, n := range names {
+			p.plan(n, anns[n])
 		}
+		want = p.out
+	}
+	if inScope != nil {
+		want = slices.DeleteFunc(want, func(d desiredRoute) bool { return !inScope(d) })
 	}
 	return s.applyPlan(ctx, existing, want, w)
 }
@@ -182,18 +224,6 @@ func announcements(tpls []store.Route) ([]store.Name, map[store.Name][]announcer
 		anns[r.Name] = append(anns[r.Name], announcer{node: r.DestNodeID, group: GroupOf(r.DestNodeID)})
 	}
 	return names, anns
-}
-
-func (s *Service) plan(ctx context.Context, names []store.Name, anns map[store.Name][]announcer) ([]desiredRoute, error) {
-	topo, err := s.resolved(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p := s.linkedGraph(topo).planner()
-	for _, n := range names {
-		p.plan(n, anns[n])
-	}
-	return p.out, nil
 }
 
 // applyPlan writes the difference between the expansions of the planned names

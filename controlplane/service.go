@@ -135,7 +135,7 @@ type work struct {
 	links, routes map[string]bool
 	problems      []error
 	names         map[store.Name]bool
-	graph         bool
+	graph         bool // re-plan everything
 	// touched lists the links the operation wrote in a way the planner sees (made,
 	// claimed, moved, deleted), for the service's copy of the links to re-read.
 	touched map[string]bool
@@ -149,14 +149,16 @@ func newWork() *work {
 // name marks a name for re-planning.
 func (w *work) name(n store.Name) { w.names[n] = true }
 
-// relinked marks the linked topology as changed: a link created, deleted, claimed or
-// moved to another node changes the trees of every name. linkID is that link, or ""
-// when the topology rules changed.
+// relinked marks a link as changed where the planner sees it: made, deleted, claimed
+// or moved to another node. A link that only changed ends moves no tree, and only the
+// routes over it are re-planned; one that gave a group pair its hop or took it away
+// can reshape every tree, and every route is. "" means the topology rules changed.
 func (w *work) relinked(linkID string) {
-	w.graph = true
-	if linkID != "" {
-		w.touched[linkID] = true
+	if linkID == "" {
+		w.graph = true
+		return
 	}
+	w.touched[linkID] = true
 }
 
 func (w *work) link(nodeID string) {
