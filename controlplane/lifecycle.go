@@ -81,6 +81,10 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 		if err := s.store.SaveNode(ctx, n); err != nil {
 			return fmt.Errorf("register %s: %w", id, err)
 		}
+		if _, err := s.groupView(ctx); err != nil {
+			return err
+		}
+		s.groupJoined(n.Group)
 		w = newWork()
 		w.link(id)
 		w.route(id)
@@ -226,6 +230,9 @@ func (s *Service) departTx(ctx context.Context, nodeID string, session uint64, g
 	if graceful {
 		if err := s.store.DeleteNode(ctx, nodeID); err != nil {
 			return fmt.Errorf("delete node %s: %w", nodeID, err)
+		}
+		if err := s.groupLeft(ctx, n.Group); err != nil {
+			return err
 		}
 	}
 	return s.replan(ctx, w)

@@ -72,12 +72,12 @@ func (s *Service) ensureLinks(ctx context.Context, n store.Node, w *work) error 
 	if n.Group == "" || !n.Connected {
 		return nil
 	}
-	topo, err := s.resolved(ctx)
+	topo, err := s.topoNow(ctx)
 	if err != nil {
 		return err
 	}
 	_, peers := topo.pairs()
-	existing, err := s.store.ListLinks(ctx, store.LinkFilter{Group: n.Group})
+	existing, err := s.liveLinksOf(ctx, w, topo, n.Group)
 	if err != nil {
 		return fmt.Errorf("list links of group %s: %w", n.Group, err)
 	}

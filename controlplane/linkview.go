@@ -18,9 +18,98 @@ import (
 // links already marked deleted), so the copy stays true if every such write of the
 // service is re-read: work.touched lists them, and replan reads them back before it
 // plans. A transaction that fails drops the copy, which is then read afresh.
+//
+// The announcements (templates) and the registered groups are kept the same way, for
+// the same reason: only the service writes them, and reading a thousand announcements
+// of one name, or the distinct groups of a thousand nodes, for every event is most of
+// what an event costs on SQLite.
 type linkView struct {
-	links map[string]store.Link // nil: not loaded
-	graph *linked               // nil: to be built from links
+	links  map[string]store.Link // nil: not loaded
+	graph  *linked               // nil: to be built from links
+	anns   map[store.Name][]tplRef
+	groups []string // sorted; nil: not loaded
+}
+
+// tplRef is one announcement: a template's id and the node that made it.
+type tplRef struct {
+	id   int64
+	node string
+}
+
+// announcements returns the live templates by name, loading them once.
+func (s *Service) announcementView(ctx context.Context) (map[store.Name][]tplRef, error) {
+	if s.view.anns != nil {
+		return s.view.anns, nil
+	}
+	tpls, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes})
+	if err != nil {
+		return nil, fmt.Errorf("list wildcard routes: %w", err)
+	}
+	anns := map[store.Name][]tplRef{}
+	for _, t := range tpls { // in id order
+		anns[t.Name] = append(anns[t.Name], tplRef{id: t.ID, node: t.DestNodeID})
+	}
+	s.view.anns = anns
+	return anns, nil
+}
+
+// announced records a template the service created.
+func (s *Service) announced(t store.Route) {
+	if s.view.anns != nil {
+		s.view.anns[t.Name] = append(s.view.anns[t.Name], tplRef{id: t.ID, node: t.DestNodeID})
+	}
+}
+
+// withdrawn records a template the service deleted.
+func (s *Service) withdrawn(t store.Route) {
+	if s.view.anns == nil {
+		return
+	}
+	refs := slices.DeleteFunc(s.view.anns[t.Name], func(r tplRef) bool { return r.id == t.ID })
+	if len(refs) == 0 {
+		delete(s.view.anns, t.Name)
+	} else {
+		s.view.anns[t.Name] = refs
+	}
+}
+
+// groupView returns the registered groups, sorted, loading them once.
+func (s *Service) groupView(ctx context.Context) ([]string, error) {
+	if s.view.groups != nil {
+		return s.view.groups, nil
+	}
+	groups, err := s.store.ListGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	s.view.groups = groups
+	return groups, nil
+}
+
+// groupJoined records that a node of group g was saved.
+func (s *Service) groupJoined(g string) {
+	if s.view.groups == nil || g == "" {
+		return
+	}
+	if i, found := slices.BinarySearch(s.view.groups, g); !found {
+		s.view.groups = slices.Insert(slices.Clone(s.view.groups), i, g)
+	}
+}
+
+// groupLeft records that a node of group g was deleted: the group goes when it was
+// the last.
+func (s *Service) groupLeft(ctx context.Context, g string) error {
+	if s.view.groups == nil || g == "" {
+		return nil
+	}
+	left, err := s.store.ListNodes(ctx, store.NodeFilter{Group: g})
+	if err != nil {
+		return fmt.Errorf("list nodes of group %s: %w", g, err)
+	}
+	if i, found := slices.BinarySearch(s.view.groups, g); found && len(left) == 0 {
+		s.view.groups = slices.Delete(slices.Clone(s.view.groups), i, i+1)
+	}
+	return nil
 }
 
 // atomically is store.Atomically for the service's operations: when the transaction
@@ -33,21 +122,21 @@ func (s *Service) atomically(ctx context.Context, fn func(ctx context.Context) e
 	return err
 }
 
-// refreshLinks brings the view up to date with the links w touched and reports
-// which of them changed only their ends (moved, nil, when any of them — or something
-// unknown — may have changed the edges: then everything is re-planned).
-func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) (moved []string, err error) {
+// refreshLinks brings the view up to date with the links w touched, and adds those
+// that changed only their ends to w.moved (when any of them — or something unknown —
+// may have changed the edges, w.graph: everything is re-planned).
+func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) error {
 	defer clear(w.touched)
 	if len(w.touched) == 0 {
 		if s.view.links == nil {
-			return nil, s.loadLinks(ctx)
+			return s.loadLinks(ctx)
 		}
-		return nil, nil
+		return nil
 	}
 	if s.view.links == nil {
 		// Nothing to tell an edge from an end by: plan all over.
 		w.graph = true
-		return nil, s.loadLinks(ctx)
+		return s.loadLinks(ctx)
 	}
 	// The graph of the links as they were before this operation, to update.
 	g := s.linkedGraph(topo)
@@ -61,7 +150,7 @@ func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) (mo
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			s.view = linkView{}
-			return nil, fmt.Errorf("link %s: %w", id, err)
+			return fmt.Errorf("link %s: %w", id, err)
 		case !l.Deleted:
 			cur = &l
 		}
@@ -74,9 +163,25 @@ func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) (mo
 			g, s.view.graph = nil, nil
 			w.graph = true
 		}
-		moved = append(moved, id)
+		w.moved = append(w.moved, id)
 	}
-	return moved, nil
+	return nil
+}
+
+// liveLinksOf returns the live links of group g from the view, brought up to date
+// first, sorted by id.
+func (s *Service) liveLinksOf(ctx context.Context, w *work, topo *resolved, g string) ([]store.Link, error) {
+	if err := s.refreshLinks(ctx, w, topo); err != nil {
+		return nil, err
+	}
+	var out []store.Link
+	for _, l := range s.view.links {
+		if l.SourceGroup == g || l.DestGroup == g {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Link) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 func (s *Service) loadLinks(ctx context.Context) error {
@@ -84,7 +189,7 @@ func (s *Service) loadLinks(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
-	s.view = linkView{links: make(map[string]store.Link, len(links))}
+	s.view.links, s.view.graph = make(map[string]store.Link, len(links)), nil
 	for _, l := range links {
 		s.view.links[l.ID] = l
 	}

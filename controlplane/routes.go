@@ -29,18 +29,18 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 		if _, err := s.store.GetNode(ctx, nodeID); err != nil {
 			return fmt.Errorf("announce %s: %w", name, err)
 		}
-		tpls, err := s.store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, Name: &name})
+		anns, err := s.announcementView(ctx)
 		if err != nil {
-			return fmt.Errorf("announce %s: %w", name, err)
+			return err
 		}
 		covered := false
-		for _, t := range tpls {
-			if t.DestNodeID == nodeID {
+		for _, t := range anns[name] {
+			if t.node == nodeID {
 				return nil
 			}
-			covered = covered || GroupOf(t.DestNodeID) == GroupOf(nodeID)
+			covered = covered || GroupOf(t.node) == GroupOf(nodeID)
 		}
-		_, err = s.store.CreateRoute(ctx, store.Route{
+		tpl, err := s.store.CreateRoute(ctx, store.Route{
 			SourceNodeID: store.AllNodes, DestNodeID: nodeID, Name: name, Status: store.RouteApplied,
 		})
 		if errors.Is(err, store.ErrExists) {
@@ -49,6 +49,7 @@ func (s *Service) AddWildcardRoute(ctx context.Context, nodeID string, name stor
 		if err != nil {
 			return fmt.Errorf("announce %s: %w", name, err)
 		}
+		s.announced(tpl)
 		added = true
 		if covered {
 			return nil
@@ -82,6 +83,7 @@ func (s *Service) DeleteWildcardRoute(ctx context.Context, nodeID string, name s
 		if err := s.store.DeleteRoute(ctx, tpls[0].ID); err != nil {
 			return fmt.Errorf("withdraw %s: %w", name, err)
 		}
+		s.withdrawn(tpls[0])
 		w.name(name)
 		return s.replan(ctx, w)
 	})
@@ -115,14 +117,14 @@ type scope struct {
 // edges and on the announcements, the routes on them and on the links' ends, and
 // every change to any of those goes through here.
 func (s *Service) replan(ctx context.Context, w *work) error {
-	topo, err := s.resolved(ctx)
+	topo, err := s.topoNow(ctx)
 	if err != nil {
 		return err
 	}
-	moved, err := s.refreshLinks(ctx, w, topo)
-	if err != nil {
+	if err := s.refreshLinks(ctx, w, topo); err != nil {
 		return err
 	}
+	moved := slices.Compact(slices.Sorted(slices.Values(w.moved)))
 	if w.graph {
 		return s.expand(ctx, topo, scope{all: true}, w)
 	}
@@ -144,65 +146,70 @@ func (s *Service) replan(ctx context.Context, w *work) error {
 // fresh Pending record (the node may still hold the subscription, and re-subscribing
 // is idempotent).
 func (s *Service) expand(ctx context.Context, topo *resolved, sc scope, w *work) error {
-	var tpls, existing []store.Route
+	var existing []store.Route
 	seen := map[int64]bool{}
-	split := func(rs []store.Route) {
-		for _, r := range rs {
-			switch {
-			case seen[r.ID]:
-			case !r.IsTemplate():
-				existing = append(existing, r)
-			case !r.Deleted:
-				tpls = append(tpls, r)
-			}
-			seen[r.ID] = true
-		}
-	}
 	list := func(f store.RouteFilter) error {
 		f.Deleted = store.IncludeDeleted
 		rs, err := s.store.ListRoutes(ctx, f)
 		if err != nil {
 			return fmt.Errorf("list routes: %w", err)
 		}
-		split(rs)
+		for _, r := range rs {
+			if !r.IsTemplate() && !seen[r.ID] {
+				seen[r.ID] = true
+				existing = append(existing, r)
+			}
+		}
 		return nil
 	}
-	var inScope func(d desiredRoute) bool
-	switch {
-	case sc.all:
+	all, err := s.announcementView(ctx)
+	if err != nil {
+		return err
+	}
+	var (
+		names   []store.Name
+		inScope func(d desiredRoute) bool
+	)
+	if sc.all || len(sc.links) > 0 { // every name may want a route over the links
+		for n := range all {
+			names = append(names, n)
+		}
+	}
+	if sc.all {
 		if err := list(store.RouteFilter{}); err != nil {
 			return err
 		}
-	default:
-		names := map[store.Name]bool{}
+	} else {
+		inNames := map[store.Name]bool{}
 		for _, n := range sc.names {
-			names[n] = true
+			inNames[n] = true
 			if err := list(store.RouteFilter{Name: &n}); err != nil {
 				return err
 			}
+			if len(sc.links) == 0 && len(all[n]) > 0 {
+				names = append(names, n)
+			}
 		}
-		links := map[string]bool{}
+		inLinks := map[string]bool{}
 		for _, id := range sc.links {
-			links[id] = true
+			inLinks[id] = true
 			if err := list(store.RouteFilter{LinkID: id}); err != nil {
 				return err
 			}
 		}
-		if len(sc.links) > 0 { // every name may want a route over them
-			if err := list(store.RouteFilter{SourceNodeID: store.AllNodes}); err != nil {
-				return err
-			}
-		}
-		inScope = func(d desiredRoute) bool { return names[*d.name] || links[d.hop.linkID] }
-		// Announcement order is id order, whichever list found them first.
-		slices.SortFunc(tpls, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
+		inScope = func(d desiredRoute) bool { return inNames[*d.name] || inLinks[d.hop.linkID] }
 	}
-	names, anns := announcements(tpls)
+	// Names in the order they were first announced, as a plan of every name has them.
+	slices.SortFunc(names, func(a, b store.Name) int { return cmp.Compare(all[a][0].id, all[b][0].id) })
 	var want []desiredRoute
 	if len(names) > 0 {
 		p := s.linkedGraph(topo).planner()
 		for _, n := range names {
-			p.plan(n, anns[n])
+			anns := make([]announcer, len(all[n]))
+			for i, t := range all[n] {
+				anns[i] = announcer{node: t.node, group: GroupOf(t.node)}
+			}
+			p.plan(n, anns)
 		}
 		want = p.out
 	}
@@ -210,20 +217,6 @@ func (s *Service) expand(ctx context.Context, topo *resolved, sc scope, w *work)
 		want = slices.DeleteFunc(want, func(d desiredRoute) bool { return !inScope(d) })
 	}
 	return s.applyPlan(ctx, existing, want, w)
-}
-
-// announcements groups the live templates by name, names and announcers in the order
-// they were made (route ids increase).
-func announcements(tpls []store.Route) ([]store.Name, map[store.Name][]announcer) {
-	var names []store.Name
-	anns := map[store.Name][]announcer{}
-	for _, r := range tpls {
-		if _, ok := anns[r.Name]; !ok {
-			names = append(names, r.Name)
-		}
-		anns[r.Name] = append(anns[r.Name], announcer{node: r.DestNodeID, group: GroupOf(r.DestNodeID)})
-	}
-	return names, anns
 }
 
 // applyPlan writes the difference between the expansions of the planned names
@@ -301,6 +294,7 @@ func (s *Service) cleanupRoutes(ctx context.Context, nodeID string, w *work) err
 			if err := s.store.DeleteRoute(ctx, r.ID); err != nil {
 				return fmt.Errorf("delete wildcard route %d: %w", r.ID, err)
 			}
+			s.withdrawn(r)
 			continue
 		}
 		if r.SourceNodeID == nodeID {

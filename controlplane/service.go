@@ -139,6 +139,8 @@ type work struct {
 	// touched lists the links the operation wrote in a way the planner sees (made,
 	// claimed, moved, deleted), for the service's copy of the links to re-read.
 	touched map[string]bool
+	// moved lists the touched links that changed only their ends.
+	moved []string
 }
 
 func newWork() *work {

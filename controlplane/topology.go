@@ -201,19 +201,35 @@ func (r *resolved) pairs() (map[[2]string]bool, map[string][]string) {
 	return r.allowed, r.peers
 }
 
-// resolved returns the topology resolved against the registered groups, from the
-// cache when neither the rules nor the groups changed since it was made.
+// resolved returns the topology resolved against the registered groups as the store
+// lists them, for callers outside the service lock.
 func (s *Service) resolved(ctx context.Context) (*resolved, error) {
+	groups, err := s.store.ListGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	return s.resolveFor(ctx, groups)
+}
+
+// topoNow is resolved for the service's operations, under mu: the groups come from
+// the service's own record of them.
+func (s *Service) topoNow(ctx context.Context) (*resolved, error) {
+	groups, err := s.groupView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.resolveFor(ctx, groups)
+}
+
+// resolveFor returns the topology resolved against groups, from the cache when
+// neither the rules nor the groups changed since it was made.
+func (s *Service) resolveFor(ctx context.Context, groups []string) (*resolved, error) {
 	var stored []store.Segment
 	if s.topology == nil {
 		var err error
 		if stored, err = s.store.ListSegments(ctx); err != nil {
 			return nil, fmt.Errorf("list segments: %w", err)
 		}
-	}
-	groups, err := s.store.ListGroups(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	s.topoMu.Lock()
 	defer s.topoMu.Unlock()

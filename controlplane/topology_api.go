@@ -87,7 +87,7 @@ func (s *Service) mutateTopology(ctx context.Context, change func(ctx context.Co
 // now wants (each group, in order, acting through a random connected node), and
 // re-expands the routes.
 func (s *Service) syncTopology(ctx context.Context, w *work) error {
-	topo, err := s.resolved(ctx)
+	topo, err := s.topoNow(ctx)
 	if err != nil {
 		return err
 	}

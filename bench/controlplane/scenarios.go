@@ -259,7 +259,7 @@ func (r *rig) count(ctx context.Context) (counts, error) {
 
 // waitFor polls the store until want holds, with a pause that grows with the cost of
 // a poll (listing 10,000 routes from SQLite is not free) so that watching does not
-// slow down what it watches by more than a fifth. onTemplates is called once when the
+// slow down what it watches by more than a ninth. onTemplates is called once when the
 // store holds templates announcements.
 func (r *rig) waitFor(ctx context.Context, want func(counts) bool, templates int, onTemplates func()) (counts, error) {
 	seen := false
@@ -278,7 +278,7 @@ func (r *rig) waitFor(ctx context.Context, want func(counts) bool, templates int
 		if seen && want(c) {
 			return c, nil
 		}
-		pause := max(10*time.Millisecond, 4*time.Since(t0))
+		pause := max(10*time.Millisecond, 8*time.Since(t0))
 		select {
 		case <-ctx.Done():
 			return c, fmt.Errorf("not converged (%d links, %d routes, %d templates, settled %v): %w",
