@@ -87,8 +87,11 @@ func BenchmarkApply10k(b *testing.B) {
 	b.ReportMetric(float64(b.N*len(ops))/b.Elapsed().Seconds(), "entries/s")
 }
 
-func benchList(b *testing.B, lookup string, f endpoint.Filter, want int) {
+func benchList(b *testing.B, lookup, path string, f endpoint.Filter, want int) {
 	r := benchRegistry(b, lookup, benchEntries)
+	if path != "" {
+		sbjs.ForceReadPath(r, path)
+	}
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
@@ -99,17 +102,30 @@ func benchList(b *testing.B, lookup string, f endpoint.Filter, want int) {
 	}
 }
 
+var benchService = endpoint.Filter{Service: "svc042"}
+
 func BenchmarkListAll10kConsumer(b *testing.B) {
-	benchList(b, sbjs.LookupConsumer, endpoint.Filter{}, benchEntries)
+	benchList(b, sbjs.LookupConsumer, "", endpoint.Filter{}, benchEntries)
 }
 func BenchmarkListAll10kDirect(b *testing.B) {
-	benchList(b, sbjs.LookupDirect, endpoint.Filter{}, benchEntries)
+	benchList(b, sbjs.LookupDirect, "", endpoint.Filter{}, benchEntries)
+}
+
+// BenchmarkListService10k is the default lookup of one service: multi_last checked
+// against the leader's last sequence.
+func BenchmarkListService10k(b *testing.B) {
+	benchList(b, sbjs.LookupConsumer, "", benchService, benchEntries/benchServices)
 }
 func BenchmarkListService10kConsumer(b *testing.B) {
-	benchList(b, sbjs.LookupConsumer, endpoint.Filter{Service: "svc042"}, benchEntries/benchServices)
+	benchList(b, sbjs.LookupConsumer, "consumer", benchService, benchEntries/benchServices)
 }
+
+// BenchmarkListService10kDirect is --lookup direct: multi_last, any replica's view.
 func BenchmarkListService10kDirect(b *testing.B) {
-	benchList(b, sbjs.LookupDirect, endpoint.Filter{Service: "svc042"}, benchEntries/benchServices)
+	benchList(b, sbjs.LookupDirect, "", benchService, benchEntries/benchServices)
+}
+func BenchmarkListService10kDirectSeq(b *testing.B) {
+	benchList(b, sbjs.LookupDirect, "direct", benchService, benchEntries/benchServices)
 }
 
 // BenchmarkListService10kCCM is the reference for the one-service lookup: CCM's own,

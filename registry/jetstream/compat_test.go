@@ -66,8 +66,10 @@ func TestStreamWithoutDirectGet(t *testing.T) {
 	expectEvent(t, ch, 5*time.Second, registry.Added, a.Key())
 	expectEvent(t, ch, 5*time.Second, registry.Added, b.Key())
 	expectEvent(t, ch, 5*time.Second, registry.Removed, b.Key())
-	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 1 || got[0].Key() != a.Key() {
-		t.Fatalf("List = %v, want only %s", got, a.Key())
+	for _, f := range []endpoint.Filter{{}, {Service: "web"}} {
+		if got := mustList(t, ctx, r, f); len(got) != 1 || got[0].Key() != a.Key() {
+			t.Fatalf("List(%+v) = %v, want only %s", f, got, a.Key())
+		}
 	}
 
 	if r, err := sbjs.New(ctx, nc, sbjs.Options{Stream: cfg, Lookup: sbjs.LookupDirect}); err == nil {
@@ -100,6 +102,34 @@ func TestStreamWithoutDirectGet(t *testing.T) {
 	defer rd.Close()
 	if got := mustList(t, ctx, rd, endpoint.Filter{}); len(got) != 1 {
 		t.Fatalf("direct List after init = %v", got)
+	}
+
+	// Direct get turned off again under a registry that opened the stream with it:
+	// its filtered lookups fall back to the consumer instead of failing.
+	ra, err := sbjs.New(ctx, nc, sbjs.Options{Stream: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	if got := mustList(t, ctx, ra, endpoint.Filter{Service: "web"}); len(got) != 1 || sbjs.Fallbacks(ra) != 0 {
+		t.Fatalf("filtered List with direct get = %v (%d fell back), want %s read by multi_last", got, sbjs.Fallbacks(ra), a.Key())
+	}
+	s, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := s.CachedInfo().Config
+	off.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, off); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got := mustList(t, ctx, ra, endpoint.Filter{Service: "web"}); len(got) != 1 || got[0].Key() != a.Key() {
+			t.Fatalf("filtered List after direct get was turned off = %v, want only %s", got, a.Key())
+		}
+	}
+	if n := sbjs.Fallbacks(ra); n != 1 {
+		t.Errorf("%d lookups fell back after direct get was turned off, want 1 (then the consumer directly)", n)
 	}
 }
 
@@ -195,25 +225,31 @@ func TestIPv6SubjectsKeepColons(t *testing.T) {
 	// An entry an earlier Switchboard wrote: ':' as '-'.
 	publishRaw(t, ctx, js, p+"2001-db8--3."+ccmID("prod", "web", "http", "2001:db8::3", 80), nil, payload("2001:db8::3"))
 
-	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
-		if lookup == sbjs.LookupDirect {
+	// First the default lookup on the stream as the other writer made it (no direct
+	// get: filtered lookups read through the consumer), then every read path.
+	cases := append([]readCase{{"default without direct get", sbjs.LookupConsumer, ""}}, readCases...)
+	for i, rc := range cases {
+		if i == 1 {
 			if _, err := sbjs.EnsureStream(ctx, js, cfg); err != nil { // turns on direct get
 				t.Fatal(err)
 			}
 		}
-		r := openRegistry(t, nc, sbjs.Options{Stream: cfg, Lookup: lookup})
+		r := openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
 		got := mustList(t, ctx, r, endpoint.Filter{})
 		if want := []string{"prod/web/http/[::ffff:10.1.2.3]:80", "prod/web/http/[2001:db8::1]:80", "prod/web/http/[2001:db8::3]:80"}; !slices.Equal(keys(got), want) {
-			t.Errorf("%s List = %v, want %v", lookup, keys(got), want)
+			t.Errorf("%s List = %v, want %v", rc.name, keys(got), want)
 		}
 		for _, addr := range []string{"2001:db8::1", "2001:DB8::3", "::ffff:10.1.2.3"} {
 			got := mustList(t, ctx, r, endpoint.Filter{Address: addr})
 			if len(got) != 1 || !strings.EqualFold(got[0].Address, addr) {
-				t.Errorf("%s List(address %s) = %v", lookup, addr, keys(got))
+				t.Errorf("%s List(address %s) = %v", rc.name, addr, keys(got))
 			}
 		}
 		if r.Undecodable() != 0 {
-			t.Errorf("%s: %d messages undecodable", lookup, r.Undecodable())
+			t.Errorf("%s: %d messages undecodable", rc.name, r.Undecodable())
+		}
+		if n := sbjs.Fallbacks(r); n != 0 {
+			t.Errorf("%s: %d lookups fell back from multi_last", rc.name, n)
 		}
 	}
 
@@ -326,7 +362,14 @@ func TestContractReads(t *testing.T) {
 	nc := connect(t, startServer(t).ClientURL())
 	js := newJS(t, nc)
 	cfg := foreignStream(t, ctx, js)
-	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	cfg.Memory = true                                          // as foreignStream made it
+	if _, err := sbjs.EnsureStream(ctx, js, cfg); err != nil { // direct get, for every read path
+		t.Fatal(err)
+	}
+	readers := make([]*sbjs.Registry, len(readCases))
+	for i, rc := range readCases {
+		readers[i] = openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
+	}
 	p := cfg.Prefix + "."
 	ccm := nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}}
 	withTTL := func(ttl string) nats.Header {
@@ -396,24 +439,35 @@ func TestContractReads(t *testing.T) {
 		if f.want.bad {
 			badSoFar++ // every List reads each of them again
 		}
-		before := r.Undecodable()
-		var got []endpoint.Endpoint
-		for _, e := range mustList(t, ctx, r, endpoint.Filter{}) {
-			if f.want.live != nil && e.Key() == f.want.live.Key() {
-				got = append(got, e)
+		// Every fixture is in cluster prod: a lookup of everything and a filtered
+		// one read the same messages, by different paths.
+		for i, r := range readers {
+			for _, filter := range []endpoint.Filter{{}, {Cluster: "prod"}} {
+				before := r.Undecodable()
+				var got []endpoint.Endpoint
+				for _, e := range mustList(t, ctx, r, filter) {
+					if f.want.live != nil && e.Key() == f.want.live.Key() {
+						got = append(got, e)
+					}
+				}
+				bad := r.Undecodable() - before
+				switch {
+				case f.want.live != nil && (len(got) != 1 || !endpoint.Equal(got[0], *f.want.live)):
+					t.Errorf("%s, %s List(%+v): listed %+v, want %+v", f.name, readCases[i].name, filter, got, *f.want.live)
+				case bad != badSoFar:
+					t.Errorf("%s, %s List(%+v): counted %d undecodable, want %d", f.name, readCases[i].name, filter, bad, badSoFar)
+				}
 			}
-		}
-		bad := r.Undecodable() - before
-		switch {
-		case f.want.live != nil && (len(got) != 1 || !endpoint.Equal(got[0], *f.want.live)):
-			t.Errorf("%s: listed %+v, want %+v", f.name, got, *f.want.live)
-		case bad != badSoFar:
-			t.Errorf("%s: List counted %d undecodable, want %d", f.name, bad, badSoFar)
 		}
 	}
 	// Removals and markers are not entries: only the seven live ones are listed.
-	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 7 {
-		t.Errorf("List = %v, want the 7 live entries", keys(got))
+	for i, r := range readers {
+		if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 7 {
+			t.Errorf("%s List = %v, want the 7 live entries", readCases[i].name, keys(got))
+		}
+		if n := sbjs.Fallbacks(r); n != 0 {
+			t.Errorf("%s: %d lookups fell back from multi_last", readCases[i].name, n)
+		}
 	}
 }
 

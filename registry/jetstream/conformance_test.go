@@ -11,16 +11,20 @@ import (
 )
 
 // TestConformance runs the registry suite against an embedded server, with a fresh
-// stream per registry, once per lookup strategy.
+// stream per registry, once per read path.
 func TestConformance(t *testing.T) {
 	srv := startServer(t)
 	nc := connect(t, srv.ClientURL())
-	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
-		t.Run(lookup, func(t *testing.T) {
+	for _, rc := range readCases {
+		t.Run(rc.name, func(t *testing.T) {
 			registrytest.Run(t, func() (registry.Registry, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				return sbjs.New(ctx, nc, sbjs.Options{Stream: freshStream(), CreateStream: true, Lookup: lookup})
+				r, err := sbjs.New(ctx, nc, sbjs.Options{Stream: freshStream(), CreateStream: true, Lookup: rc.lookup})
+				if err == nil && rc.path != "" {
+					sbjs.ForceReadPath(r, rc.path)
+				}
+				return r, err
 			}, registrytest.Options{Wait: 10 * time.Second})
 		})
 	}

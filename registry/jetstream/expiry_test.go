@@ -46,10 +46,12 @@ func TestExpiryLeavesMarkerThatNeverSurfaces(t *testing.T) {
 	if m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
 		t.Fatalf("after expiry the subject holds %+v, want a server delete marker (reason MaxAge)", m)
 	}
-	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
-		rl := openRegistry(t, nc, sbjs.Options{Stream: cfg, Lookup: lookup})
-		if got := mustList(t, ctx, rl, endpoint.Filter{}); len(got) != 1 || got[0].Key() != stays.Key() {
-			t.Errorf("%s List with a marker present = %v, want only %s", lookup, got, stays.Key())
+	for _, rc := range readCases {
+		rl := openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
+		for _, f := range []endpoint.Filter{{}, {Service: "web"}} {
+			if got := mustList(t, ctx, rl, f); len(got) != 1 || got[0].Key() != stays.Key() {
+				t.Errorf("%s List(%+v) with a marker present = %v, want only %s", rc.name, f, got, stays.Key())
+			}
 		}
 	}
 	ch2, err := r.Watch(ctx, endpoint.Filter{})
@@ -173,8 +175,8 @@ func TestDeletesRefusedPurgeAllowed(t *testing.T) {
 }
 
 // TestListPastBatchLimit lists more entries than one multi_last direct get may return
-// (1,024) with both strategies, and watches them. SWITCHBOARD_JETSTREAM_LIST_ENTRIES
-// raises the count (e.g. to 100000).
+// (1,024) by every read path, and watches them: a filtered lookup matching that many
+// falls back. SWITCHBOARD_JETSTREAM_LIST_ENTRIES raises the count (e.g. to 100000).
 func TestListPastBatchLimit(t *testing.T) {
 	n := getenvInt("SWITCHBOARD_JETSTREAM_LIST_ENTRIES", 3000)
 	ctx := testCtx(t, 60*time.Second+time.Duration(n)*time.Millisecond)
@@ -190,15 +192,18 @@ func TestListPastBatchLimit(t *testing.T) {
 	}
 	mustApply(t, ctx, r, ops...) // larger than one Apply's publish window too
 	endpoint.Sort(want)
-	for _, lookup := range []string{sbjs.LookupConsumer, sbjs.LookupDirect} {
-		rl := openRegistry(t, nc, sbjs.Options{Stream: cfg, Lookup: lookup})
+	for _, rc := range readCases {
+		rl := openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
 		got := mustList(t, ctx, rl, endpoint.Filter{})
 		if !slices.EqualFunc(got, want, endpoint.Equal) {
-			t.Errorf("%s List returned %d entries, want all %d in order", lookup, len(got), n)
+			t.Errorf("%s List returned %d entries, want all %d in order", rc.name, len(got), n)
+		}
+		if got := mustList(t, ctx, rl, endpoint.Filter{Cluster: "prod"}); !slices.EqualFunc(got, want, endpoint.Equal) {
+			t.Errorf("%s List of the cluster returned %d entries, want all %d in order", rc.name, len(got), n)
 		}
 		one := mustList(t, ctx, rl, endpoint.Filter{Service: serviceName(7)})
 		if wantOne := (n - 7 + services - 1) / services; len(one) != wantOne {
-			t.Errorf("%s List of one service returned %d, want %d", lookup, len(one), wantOne)
+			t.Errorf("%s List of one service returned %d, want %d", rc.name, len(one), wantOne)
 		}
 	}
 	ch, err := r.Watch(ctx, endpoint.Filter{})
@@ -332,4 +337,35 @@ func TestReadsEndWhenTheirLastMessagesExpire(t *testing.T) {
 		}
 	}
 	t.Logf("%d reads across %d expiries", reads, rounds)
+}
+
+// TestMultiLastPages: a multi_last answer the server cuts short (max bytes) is
+// continued where it stopped, and the lookup returns what the consumer does.
+func TestMultiLastPages(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	cfg := freshStream()
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	var ops []registry.Op
+	for i := range 60 {
+		ops = append(ops, registry.Register(ep("prod", serviceName(i%3), "http", ipv4(i), 8080)))
+	}
+	mustApply(t, ctx, r, ops...)
+	mustApply(t, ctx, r, registry.Unregister(ops[3].Endpoint), registry.Unregister(ops[6].Endpoint))
+	consumer := openReader(t, nc, sbjs.Options{Stream: cfg}, readCase{"consumer", sbjs.LookupConsumer, "consumer"})
+	want := mustList(t, ctx, consumer, endpoint.Filter{Service: serviceName(0)})
+	if len(want) != 18 {
+		t.Fatalf("consumer List = %d entries, want 18", len(want))
+	}
+	for _, rc := range readCases[1:3] { // multi_last, checked and not
+		rl := openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
+		sbjs.SetMultiLastMaxBytes(rl, 600) // a few entries a page
+		got := mustList(t, ctx, rl, endpoint.Filter{Service: serviceName(0)})
+		if !slices.EqualFunc(got, want, endpoint.Equal) {
+			t.Errorf("%s paged List = %v, want %v", rc.name, got, want)
+		}
+		if n := sbjs.Fallbacks(rl); n != 0 {
+			t.Errorf("%s: %d lookups fell back", rc.name, n)
+		}
+	}
 }

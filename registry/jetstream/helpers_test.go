@@ -197,3 +197,38 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// readCase is one way a List reads the stream; lookup tests run once per case.
+type readCase struct {
+	name   string
+	lookup string // sbjs.LookupConsumer or sbjs.LookupDirect
+	path   string // forced read path (sbjs.ReadPaths), or "" for the lookup's own choice
+}
+
+// readCases covers every read path: the consumer; multi_last checked against the
+// leader (the default for a filtered lookup); --lookup direct, which is multi_last
+// unchecked for a filtered lookup and direct get by sequence for the rest; and
+// direct get by sequence for every lookup. A forced multi_last falls back where it
+// must (more than 1,024 subjects), as the default does.
+var readCases = []readCase{
+	{"consumer", sbjs.LookupConsumer, "consumer"},
+	{"multi_last", sbjs.LookupConsumer, "multi_last"},
+	{"direct", sbjs.LookupDirect, ""},
+	{"direct-by-seq", sbjs.LookupDirect, "direct"},
+}
+
+// needsDirect reports whether the case needs a stream that allows direct get.
+func (rc readCase) needsDirect() bool {
+	return rc.lookup == sbjs.LookupDirect || rc.path == "multi_last"
+}
+
+// openReader opens a registry that reads as rc says.
+func openReader(t *testing.T, nc *nats.Conn, o sbjs.Options, rc readCase) *sbjs.Registry {
+	t.Helper()
+	o.Lookup = rc.lookup
+	r := openRegistry(t, nc, o)
+	if rc.path != "" {
+		sbjs.ForceReadPath(r, rc.path)
+	}
+	return r
+}

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,10 +14,10 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
-// listPage is how many messages one direct-get batch asks for. Neither lookup
-// strategy is capped by the server's 1,024-subject multi_last limit: both read
-// the stream in sequence order, which with one message per subject yields exactly
-// the last message of every subject.
+// listPage is how many messages one direct-get batch by sequence asks for. Paging by
+// sequence is not capped by the server's 1,024-subject multi_last limit: it reads
+// the stream in sequence order, which with one message per subject yields exactly the
+// last message of every subject.
 const listPage = 8192
 
 // visitFunc receives each message a read delivers, with its stream sequence.
@@ -25,6 +26,12 @@ type visitFunc func(subject string, seq uint64, h nats.Header, data []byte)
 // List returns the live entries matching f, sorted as endpoint.Sort does. Removals
 // and delete markers are dropped; undecodable messages are counted, logged and
 // skipped.
+//
+// It reads by whichever path is fastest for the filter (measured in
+// docs/benchmarks/jetstream.md): a filtered lookup with one multi_last direct get
+// where the stream allows direct get, everything else — a full lookup, more matching
+// subjects than one multi_last may return, a stream without direct get — through a
+// consumer, or with LookupDirect by paging with direct get.
 func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
@@ -32,25 +39,96 @@ func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endp
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
-	var c *collector
-	var err error
-	if filters := r.subj.Filters(f); r.lookup == LookupDirect && len(filters) > 1 {
-		// Direct get takes one subject: read the address's every spelling through
-		// a wildcard and keep what matches.
-		c = newCollector(r, f.Match)
-		err = r.readDirect(ctx, r.subj.Filter(f), c.add)
-	} else if r.lookup == LookupDirect {
-		c = newCollector(r, nil)
-		err = r.readDirect(ctx, filters[0], c.add)
-	} else {
-		c = newCollector(r, nil)
-		err = r.readConsumer(ctx, filters, c.add)
-	}
-	out := c.finish()
+	out, err := r.list(ctx, f, r.pathFor(f))
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("list %s: %w", r.cfg.Name, err))
 	}
 	return out, nil
+}
+
+// readPath is how a List reads the stream.
+type readPath uint8
+
+const (
+	pathConsumer  readPath = iota + 1 // a consumer delivering the last message per subject
+	pathMultiLast                     // one multi_last direct get (paged past max bytes)
+	pathDirectSeq                     // batched direct get by sequence, next_by_subj
+)
+
+func (p readPath) String() string {
+	switch p {
+	case pathConsumer:
+		return "consumer"
+	case pathMultiLast:
+		return "multi_last"
+	case pathDirectSeq:
+		return "direct"
+	}
+	return "unknown"
+}
+
+// pathFor picks the read for a filter. A full lookup matches every subject, so it
+// never fits in one multi_last (multiLastMax) in a registry worth the name, and the
+// consumer is the faster read for it.
+func (r *Registry) pathFor(f endpoint.Filter) readPath {
+	if r.forcePath != 0 {
+		return r.forcePath
+	}
+	filtered := f.Normalize() != endpoint.Filter{}
+	switch {
+	case filtered && r.allowDirect.Load():
+		return pathMultiLast
+	case r.lookup == LookupDirect:
+		return pathDirectSeq
+	}
+	return pathConsumer
+}
+
+// fallback is the read that serves a lookup multi_last could not.
+func (r *Registry) fallback() readPath {
+	if r.lookup == LookupDirect {
+		return pathDirectSeq
+	}
+	return pathConsumer
+}
+
+func (r *Registry) list(ctx context.Context, f endpoint.Filter, path readPath) ([]endpoint.Endpoint, error) {
+	filters := r.subj.Filters(f)
+	switch path {
+	case pathMultiLast:
+		msgs, err := r.readConsistent(ctx, filters)
+		if errors.Is(err, errNoDirect) && r.allowDirect.CompareAndSwap(true, false) {
+			r.log.Info("stream no longer answers direct get: filtered lookups read through a consumer until reopened")
+		}
+		if errors.Is(err, errFallBack) {
+			r.fallbacks.Add(1)
+			r.log.Debug("filtered lookup falls back", "to", r.fallback(), "reason", err)
+			return r.list(ctx, f, r.fallback())
+		}
+		if err != nil {
+			return nil, err
+		}
+		c := newCollector(r, nil)
+		for _, m := range msgs {
+			c.add(m.subject, m.seq, m.h, m.data)
+		}
+		return c.finish(), nil
+	case pathDirectSeq:
+		if len(filters) > 1 {
+			// Direct get by sequence takes one subject: read the address's every
+			// spelling through a wildcard and keep what matches.
+			c := newCollector(r, f.Match)
+			err := r.readDirect(ctx, r.subj.Filter(f), c.add)
+			return c.finish(), err
+		}
+		c := newCollector(r, nil)
+		err := r.readDirect(ctx, filters[0], c.add)
+		return c.finish(), err
+	default:
+		c := newCollector(r, nil)
+		err := r.readConsumer(ctx, filters, c.add)
+		return c.finish(), err
+	}
 }
 
 // readConsumer delivers the last message of every subject matching filters through
@@ -182,3 +260,61 @@ func readDirectPage(ctx context.Context, sub *nats.Subscription, visit visitFunc
 		}
 	}
 }
+
+// readConsistent is readMultiLast that, unless the lookup is LookupDirect (which
+// accepts any replica's view), returns only a view at least as recent as the stream
+// leader's when the lookup began. Any server in a replicated stream's direct-get group
+// (and a mirror with mirror_direct) may answer a direct get, and a follower applies a
+// write a moment after the leader acknowledged it: measured on a three-server
+// cluster, one lookup in ten to fifteen right after a write was answered by a
+// follower that had not applied it yet. So the leader's last sequence is asked for
+// beside the read, and an answer from a server that had not read that far is asked
+// again (followers catch up within milliseconds), then given up on for the consumer.
+// A lookup thus sees every write acknowledged before it began.
+func (r *Registry) readConsistent(ctx context.Context, filters []string) ([]rawMsg, error) {
+	if r.lookup == LookupDirect {
+		msgs, _, err := r.readMultiLast(ctx, filters)
+		return msgs, err
+	}
+	type probe struct {
+		seq uint64
+		err error
+	}
+	leader := make(chan probe, 1)
+	go func() {
+		seq, err := r.leaderLastSeq(ctx)
+		leader <- probe{seq, err}
+	}()
+	msgs, upTo, err := r.readMultiLast(ctx, filters)
+	p := <-leader
+	switch {
+	case err != nil:
+		return nil, err
+	case p.err != nil:
+		return nil, fmt.Errorf("%w: stream leader's last sequence: %w", errFallBack, p.err)
+	}
+	for _, pause := range staleRetries {
+		if upTo >= p.seq {
+			return msgs, nil
+		}
+		if upTo == 0 {
+			break // nothing matched, so the answer does not say how far it had read
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if msgs, upTo, err = r.readMultiLast(ctx, filters); err != nil {
+			return nil, err
+		}
+	}
+	if upTo >= p.seq {
+		return msgs, nil
+	}
+	return nil, fmt.Errorf("%w: the answering server had read to sequence %d, the leader to %d", errFallBack, upTo, p.seq)
+}
+
+// staleRetries are the pauses before asking again when a follower that had not
+// caught up with the leader answered.
+var staleRetries = []time.Duration{0, time.Millisecond}

@@ -18,13 +18,20 @@ import (
 
 // Lookup strategies for List.
 const (
-	// LookupConsumer reads with a short-lived ordered-style consumer that delivers the
-	// last message per subject. It is served by the stream leader, so a List after an
-	// acknowledged Apply always sees it, and it is the fastest way to read many entries.
+	// LookupConsumer reads what the stream leader holds, so a List after an
+	// acknowledged Apply always sees it. A full lookup reads with a short-lived
+	// ordered-style consumer that delivers the last message per subject, the fastest
+	// way to read many entries. A filtered lookup on a stream that allows direct get
+	// reads with one batched last-per-subject direct get (multi_last), checked
+	// against the leader's last sequence; without direct get, or when more subjects
+	// match than one multi_last returns, it uses the consumer too. It never needs
+	// direct get.
 	LookupConsumer = "consumer"
-	// LookupDirect reads with batched direct get by sequence. Any replica answers, which
+	// LookupDirect reads with direct get only: multi_last for a filtered lookup,
+	// batched direct get by sequence for the rest. Any replica answers, which
 	// spreads read load across an R3 stream but may trail the leader by a moment, and
-	// no consumer is created (no meta-group traffic per lookup in a cluster).
+	// no consumer is created (no meta-group traffic per lookup in a cluster). It
+	// needs a stream that allows direct get.
 	LookupDirect = "direct"
 )
 
@@ -65,6 +72,14 @@ type Registry struct {
 	metric  prometheus.Counter
 	bad     atomic.Uint64
 	cache   payloadCache
+	// allowDirect: the stream allowed direct get when opened, so filtered lookups
+	// use multi_last. Cleared when a server says otherwise.
+	allowDirect atomic.Bool
+	// fallbacks counts filtered lookups multi_last could not serve.
+	fallbacks atomic.Uint64
+	// Tests set these to drive one read path, or short multi_last pages.
+	forcePath         readPath
+	multiLastMaxBytes int
 
 	mu      sync.Mutex
 	closed  bool
@@ -96,7 +111,8 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := openStream(ctx, js, cfg, o.CreateStream, o.Lookup); err != nil {
+	allowDirect, err := openStream(ctx, js, cfg, o.CreateStream, o.Lookup)
+	if err != nil {
 		return nil, unavailable(err)
 	}
 	log := o.Logger
@@ -110,11 +126,13 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	case rescan < 0:
 		rescan = 0
 	}
-	return &Registry{
+	r := &Registry{
 		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup, rescan: rescan,
 		log: log.With("stream", cfg.Name), metric: o.Undecodable,
 		watches: map[*watch]context.CancelFunc{},
-	}, nil
+	}
+	r.allowDirect.Store(allowDirect)
+	return r, nil
 }
 
 // Undecodable is how many messages this Registry has read that were neither an entry
