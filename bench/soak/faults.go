@@ -66,7 +66,7 @@ func lanes() []laneSpec {
 		{
 			name:  "registry",
 			gap:   [2]time.Duration{2 * time.Second, 8 * time.Second},
-			kinds: []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher, calm}, weights: []int{4, 1, 3, 1, 2, 1},
+			kinds: []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher, calm}, weights: []int{4, 1, 3, 1, 2, 2},
 			holds: map[faultKind][2]time.Duration{
 				killRegistrar: {500 * time.Millisecond, 4 * time.Second}, killAllRegistrars: {time.Second, 4 * time.Second},
 				killBackend: {time.Second, 6 * time.Second}, killBoth: {time.Second, 4 * time.Second}, stallWatcher: {2 * time.Second, 10 * time.Second},
@@ -89,11 +89,13 @@ func lanes() []laneSpec {
 	}
 }
 
-// plan draws every lane's schedule for duration from seed. It depends on nothing but
-// its arguments.
-func plan(seed uint64, duration time.Duration, replicas, nodes int) [][]fault {
+// plan draws every lane's schedule for duration from seed; gapScale stretches (> 1)
+// or shrinks (< 1) the gaps between faults. It depends on nothing but its arguments.
+func plan(seed uint64, duration time.Duration, replicas, nodes int, gapScale float64) [][]fault {
 	var out [][]fault
 	for i, l := range lanes() {
+		l.gap[0] = time.Duration(float64(l.gap[0]) * gapScale)
+		l.gap[1] = time.Duration(float64(l.gap[1]) * gapScale)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		between := func(r [2]time.Duration) time.Duration { return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])+1)) }
 		var fs []fault

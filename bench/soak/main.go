@@ -45,6 +45,7 @@ type options struct {
 	keep         bool
 	sabotage     bool
 	replayFlags  string // the other flags given, for the replay line
+	gapScale     float64
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.checkTimeout, "check-timeout", 10*time.Second, "how long the final state may take to agree once the faults are healed")
 	flag.DurationVar(&o.ttl, "ttl", time.Minute, "TTL of every registration (whole seconds; 0: none); agents refresh each key every ttl/4")
 	flag.BoolVar(&o.sabotage, "sabotage", false, "check the checker: behind everyone's back, delete one expected endpoint from the backend and add a stray connection to a datapath before the final check; the run must FAIL")
+	flag.Float64Var(&o.gapScale, "fault-gap-scale", 1, "multiplies the gaps between the faults of a lane (0.25: four times as many faults)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (data and logs) even when it passes")
 	flag.StringVar(&level, "log-level", "info", "console log level: debug, info, warn, error")
 	flag.Parse()
@@ -84,8 +86,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "--backend %q: want jetstream, etcd or both\n", backend)
 		os.Exit(2)
 	}
-	if o.replicas < 2 || o.agents < 1 || o.keys < 1 || o.watchers < 1 || o.edges < 1 || o.perGroup < 1 || o.duration <= 0 {
-		fmt.Fprintln(os.Stderr, "need --registrars >= 2, --agents, --keys, --watchers, --edge-groups, --nodes-per-group >= 1 and a positive --duration")
+	if o.replicas < 2 || o.agents < 1 || o.keys < 1 || o.watchers < 1 || o.edges < 1 || o.perGroup < 1 || o.duration <= 0 || o.gapScale <= 0 {
+		fmt.Fprintln(os.Stderr, "need --registrars >= 2, --agents, --keys, --watchers, --edge-groups, --nodes-per-group >= 1 and a positive --duration and --fault-gap-scale")
 		os.Exit(2)
 	}
 	if seed == 0 {
@@ -135,7 +137,7 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 			fmt.Printf("data and logs kept in %s\n", s.dir)
 		}
 	}()
-	schedule := plan(o.seed, o.duration, o.replicas, len(s.fleet.nodes))
+	schedule := plan(o.seed, o.duration, o.replicas, len(s.fleet.nodes), o.gapScale)
 	s.start = time.Now()
 	q := &quiet{since: s.start}
 	in := &injector{s: s, start: s.start, log: log, q: q}
