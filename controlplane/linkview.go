@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,10 +23,11 @@ import (
 // of one name, or the distinct groups of a thousand nodes, for every event is most of
 // what an event costs on SQLite.
 type linkView struct {
-	links  map[string]store.Link // nil: not loaded
-	graph  *linked               // nil: to be built from links
-	anns   map[store.Name][]tplRef
-	groups []string // sorted; nil: not loaded
+	links   map[string]store.Link // nil: not loaded
+	byGroup map[string]map[string]bool
+	graph   *linked // nil: to be built from links
+	anns    map[store.Name][]tplRef
+	groups  []string // sorted; nil: not loaded
 }
 
 // tplRef is one announcement: a template's id and the node that made it.
@@ -138,8 +138,17 @@ func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) err
 		w.graph = true
 		return s.loadLinks(ctx)
 	}
-	// The graph of the links as they were before this operation, to update.
-	g := s.linkedGraph(topo)
+	// The graph of the links as they were before this operation, to update. Without
+	// one (nothing planned yet, or an edge changed earlier in this operation) there is
+	// nothing to tell an edge from an end by, and the plan is made anew — once, by
+	// replan, not for every link touched.
+	g := s.view.graph
+	if g != nil && g.topo != topo {
+		g, s.view.graph = nil, nil
+	}
+	if g == nil {
+		w.graph = true
+	}
 	for _, id := range sortedKeys(w.touched) {
 		var old, cur *store.Link
 		if l, ok := s.view.links[id]; ok {
@@ -154,11 +163,7 @@ func (s *Service) refreshLinks(ctx context.Context, w *work, topo *resolved) err
 		case !l.Deleted:
 			cur = &l
 		}
-		if cur != nil {
-			s.view.links[id] = *cur
-		} else {
-			delete(s.view.links, id)
-		}
+		s.view.put(id, old, cur)
 		if g != nil && !g.update(old, cur) {
 			g, s.view.graph = nil, nil
 			w.graph = true
@@ -174,13 +179,15 @@ func (s *Service) liveLinksOf(ctx context.Context, w *work, topo *resolved, g st
 	if err := s.refreshLinks(ctx, w, topo); err != nil {
 		return nil, err
 	}
-	var out []store.Link
-	for _, l := range s.view.links {
-		if l.SourceGroup == g || l.DestGroup == g {
-			out = append(out, l)
-		}
+	ids := make([]string, 0, len(s.view.byGroup[g]))
+	for id := range s.view.byGroup[g] {
+		ids = append(ids, id)
 	}
-	slices.SortFunc(out, func(a, b store.Link) int { return cmp.Compare(a.ID, b.ID) })
+	slices.Sort(ids)
+	out := make([]store.Link, len(ids))
+	for i, id := range ids {
+		out[i] = s.view.links[id]
+	}
 	return out, nil
 }
 
@@ -190,10 +197,30 @@ func (s *Service) loadLinks(ctx context.Context) error {
 		return fmt.Errorf("list links: %w", err)
 	}
 	s.view.links, s.view.graph = make(map[string]store.Link, len(links)), nil
+	s.view.byGroup = map[string]map[string]bool{}
 	for _, l := range links {
-		s.view.links[l.ID] = l
+		s.view.put(l.ID, nil, &l)
 	}
 	return nil
+}
+
+// put replaces link id, old before (nil: absent), with cur (nil: not live).
+func (v *linkView) put(id string, old, cur *store.Link) {
+	if old != nil {
+		delete(v.byGroup[old.SourceGroup], id)
+		delete(v.byGroup[old.DestGroup], id)
+	}
+	if cur == nil {
+		delete(v.links, id)
+		return
+	}
+	v.links[id] = *cur
+	for _, g := range []string{cur.SourceGroup, cur.DestGroup} {
+		if v.byGroup[g] == nil {
+			v.byGroup[g] = map[string]bool{}
+		}
+		v.byGroup[g][id] = true
+	}
 }
 
 // linkedGraph returns the planner's view for the topology in force.
@@ -201,11 +228,15 @@ func (s *Service) linkedGraph(topo *resolved) *linked {
 	if g := s.view.graph; g != nil && g.topo == topo {
 		return g
 	}
-	links := make([]store.Link, 0, len(s.view.links))
-	for _, l := range s.view.links {
-		links = append(links, l)
+	ids := make([]string, 0, len(s.view.links))
+	for id := range s.view.links {
+		ids = append(ids, id)
 	}
-	slices.SortFunc(links, func(a, b store.Link) int { return cmp.Compare(a.ID, b.ID) })
+	slices.Sort(ids) // ids, not records: a link is a dozen fields to move about
+	links := make([]store.Link, len(ids))
+	for i, id := range ids {
+		links[i] = s.view.links[id]
+	}
 	g := newLinked(topo.segs, links)
 	g.topo = topo
 	s.view.graph = g
