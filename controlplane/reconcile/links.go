@@ -103,14 +103,25 @@ func (r *Links) Sync(ctx context.Context, nodeID string) error {
 	if len(cmd.ConnectionsToDelete)+len(cmd.ConnectionsToCreate) == 0 {
 		return nil
 	}
-	if err := r.markConnecting(ctx, plan.create); err != nil {
+	// As in the route reconciler, the status writes on each side of the round trip
+	// are one store transaction: one commit for a node's links, not one per link.
+	if err := r.o.Store.Atomically(ctx, func(ctx context.Context) error {
+		return r.markConnecting(ctx, plan.create)
+	}); err != nil {
 		return err // the core changed a link since it was listed: decide again
 	}
 	ack, err := send(ctx, r.o.Nodes, nodeID, cmd)
 	if err != nil {
 		return err
 	}
-	return r.processAck(ctx, nodeID, plan, cmd, ack)
+	var result error
+	if err := r.o.Store.Atomically(ctx, func(ctx context.Context) error {
+		result = r.processAck(ctx, nodeID, plan, cmd, ack)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return result
 }
 
 // classify sorts the node's links against its live connections. A desired link that
