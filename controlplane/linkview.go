@@ -28,6 +28,10 @@ type linkView struct {
 	graph   *linked // nil: to be built from links
 	anns    map[store.Name][]tplRef
 	groups  []string // sorted; nil: not loaded
+	// dirty says the operation in progress changed or loaded part of the view
+	// (what it loads may include its own writes); if its transaction fails, the view
+	// goes with it. A refused operation (a stale claim) that touched none keeps it.
+	dirty bool
 }
 
 // tplRef is one announcement: a template's id and the node that made it.
@@ -49,13 +53,14 @@ func (s *Service) announcementView(ctx context.Context) (map[store.Name][]tplRef
 	for _, t := range tpls { // in id order
 		anns[t.Name] = append(anns[t.Name], tplRef{id: t.ID, node: t.DestNodeID})
 	}
-	s.view.anns = anns
+	s.view.anns, s.view.dirty = anns, true
 	return anns, nil
 }
 
 // announced records a template the service created.
 func (s *Service) announced(t store.Route) {
 	if s.view.anns != nil {
+		s.view.dirty = true
 		s.view.anns[t.Name] = append(s.view.anns[t.Name], tplRef{id: t.ID, node: t.DestNodeID})
 	}
 }
@@ -65,6 +70,7 @@ func (s *Service) withdrawn(t store.Route) {
 	if s.view.anns == nil {
 		return
 	}
+	s.view.dirty = true
 	refs := slices.DeleteFunc(s.view.anns[t.Name], func(r tplRef) bool { return r.id == t.ID })
 	if len(refs) == 0 {
 		delete(s.view.anns, t.Name)
@@ -82,7 +88,7 @@ func (s *Service) groupView(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
-	s.view.groups = groups
+	s.view.groups, s.view.dirty = groups, true
 	return groups, nil
 }
 
@@ -92,6 +98,7 @@ func (s *Service) groupJoined(g string) {
 		return
 	}
 	if i, found := slices.BinarySearch(s.view.groups, g); !found {
+		s.view.dirty = true
 		s.view.groups = slices.Insert(slices.Clone(s.view.groups), i, g)
 	}
 }
@@ -107,6 +114,7 @@ func (s *Service) groupLeft(ctx context.Context, g string) error {
 		return fmt.Errorf("list nodes of group %s: %w", g, err)
 	}
 	if i, found := slices.BinarySearch(s.view.groups, g); found && len(left) == 0 {
+		s.view.dirty = true
 		s.view.groups = slices.Delete(slices.Clone(s.view.groups), i, i+1)
 	}
 	return nil
@@ -115,8 +123,9 @@ func (s *Service) groupLeft(ctx context.Context, g string) error {
 // atomically is store.Atomically for the service's operations: when the transaction
 // fails, the link view may hold writes that were undone, so it is dropped.
 func (s *Service) atomically(ctx context.Context, fn func(ctx context.Context) error) error {
+	s.view.dirty = false
 	err := s.store.Atomically(ctx, fn)
-	if err != nil {
+	if err != nil && s.view.dirty {
 		s.view = linkView{}
 	}
 	return err
@@ -196,7 +205,7 @@ func (s *Service) loadLinks(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
-	s.view.links, s.view.graph = make(map[string]store.Link, len(links)), nil
+	s.view.links, s.view.graph, s.view.dirty = make(map[string]store.Link, len(links)), nil, true
 	s.view.byGroup = map[string]map[string]bool{}
 	for _, l := range links {
 		s.view.put(l.ID, nil, &l)
@@ -206,6 +215,7 @@ func (s *Service) loadLinks(ctx context.Context) error {
 
 // put replaces link id, old before (nil: absent), with cur (nil: not live).
 func (v *linkView) put(id string, old, cur *store.Link) {
+	v.dirty = true
 	if old != nil {
 		delete(v.byGroup[old.SourceGroup], id)
 		delete(v.byGroup[old.DestGroup], id)

@@ -17,8 +17,14 @@ import (
 
 // Store is a store.Store on one SQLite database file.
 type Store struct {
-	db     *sql.DB
-	stmts  stmtCache
+	db    *sql.DB
+	stmts stmtCache
+	// writes admits one writer at a time, in this process. SQLite admits one anyway;
+	// a writer it turns away sleeps in its busy handler (for up to tens of
+	// milliseconds at a time) and tries again, so under many small writes — the
+	// reconcilers' and the core's — most of the time went to those sleeps. Waiting
+	// here wakes the next writer the moment the last one commits.
+	writes chan struct{}
 	closed atomic.Bool
 	now    func() time.Time
 }
@@ -45,7 +51,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// the reconcilers and the core use at once instead of reopening them (and
 	// re-preparing their statements) — the default keeps two.
 	db.SetMaxIdleConns(16)
-	s := &Store{db: db, now: time.Now}
+	s := &Store{db: db, now: time.Now, writes: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite store: %s: %w", path, err)
@@ -131,10 +137,15 @@ func (s *Store) inTx(ctx context.Context, fn func(querier) error) error {
 		}
 		return fn(t.q)
 	}
+	if err := s.lockWrites(ctx); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
+		s.unlockWrites()
 		return fmt.Errorf("sqlite store: begin: %w", err)
 	}
+	defer s.unlockWrites()
 	if err := fn(newTxQuerier(s, tx)); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -163,6 +174,32 @@ func (s *Store) exec(ctx context.Context, notFound error, q string, args ...any)
 	}
 	return nil
 }
+
+// busyTimeout bounds the wait for the write lock, as busy_timeout does SQLite's.
+const busyTimeout = 10 * time.Second
+
+// lockWrites waits for the write lock, for ctx to end or for busyTimeout.
+func (s *Store) lockWrites(ctx context.Context) error {
+	select {
+	case s.writes <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(busyTimeout)
+	defer t.Stop()
+	select {
+	case s.writes <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("sqlite store: no write lock after %s: %w", busyTimeout, sqliteBusy)
+	}
+}
+
+var sqliteBusy = errors.New("database is locked")
+
+func (s *Store) unlockWrites() { <-s.writes }
 
 func isUniqueViolation(err error) bool {
 	var se *sqlite.Error

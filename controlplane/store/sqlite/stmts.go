@@ -81,6 +81,17 @@ func (d dbQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *
 	return d.s.db.QueryRowContext(ctx, q, args...)
 }
 
+// writeQuerier runs a write outside a transaction, under the store's write lock.
+type writeQuerier struct{ dbQuerier }
+
+func (w writeQuerier) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := w.s.lockWrites(ctx); err != nil {
+		return nil, err
+	}
+	defer w.s.unlockWrites()
+	return w.dbQuerier.ExecContext(ctx, q, args...)
+}
+
 // txQuerier runs statements in one transaction, each prepared once for it.
 type txQuerier struct {
 	s     *Store

@@ -28,6 +28,7 @@ type txState struct {
 	ctx   context.Context // Atomically's: the transaction's lifetime
 	tx    *sql.Tx         // nil until the first write
 	q     *txQuerier      // tx's prepared statements
+	s     *Store          // whose write lock tx holds
 	done  atomic.Bool
 	depth int // open savepoints
 }
@@ -53,7 +54,7 @@ func (s *Store) q(ctx context.Context) querier {
 func (s *Store) w(ctx context.Context) (querier, error) {
 	t := s.txOf(ctx)
 	if t == nil {
-		return dbQuerier{s}, nil
+		return writeQuerier{dbQuerier{s}}, nil
 	}
 	if err := t.begin(s); err != nil {
 		return nil, err
@@ -65,12 +66,26 @@ func (t *txState) begin(s *Store) error {
 	if t.tx != nil {
 		return nil
 	}
+	if err := s.lockWrites(t.ctx); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTx(t.ctx, nil)
 	if err != nil {
+		s.unlockWrites()
 		return fmt.Errorf("sqlite store: begin: %w", err)
 	}
-	t.tx, t.q = tx, newTxQuerier(s, tx)
+	t.tx, t.q, t.s = tx, newTxQuerier(s, tx), s
 	return nil
+}
+
+// rollback ends the transaction unless it committed, and lets the next writer in.
+func (t *txState) rollback() {
+	if t.tx == nil {
+		return
+	}
+	_ = t.tx.Rollback()
+	t.tx, t.q = nil, nil
+	t.s.unlockWrites()
 }
 
 // Atomically implements store.Store.
@@ -85,12 +100,9 @@ func (s *Store) Atomically(ctx context.Context, fn func(ctx context.Context) err
 		return err
 	}
 	t := &txState{ctx: ctx}
-	committed := false
 	defer func() {
 		t.done.Store(true)
-		if !committed && t.tx != nil {
-			_ = t.tx.Rollback() // also on a panic in fn
-		}
+		t.rollback() // also on a panic in fn; after a commit, only the lock
 	}()
 	if err := fn(context.WithValue(ctx, txKey{s}, t)); err != nil {
 		return err
@@ -100,7 +112,6 @@ func (s *Store) Atomically(ctx context.Context, fn func(ctx context.Context) err
 			return fmt.Errorf("sqlite store: commit: %w", err)
 		}
 	}
-	committed = true
 	return nil
 }
 
@@ -111,9 +122,8 @@ func (t *txState) savepoint(ctx context.Context, fn func(context.Context) error)
 	if t.tx == nil {
 		ok := false
 		defer func() {
-			if !ok && t.tx != nil {
-				_ = t.tx.Rollback()
-				t.tx, t.q = nil, nil
+			if !ok {
+				t.rollback()
 			}
 		}()
 		if err := fn(ctx); err != nil {
