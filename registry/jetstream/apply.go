@@ -2,9 +2,9 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,10 +15,11 @@ import (
 )
 
 const (
-	// publishWindow bounds one Apply's publishes awaiting an ack, so a huge batch
-	// cannot exhaust the connection's async-publish budget that concurrent Applies
-	// share (maxPendingAcks).
-	publishWindow  = 2048
+	// publishWindow bounds one Apply's publishes awaiting an ack, so that a huge
+	// batch neither floods the server nor keeps unbounded messages for retries.
+	publishWindow = 2048
+	// maxPendingAcks is the budget of nats.go's async publisher, which the
+	// Registry's jetstream context keeps for any async publish outside Apply.
 	maxPendingAcks = 8192
 	// ackTimeout fails an ack that never comes: a stream without a leader can take
 	// a publish and never answer. One timer per batch rather than nats.go's one per
@@ -40,8 +41,14 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 		return err
 	}
 	ops = registry.Coalesce(ops)
+	router, err := r.acks()
+	if err != nil {
+		return unavailable(err)
+	}
 	plans := r.planRemovals(ctx, ops)
-	b := &batch{ctx: ctx, futures: make([]jetstream.PubAckFuture, len(ops)), timer: time.NewTimer(ackTimeout)}
+	b := newBatch(ctx, r.nc, len(ops))
+	router.register(b)
+	defer router.unregister(b)
 	defer b.timer.Stop()
 	h := headers{r: r}
 	r.removeOtherForms(b, ops, &h)
@@ -54,11 +61,12 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 		case plans[i] != nil && plans[i].err != nil:
 			b.fail(i, plans[i].err)
 		default:
-			b.publish(r.js, i, r.message(op, &h, plans[i]))
+			b.publish(i, r.message(op, &h, plans[i]))
 		}
 	}
 	b.awaitBefore(len(ops))
 	r.retryRemovals(b, ops, &h)
+	r.noteWritten(b.maxSeq)
 	return b.result(ops)
 }
 
@@ -94,8 +102,12 @@ func (r *Registry) removeIfLive(ctx context.Context, subject string, op registry
 		m := r.message(op, h, &p)
 		m.Subject = subject
 		pctx, cancel := context.WithTimeout(ctx, ackTimeout)
-		_, err = r.js.PublishMsg(pctx, m)
+		var a *jetstream.PubAck
+		a, err = r.js.PublishMsg(pctx, m)
 		cancel()
+		if err == nil {
+			r.noteWritten(a.Sequence)
+		}
 		if !isWrongLastSeq(err) {
 			return err
 		}
@@ -121,9 +133,10 @@ func (r *Registry) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 				break
 			}
 			ctx, cancel := context.WithTimeout(b.ctx, ackTimeout)
-			_, err := r.js.PublishMsg(ctx, r.message(ops[i], h, &p))
+			a, err := r.js.PublishMsg(ctx, r.message(ops[i], h, &p))
 			cancel()
 			if err == nil {
+				b.acked(a)
 				b.succeed(i)
 				break
 			}
@@ -196,33 +209,119 @@ func (h *headers) removal(p *removalPlan) nats.Header {
 	return hd
 }
 
-// batch tracks the acks of one Apply.
+// batch tracks the acks of one Apply. The Apply's goroutine publishes and waits;
+// the ack router's goroutine records acks in res.
 type batch struct {
-	ctx     context.Context
-	futures []jetstream.PubAckFuture
-	next    int // futures before next have been awaited
-	timer   *time.Timer
-	failed  []int
-	errs    map[int]error // why each of failed failed
+	ctx    context.Context
+	nc     *nats.Conn
+	timer  *time.Timer
+	next   int // ops before next have been awaited
+	failed []int
+	errs   map[int]error // why each of failed failed
+	maxSeq uint64        // the highest sequence acknowledged
+
+	router *ackRouter
+	id     uint64
+	reply  string // the reply subject of op i is reply + i
+
+	mu      sync.Mutex
+	msgs    []*nats.Msg // what was sent, for a retry after no responders
+	res     []ackResult
+	waitFor int           // the op the Apply's goroutine waits for
+	wake    chan struct{} // poked when waitFor's ack arrives
 }
 
-// publish sends op i's message. When concurrent Applies have filled the connection's
-// budget of unacknowledged publishes, it waits for this batch's oldest ack and tries
-// again rather than failing the op.
-func (b *batch) publish(js jetstream.JetStream, i int, m *nats.Msg) {
-	for {
-		f, err := js.PublishMsgAsync(m)
-		switch {
-		case err == nil:
-			b.futures[i] = f
-			return
-		case errors.Is(err, jetstream.ErrTooManyStalledMsgs) && b.next < i:
-			b.awaitBefore(b.next + 1)
+type ackState uint8
+
+const (
+	ackNone     ackState = iota // not published, or given up on
+	ackInFlight                 // published, no ack yet
+	ackDone                     // acked or refused: seq or err is set
+)
+
+type ackResult struct {
+	state   ackState
+	retries uint8
+	seq     uint64
+	err     error
+}
+
+func newBatch(ctx context.Context, nc *nats.Conn, n int) *batch {
+	return &batch{ctx: ctx, nc: nc, timer: time.NewTimer(ackTimeout), msgs: make([]*nats.Msg, n),
+		res: make([]ackResult, n), waitFor: -1, wake: make(chan struct{}, 1)}
+}
+
+func (b *batch) acked(a *jetstream.PubAck) {
+	if a != nil {
+		b.ackedSeq(a.Sequence)
+	}
+}
+
+func (b *batch) ackedSeq(seq uint64) {
+	if seq > b.maxSeq {
+		b.maxSeq = seq
+	}
+}
+
+// publish sends op i's message with its own reply subject.
+func (b *batch) publish(i int, m *nats.Msg) {
+	m.Reply = b.reply + strconv.Itoa(i)
+	b.mu.Lock()
+	b.msgs[i] = m
+	b.res[i].state = ackInFlight // before the send: the ack can beat PublishMsg's return
+	b.mu.Unlock()
+	if err := b.nc.PublishMsg(m); err != nil {
+		b.mu.Lock()
+		b.res[i].state = ackNone
+		b.mu.Unlock()
+		b.fail(i, err)
+	}
+}
+
+// resolve records op i's ack; from the router's goroutine.
+func (b *batch) resolve(i int, seq uint64, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i < 0 || i >= len(b.res) || b.res[i].state != ackInFlight {
+		return
+	}
+	b.res[i].state, b.res[i].seq, b.res[i].err = ackDone, seq, err
+	b.msgs[i] = nil
+	if b.waitFor == i {
+		select {
+		case b.wake <- struct{}{}:
 		default:
-			b.fail(i, err)
-			return
 		}
 	}
+}
+
+// noResponders handles op i's publish finding no stream (a leader election): it is
+// sent again a little later, twice, then fails as unavailable.
+func (b *batch) noResponders(i int) {
+	b.mu.Lock()
+	if i < 0 || i >= len(b.res) || b.res[i].state != ackInFlight {
+		b.mu.Unlock()
+		return
+	}
+	if b.res[i].retries >= noResponderRetries {
+		b.mu.Unlock()
+		b.resolve(i, 0, jetstream.ErrNoStreamResponse)
+		return
+	}
+	b.res[i].retries++
+	m := b.msgs[i]
+	b.mu.Unlock()
+	time.AfterFunc(noResponderRetryWait, func() {
+		b.mu.Lock()
+		live := b.res[i].state == ackInFlight
+		b.mu.Unlock()
+		if !live {
+			return // the batch gave up on it meanwhile
+		}
+		if err := b.nc.PublishMsg(m); err != nil {
+			b.resolve(i, 0, err)
+		}
+	})
 }
 
 func (b *batch) fail(i int, err error) {
@@ -243,25 +342,39 @@ func (b *batch) succeed(i int) {
 // those still outstanding as unconfirmed.
 func (b *batch) awaitBefore(end int) {
 	for ; b.next < end; b.next++ {
-		f := b.futures[b.next]
-		if f == nil {
-			continue
+		b.mu.Lock()
+		if b.res[b.next].state == ackInFlight { // most acks are in by the time a batch waits for them
+			b.timer.Reset(ackTimeout)
+			for b.res[b.next].state == ackInFlight {
+				b.waitFor = b.next
+				b.mu.Unlock()
+				var err error
+				select {
+				case <-b.wake: // maybe left over from an op given up on: look again
+				case <-b.ctx.Done():
+					err = b.ctx.Err()
+				case <-b.timer.C:
+					err = jetstream.ErrAsyncPublishTimeout
+				}
+				b.mu.Lock()
+				if err != nil && b.res[b.next].state == ackInFlight {
+					b.res[b.next] = ackResult{state: ackDone, err: err}
+					b.msgs[b.next] = nil
+				}
+			}
+			b.waitFor = -1
 		}
-		b.futures[b.next] = nil
-		select { // most acks are in by the time a batch waits for them
-		case <-f.Ok():
-			continue
+		res := b.res[b.next]
+		if res.state == ackDone {
+			b.res[b.next].state = ackNone // a late duplicate is ignored
+		}
+		b.mu.Unlock()
+		switch {
+		case res.state != ackDone:
+		case res.err != nil:
+			b.fail(b.next, res.err)
 		default:
-		}
-		b.timer.Reset(ackTimeout)
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			b.fail(b.next, err)
-		case <-b.ctx.Done():
-			b.fail(b.next, b.ctx.Err())
-		case <-b.timer.C:
-			b.fail(b.next, jetstream.ErrAsyncPublishTimeout)
+			b.ackedSeq(res.seq)
 		}
 	}
 }

@@ -369,3 +369,24 @@ func TestMultiLastPages(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiLastBehindOwnWrites: on an R1 stream, a multi_last answer that does not
+// cover the writes this registry had acknowledged (a mirror answering in place of the
+// stream's server) is not used: the lookup reads through the consumer instead.
+func TestMultiLastBehindOwnWrites(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	r := openRegistry(t, nc, sbjs.Options{})
+	a := ep("prod", "web", "http", "10.0.0.1", 80)
+	mustApply(t, ctx, r, registry.Register(a), registry.Register(ep("prod", "api", "http", "10.0.0.2", 80)))
+	if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 1 || sbjs.Fallbacks(r) != 0 {
+		t.Fatalf("List = %v with %d fallbacks, want %s read by multi_last", got, sbjs.Fallbacks(r), a.Key())
+	}
+	sbjs.PretendWritten(r, 1000)
+	if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 1 || got[0].Key() != a.Key() {
+		t.Fatalf("List behind own writes = %v, want %s", got, a.Key())
+	}
+	if n := sbjs.Fallbacks(r); n != 1 {
+		t.Errorf("%d lookups fell back, want 1", n)
+	}
+}

@@ -148,9 +148,26 @@ func (f *feed) stop(ctx context.Context) {
 	f.mu.Lock()
 	f.stopped = true
 	f.mu.Unlock()
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := f.r.js.DeleteConsumer(dctx, f.r.cfg.Name, f.cons.CachedInfo().Name); err != nil {
-		f.r.log.Debug("delete consumer", "error", err)
+	del := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := f.r.js.DeleteConsumer(dctx, f.r.cfg.Name, f.cons.CachedInfo().Name); err != nil {
+			f.r.log.Debug("delete consumer", "error", err)
+		}
 	}
+	// The deletion is a round trip to the server that the reader does not need
+	// to wait for: nothing is delivered once Stop returns. Close waits for it.
+	r := f.r
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		del()
+		return
+	}
+	r.bg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.bg.Done()
+		del()
+	}()
 }

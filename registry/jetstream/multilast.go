@@ -146,29 +146,38 @@ func readMultiLastPage(ctx context.Context, sub *nats.Subscription, msgs []rawMs
 	}
 }
 
-// leaderLastSeq asks the stream leader (the stream info API, which only the leader
-// answers) for the stream's last sequence.
-func (r *Registry) leaderLastSeq(ctx context.Context) (uint64, error) {
+// streamState is what a filtered lookup needs from the stream leader.
+type streamState struct {
+	lastSeq  uint64
+	replicas int
+}
+
+// leaderState asks the stream leader (the stream info API, which only the leader
+// answers) for the stream's last sequence and replica count.
+func (r *Registry) leaderState(ctx context.Context) (streamState, error) {
 	ctx, cancel := context.WithTimeout(ctx, multiLastPageTimeout)
 	defer cancel()
 	reply, err := r.nc.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.INFO."+r.cfg.Name, nil)
 	if err != nil {
-		return 0, err
+		return streamState{}, err
 	}
 	var resp struct {
-		Error *jetstream.APIError `json:"error"`
+		Error  *jetstream.APIError `json:"error"`
+		Config *struct {
+			Replicas int `json:"num_replicas"`
+		} `json:"config"`
 		State *struct {
 			LastSeq uint64 `json:"last_seq"`
 		} `json:"state"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return 0, fmt.Errorf("stream info response: %w", err)
+		return streamState{}, fmt.Errorf("stream info response: %w", err)
 	}
 	switch {
 	case resp.Error != nil:
-		return 0, resp.Error
-	case resp.State == nil:
-		return 0, jetstream.ErrInvalidJetStreamResponse
+		return streamState{}, resp.Error
+	case resp.State == nil || resp.Config == nil:
+		return streamState{}, jetstream.ErrInvalidJetStreamResponse
 	}
-	return resp.State.LastSeq, nil
+	return streamState{lastSeq: resp.State.LastSeq, replicas: resp.Config.Replicas}, nil
 }

@@ -75,16 +75,24 @@ type Registry struct {
 	// allowDirect: the stream allowed direct get when opened, so filtered lookups
 	// use multi_last. Cleared when a server says otherwise.
 	allowDirect atomic.Bool
+	// written is the highest stream sequence this Registry's writes were
+	// acknowledged with: what a filtered lookup's answer must cover on an R1 stream.
+	written atomic.Uint64
 	// fallbacks counts filtered lookups multi_last could not serve.
 	fallbacks atomic.Uint64
 	// Tests set these to drive one read path, or short multi_last pages.
 	forcePath         readPath
 	multiLastMaxBytes int
 
-	mu      sync.Mutex
-	closed  bool
-	watches map[*watch]context.CancelFunc
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	// replicas is the stream's replica count as read at replicasAt (readConsistent).
+	replicas   int
+	replicasAt time.Time
+	router     *ackRouter // Apply's acks; set on first use
+	watches    map[*watch]context.CancelFunc
+	wg         sync.WaitGroup
+	bg         sync.WaitGroup // consumer deletions (feed.stop); added to only while open
 }
 
 var (
@@ -111,7 +119,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	allowDirect, err := openStream(ctx, js, cfg, o.CreateStream, o.Lookup)
+	got, err := openStream(ctx, js, cfg, o.CreateStream, o.Lookup)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -129,9 +137,10 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	r := &Registry{
 		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup, rescan: rescan,
 		log: log.With("stream", cfg.Name), metric: o.Undecodable,
-		watches: map[*watch]context.CancelFunc{},
+		watches:  map[*watch]context.CancelFunc{},
+		replicas: got.Replicas, replicasAt: time.Now(),
 	}
-	r.allowDirect.Store(allowDirect)
+	r.allowDirect.Store(got.AllowDirect)
 	return r, nil
 }
 
@@ -173,6 +182,13 @@ func (r *Registry) Close() error {
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
+	r.bg.Wait() // no Add after closed is set
+	r.mu.Lock()
+	router := r.router
+	r.mu.Unlock()
+	if router != nil {
+		router.close()
+	}
 	r.js.CleanupPublisher()
 	if r.ownConn {
 		r.nc.Close()
@@ -196,4 +212,14 @@ func unavailable(err error) error {
 		}
 	}
 	return err
+}
+
+// noteWritten records that a write of this Registry was acknowledged at seq.
+func (r *Registry) noteWritten(seq uint64) {
+	for {
+		cur := r.written.Load()
+		if seq <= cur || r.written.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }

@@ -141,22 +141,22 @@ func streamChanges(got, want jetstream.StreamConfig) []string {
 }
 
 // openStream checks that the stream exists with the settings the backend relies on,
-// creating it when it is missing and create is set, and reports whether it allows
-// direct get. An existing stream is never changed here: that would let any client
-// resize a production stream.
-func openStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, create bool, lookup string) (allowDirect bool, err error) {
+// creating it when it is missing and create is set, and returns its configuration.
+// An existing stream is never changed here: that would let any client resize a
+// production stream.
+func openStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, create bool, lookup string) (jetstream.StreamConfig, error) {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && create {
 		if s, err = js.CreateStream(ctx, cfg.jetstreamConfig()); err != nil {
-			return false, fmt.Errorf("create stream %s: %w", cfg.Name, err)
+			return jetstream.StreamConfig{}, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
-		return s.CachedInfo().Config.AllowDirect, nil
+		return s.CachedInfo().Config, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("stream %s: %w", cfg.Name, err)
+		return jetstream.StreamConfig{}, fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
 	got := s.CachedInfo().Config
-	return got.AllowDirect, checkStream(got, cfg, lookup)
+	return got, checkStream(got, cfg, lookup)
 }
 
 // checkStream names every setting of an existing stream that would break the KV
