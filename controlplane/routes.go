@@ -149,7 +149,7 @@ func (s *Service) expand(ctx context.Context, topo *resolved, sc scope, w *work)
 	var existing []store.Route
 	seen := map[int64]bool{}
 	list := func(f store.RouteFilter) error {
-		f.Deleted = store.IncludeDeleted
+		f.Deleted, f.ExpansionsOnly = store.IncludeDeleted, true
 		rs, err := s.store.ListRoutes(ctx, f)
 		if err != nil {
 			return fmt.Errorf("list routes: %w", err)

@@ -204,11 +204,14 @@ type RouteFilter struct {
 	LinkID       string
 	Name         *Name
 	Deleted      DeletedMode
+	// ExpansionsOnly leaves the templates out: planning reads the expansions of a
+	// name without the thousand announcements beside them.
+	ExpansionsOnly bool
 }
 
 // Match reports whether r passes the filter.
 func (f RouteFilter) Match(r Route) bool {
-	return f.Deleted.Match(r.Deleted) &&
+	return f.Deleted.Match(r.Deleted) && !(f.ExpansionsOnly && r.IsTemplate()) &&
 		(f.SourceNodeID == "" || r.SourceNodeID == f.SourceNodeID) &&
 		(f.DestNodeID == "" || r.DestNodeID == f.DestNodeID) &&
 		(f.LinkID == "" || r.LinkID == f.LinkID) &&

@@ -90,6 +90,9 @@ func (s *Store) ListRoutes(ctx context.Context, f store.RouteFilter) ([]store.Ro
 			q, args = q+" AND "+c.col+" = ?", append(args, c.v)
 		}
 	}
+	if f.ExpansionsOnly {
+		q, args = q+" AND source_node != ?", append(args, store.AllNodes)
+	}
 	if n := f.Name; n != nil {
 		q += " AND c0 = ? AND c1 = ? AND c2 = ? AND has_cid = ? AND cid = ?"
 		args = append(args, n.Components[0], n.Components[1], n.Components[2], boolInt(n.HasID), int64(n.ID))

@@ -114,6 +114,8 @@ func testRouteFilters(t *testing.T, s store.Store) {
 		{"name without id", store.RouteFilter{Name: &nameA}, pick(0, 1, 2, 4)},
 		{"name with id", store.RouteFilter{Name: &nameB}, pick(3)},
 		{"source and name", store.RouteFilter{SourceNodeID: "b/1", Name: &nameB}, pick(3)},
+		{"expansions", store.RouteFilter{ExpansionsOnly: true, Deleted: store.IncludeDeleted}, pick(2, 3, 4, 5)},
+		{"expansions of a name", store.RouteFilter{ExpansionsOnly: true, Name: &nameA}, pick(2, 4)},
 		{"no match", store.RouteFilter{SourceNodeID: "zzz"}, pick()},
 	} {
 		got, err := s.ListRoutes(ctx, c.f)
