@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 )
@@ -243,6 +244,11 @@ func (r *rig) count(ctx context.Context) (counts, error) {
 		return r.countSQL(ctx)
 	}
 	st := r.srv.Store()
+	if t, ok := st.(tallier); ok {
+		lt, rt := t.Tally()
+		return counts{links: lt.Links, routes: rt.Expansions, templates: rt.Templates,
+			settled: lt.Links == lt.LinksAppliedClaimed && rt.Expansions == rt.ExpansionsApplied}, nil
+	}
 	ls, err := st.ListLinks(ctx, store.LinkFilter{Deleted: store.IncludeDeleted})
 	if err != nil {
 		return counts{}, err
@@ -302,6 +308,12 @@ func (r *rig) waitFor(ctx context.Context, want func(counts) bool, templates int
 		case <-time.After(pause):
 		}
 	}
+}
+
+// tallier is the memory store's count of records by state, kept as they change:
+// listing a million routes to count them would take longer than converging them.
+type tallier interface {
+	Tally() (memory.LinkTally, memory.RouteTally)
 }
 
 // countSQL is count on the SQLite file.
