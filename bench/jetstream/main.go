@@ -119,7 +119,7 @@ type bench struct {
 type results struct {
 	pubOurs, pubKVPut, pubKVAsync, pubKVPre, pubKVHdr                          float64 // entries/s
 	fullOurs, fullCold, fullDirect, fullKVList, fullKVWatch, fullKVWatchDecode time.Duration
-	oneOurs, oneDirect, oneKVWatch                                             time.Duration
+	oneOurs, oneDirect, oneKVWatch, oneCCM                                     time.Duration
 	watchOurs                                                                  time.Duration
 	payload                                                                    int
 }
@@ -147,7 +147,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 }
 
 // round is what one publish round leaves to read: our stream (through both lookup
-// strategies) and the KV bucket written with async publish.
+// strategies, and CCM's own lookup) and the KV bucket written with async publish.
 type round struct {
 	cfg          sbjs.StreamConfig
 	ours, direct *sbjs.Registry
@@ -223,6 +223,7 @@ func (b *bench) lookups(ctx context.Context, rd *round, res *results) error {
 		{&res.oneOurs, func() (int, error) { return list(ctx, rd.ours, one) }, b.count(one)},
 		{&res.oneDirect, func() (int, error) { return list(ctx, rd.direct, one) }, b.count(one)},
 		{&res.oneKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, oneKey, false) }, b.count(one)},
+		{&res.oneCCM, func() (int, error) { return b.ccmLookup(ctx, rd.cfg, one.Service) }, b.count(one)},
 		{&res.watchOurs, func() (int, error) { return watchInitial(ctx, rd.ours) }, b.c.entries},
 	}
 	var err error

@@ -84,7 +84,7 @@ func streamParams() []registry.Param {
 		{Name: ParamStorage, Default: "file", Usage: "stream storage, file or memory (when creating the stream)"},
 		{Name: ParamMarkerTTL, Default: DefaultMarkerTTL.String(), Usage: "how long delete markers stay visible to watchers; an unregister's removal lives at least this long, and as long as the entry it replaces could have"},
 		{Name: ParamCreateStream, Default: "true", Usage: "create the stream if it does not exist"},
-		{Name: ParamLookup, Default: LookupConsumer, Usage: "lookup strategy: consumer (leader, consistent) or direct (any replica)"},
+		{Name: ParamLookup, Default: LookupConsumer, Usage: "lookup strategy: consumer (a filtered lookup reads with multi_last direct get where the stream allows it, checked against the leader; the rest through a consumer) or direct (direct get only, any replica's view)"},
 		{Name: ParamWatchRescan, Default: DefaultWatchRescan.String(), Usage: "how often a watch re-reads its entries to report those removed without a marker (another writer's purge) as removed; 0 turns it off"},
 	}
 }

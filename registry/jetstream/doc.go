@@ -10,8 +10,11 @@
 // have: a server crash can bring that entry back once nothing newer is on its subject),
 // so watchers see both as Removed; lookups drop them. Another writer's purge leaves no
 // marker: a watch finds such removals by re-reading its subjects now and then. The
-// stream refuses hard deletes. docs/backends.md sets out the wire format shared with
-// other writers (the compatibility contract), the removal sizing and its cost.
+// stream refuses hard deletes. A full lookup reads through a consumer; a filtered one
+// with one batched last-per-subject direct get (multi_last) where the stream allows
+// direct get (list.go, multilast.go). docs/backends.md sets out the read paths and
+// their consistency, the wire format shared with other writers (the compatibility
+// contract), the removal sizing and its cost.
 //
 // Two backends are registered: "jetstream" (this package's Registry) and "nats", the
 // spec's best-effort destination (Publisher): core NATS publishes without TTL or rollup

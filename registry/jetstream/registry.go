@@ -18,14 +18,16 @@ import (
 
 // Lookup strategies for List.
 const (
-	// LookupConsumer reads what the stream leader holds, so a List after an
-	// acknowledged Apply always sees it. A full lookup reads with a short-lived
-	// ordered-style consumer that delivers the last message per subject, the fastest
-	// way to read many entries. A filtered lookup on a stream that allows direct get
-	// reads with one batched last-per-subject direct get (multi_last), checked
-	// against the leader's last sequence; without direct get, or when more subjects
-	// match than one multi_last returns, it uses the consumer too. It never needs
-	// direct get.
+	// LookupConsumer picks the read per lookup. A full lookup reads with a
+	// short-lived ordered-style consumer that delivers the last message per
+	// subject, the fastest way to read many entries. A filtered lookup on a stream
+	// that allows direct get reads with one batched last-per-subject direct get
+	// (multi_last), which on a replicated stream is checked against the leader's
+	// last sequence, so it sees every write acknowledged before it began; without
+	// direct get, or when more subjects match than one multi_last returns, it uses
+	// the consumer too. It never needs direct get. A consumer is R1 and the server
+	// places it on any replica of the stream, so on a replicated stream a consumer
+	// read can miss a write acknowledged a moment before (docs/backends.md).
 	LookupConsumer = "consumer"
 	// LookupDirect reads with direct get only: multi_last for a filtered lookup,
 	// batched direct get by sequence for the rest. Any replica answers, which
