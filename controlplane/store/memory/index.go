@@ -149,6 +149,20 @@ func (t *linkTable) list(f store.LinkFilter) []store.Link {
 	return out
 }
 
+// routeKey is store.Route.Key as a comparable value: building the string for each
+// of a million routes written is most of what writing them costs.
+type routeKey struct {
+	source, link, dest string
+	name               store.Name
+}
+
+func keyOf(r store.Route) routeKey {
+	if r.IsTemplate() { // one announcement per node and name
+		return routeKey{source: store.AllNodes, dest: r.DestNodeID, name: r.Name}
+	}
+	return routeKey{source: r.SourceNodeID, link: r.LinkID, name: r.Name}
+}
+
 // sameIndexKeys reports whether a and b sit under the same keys of every route index
 // (and so have the same Key).
 func sameIndexKeys(a, b store.Route) bool {
@@ -173,19 +187,19 @@ func (t *routeTable) count(r store.Route, d int) {
 type routeTable struct {
 	tally                    RouteTally
 	byID                     map[int64]store.Route
-	byKey                    map[string]int64
+	byKey                    map[routeKey]int64
 	bySource, byDest, byLink index[string, int64]
 	byName                   index[store.Name, int64]
 	nextID                   int64
 }
 
 func newRouteTable() *routeTable {
-	return &routeTable{byID: map[int64]store.Route{}, byKey: map[string]int64{}, bySource: index[string, int64]{},
+	return &routeTable{byID: map[int64]store.Route{}, byKey: map[routeKey]int64{}, bySource: index[string, int64]{},
 		byDest: index[string, int64]{}, byLink: index[string, int64]{}, byName: index[store.Name, int64]{}}
 }
 
 func (t *routeTable) unindex(r store.Route) {
-	delete(t.byKey, r.Key())
+	delete(t.byKey, keyOf(r))
 	t.bySource.remove(r.SourceNodeID, r.ID)
 	t.byDest.remove(r.DestNodeID, r.ID)
 	t.byLink.remove(r.LinkID, r.ID)
@@ -206,7 +220,7 @@ func (t *routeTable) put(r store.Route) {
 		t.count(r, 1)
 	}
 	t.byID[r.ID] = r
-	t.byKey[r.Key()] = r.ID
+	t.byKey[keyOf(r)] = r.ID
 	t.bySource.add(r.SourceNodeID, r.ID)
 	t.byDest.add(r.DestNodeID, r.ID)
 	t.byLink.add(r.LinkID, r.ID)

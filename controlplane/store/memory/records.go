@@ -283,7 +283,7 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, err
 	}
 	defer unlock()
-	if _, ok := s.routes.byKey[r.Key()]; ok {
+	if _, ok := s.routes.byKey[keyOf(r)]; ok {
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
 	tbl := s.routes
@@ -334,7 +334,7 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 	if err != nil {
 		return store.Route{}, err
 	}
-	if newKey := r.Key(); newKey != old.Key() {
+	if newKey := keyOf(r); newKey != keyOf(old) {
 		if _, taken := s.routes.byKey[newKey]; taken {
 			return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 		}
