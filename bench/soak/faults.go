@@ -29,6 +29,8 @@ const (
 	killBackend       faultKind = "kill-backend"
 	killBoth          faultKind = "kill-backend+registrar" // the registrar restarts while the backend is still down
 	stallWatcher      faultKind = "stall-watcher"
+	freezeRegistrar   faultKind = "freeze-registrar" // SIGSTOP: a hung process, connections stay open
+	freezeBackend     faultKind = "freeze-backend"
 	calm              faultKind = "calm" // no fault: a quiet window for the mid-run sampler
 	restartCP         faultKind = "restart-controlplane"
 	duplicateNode     faultKind = "duplicate-node"
@@ -64,13 +66,14 @@ type laneSpec struct {
 func lanes() []laneSpec {
 	return []laneSpec{
 		{
-			name:  "registry",
-			gap:   [2]time.Duration{2 * time.Second, 8 * time.Second},
-			kinds: []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher, calm}, weights: []int{4, 1, 3, 1, 2, 2},
+			name:    "registry",
+			gap:     [2]time.Duration{2 * time.Second, 8 * time.Second},
+			kinds:   []faultKind{killRegistrar, killAllRegistrars, killBackend, killBoth, stallWatcher, calm, freezeRegistrar, freezeBackend},
+			weights: []int{4, 1, 3, 1, 2, 2, 2, 2},
 			holds: map[faultKind][2]time.Duration{
 				killRegistrar: {500 * time.Millisecond, 4 * time.Second}, killAllRegistrars: {time.Second, 4 * time.Second},
 				killBackend: {time.Second, 6 * time.Second}, killBoth: {time.Second, 4 * time.Second}, stallWatcher: {2 * time.Second, 10 * time.Second},
-				calm: {20 * time.Second, 30 * time.Second},
+				calm: {20 * time.Second, 30 * time.Second}, freezeRegistrar: {time.Second, 8 * time.Second}, freezeBackend: {time.Second, 8 * time.Second},
 			},
 		},
 		{
@@ -103,7 +106,7 @@ func plan(seed uint64, duration time.Duration, replicas, nodes int, gapScale flo
 			k := pick(rng, l.kinds, l.weights)
 			f := fault{lane: l.name, kind: k, at: t, hold: between(l.holds[k])}
 			switch k {
-			case killRegistrar, killBoth:
+			case killRegistrar, killBoth, freezeRegistrar:
 				f.targets = []int{rng.IntN(replicas)}
 			case duplicateNode, killDPNode:
 				f.targets = []int{rng.IntN(nodes)}

@@ -137,6 +137,16 @@ func (p *proc) kill() error {
 	return err
 }
 
+// signal sends sig to the running incarnation (SIGSTOP and SIGCONT freeze and thaw it).
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // stop ends the child the gentle way (its stdin closes), then kills it if it has
 // not gone within 15 s.
 func (p *proc) stop() {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/registrar/client"
@@ -142,8 +143,10 @@ func (s *system) procs() []*proc {
 func (s *system) describe(f fault) string {
 	var parts []string
 	switch f.kind {
-	case killRegistrar:
+	case killRegistrar, freezeRegistrar:
 		parts = append(parts, s.registrars[f.targets[0]].name)
+	case freezeBackend:
+		parts = append(parts, s.store.name)
 	case killAllRegistrars:
 		parts = append(parts, "every registrar")
 	case killBackend:
@@ -178,6 +181,10 @@ func (s *system) inject(f fault) error {
 		return s.store.kill()
 	case killBoth:
 		return errors.Join(s.store.kill(), s.registrars[f.targets[0]].kill())
+	case freezeRegistrar:
+		return s.registrars[f.targets[0]].signal(syscall.SIGSTOP)
+	case freezeBackend:
+		return s.store.signal(syscall.SIGSTOP)
 	case stallWatcher:
 		s.watchers[0].stall(24 * time.Hour) // until healed
 		return nil
@@ -206,6 +213,10 @@ func (s *system) heal(f fault) error {
 		return s.startAll(s.registrars)
 	case killBackend:
 		return startIfDown(s.store)
+	case freezeRegistrar:
+		return s.registrars[f.targets[0]].signal(syscall.SIGCONT)
+	case freezeBackend:
+		return s.store.signal(syscall.SIGCONT)
 	case killBoth:
 		// Side by side: the registrar comes up first and waits for its backend.
 		return s.startAll([]*proc{s.registrars[f.targets[0]], s.store})
@@ -255,6 +266,11 @@ func (s *system) startAll(ps []*proc) error {
 
 // healAll undoes whatever is still broken once the faults have stopped.
 func (s *system) healAll() error {
+	for _, p := range s.procs() {
+		if p.running() {
+			_ = p.signal(syscall.SIGCONT) // a thaw of a process that is not frozen does nothing
+		}
+	}
 	errs := []error{startIfDown(s.store), s.startAll(s.registrars)}
 	for _, w := range s.watchers {
 		w.unstall()
