@@ -181,7 +181,6 @@ func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permane
 	for _, k := range touched {
 		s.recompute(k)
 	}
-	s.announce()
 	s.m.queueDepth(len(s.pending))
 	return dropped
 }

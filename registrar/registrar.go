@@ -47,6 +47,10 @@ type Config struct {
 	// DrainTimeout bounds how long shutdown keeps trying to persist queued writes;
 	// default 10s.
 	DrainTimeout time.Duration
+	// ProgressInterval is how often the registrar checks whether persisted writes
+	// that changed nothing (refreshes) still wait for a confirmation, and sends
+	// watchers a PROGRESS event if so; default 1s.
+	ProgressInterval time.Duration
 	// Authorizer decides what each client-certificate identity may write (and read);
 	// a caller without a client certificate may write nothing. Nil lets every
 	// caller write anything: for a registrar without mTLS, which cannot tell its
@@ -81,6 +85,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.BatchInterval, 100*time.Millisecond)
 	def(&c.BackendTimeout, 10*time.Second)
 	def(&c.DrainTimeout, 10*time.Second)
+	def(&c.ProgressInterval, time.Second)
 	for _, p := range []struct {
 		v   *int
 		def int
@@ -140,7 +145,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run} {
+	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -164,6 +169,20 @@ func (r *Registrar) Run(ctx context.Context) error {
 	}
 	r.log.Info("registrar stopped; every accepted write is persisted")
 	return nil
+}
+
+// progressLoop announces the persisted frontier on a quiet registrar (state.announce).
+func (r *Registrar) progressLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ProgressInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.s.announce()
+		}
+	}
 }
 
 // accepts reports whether writes for cluster are taken here.

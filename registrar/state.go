@@ -170,8 +170,13 @@ func (s *state) emit(t registrarv1.EndpointEvent_EventType, wire []byte) {
 // announce appends a PROGRESS to the history ring when the frontier now covers a
 // write that no event has reported persisted: one that changed nothing visible,
 // so no event followed it. It is an event of its own, with its own version, so
-// that only a message sent after a write can confirm it.
+// that only a message sent after a write can confirm it. It runs on a timer
+// (Config.ProgressInterval), not after every batch: while writes keep coming, the
+// next change carries the frontier anyway, and a quiet registrar sends at most one
+// PROGRESS per interval to every watcher.
 func (s *state) announce() {
+	s.mu.Lock()
+	defer s.unlock()
 	p := s.persisted()
 	if s.acked <= s.lastEvent().persisted || p < s.acked {
 		return
