@@ -1,10 +1,19 @@
-// Command controlplane benchmarks control-plane convergence at fleet scale
-// (docs/controlplane.md): N in-process data-plane controllers over memdp, spread over G
-// groups in a star topology, one wildcard name announced in every group, against an
-// in-process control plane on loopback gRPC. It reports the time from the last node's
-// registration until every link and route is Applied, with the phases before it.
+// Command controlplane benchmarks control-plane convergence at fleet scale: N
+// in-process data-plane controllers over memdp, spread over G groups, against an
+// in-process control plane on loopback gRPC.
+//
+// The default scenario, startup, starts every node at once in a star topology with one
+// wildcard name announced in every group, and reports the time from the last node's
+// registration until every link and route is Applied, with the phases before it. The
+// others (-scenarios names,mesh,crash) let a fleet's links converge first and then time
+// one event until everything is Applied again: names (star, a name of its own
+// announced in every group), mesh (every group linked to every other, every node
+// announcing one shared name) and crash (after mesh, one node of every group crashes
+// and reconnects). They print one table row per run with the CPU time, the
+// ConfigCommands sent, the control plane's heap and the load average.
 //
 //	go run ./bench/controlplane -nodes 1000 -groups 100 -store memory
+//	go run ./bench/controlplane -scenarios names,crash -stores memory,sqlite -runs 3
 package main
 
 import (
