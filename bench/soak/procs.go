@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,8 +78,10 @@ func (p *proc) startOnce(wait time.Duration) error {
 	cmd := exec.Command(self, p.args...)
 	cmd.Stderr = logf
 	// Own process group: a ^C to the soak reaches the soak, which then closes every
-	// child's stdin, instead of killing children in the middle of a check.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// child's stdin, instead of killing children in the middle of a check. Pdeathsig
+	// covers what stdin cannot: a child frozen by a fault reads nothing, so if the soak
+	// dies meanwhile the kernel kills it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -87,7 +90,7 @@ func (p *proc) startOnce(wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})
@@ -117,6 +120,26 @@ func (p *proc) startOnce(wait time.Duration) error {
 		<-exited
 		return fmt.Errorf("%s not ready within %s (see %s)", p.name, wait, p.log)
 	}
+}
+
+// spawner starts every child from one OS thread that lives as long as the soak:
+// Pdeathsig fires when the thread that started a child ends, not the process, and Go
+// may end an idle thread.
+var spawner = make(chan func())
+
+func init() {
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the process
+		for f := range spawner {
+			f()
+		}
+	}()
+}
+
+func spawn(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	spawner <- func() { done <- cmd.Start() }
+	return <-done
 }
 
 // kill sends SIGKILL and waits until the process is gone.
