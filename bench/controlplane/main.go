@@ -31,6 +31,7 @@ import (
 type options struct {
 	nodes, groups, workers, conns, runs int
 	store, out, cpuProfile              string
+	eventProfile                        string
 	scenarios, stores                   string
 	timeout                             time.Duration
 	baseDelay                           time.Duration
@@ -48,6 +49,7 @@ func main() {
 	flag.DurationVar(&c.baseDelay, "base-delay", 200*time.Millisecond, "reconciler base retry delay")
 	flag.StringVar(&c.out, "out", "", "also write the markdown table to this file")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	flag.StringVar(&c.eventProfile, "eventprofile", "", "write a CPU profile of the timed events alone (names, mesh, crash) to this file")
 	flag.StringVar(&c.scenarios, "scenarios", "startup", "comma-separated: startup (every node starts at once), "+
 		"names (star, a name of its own per group), mesh (* <-> *, every node announces one name), "+
 		"crash (mesh, then one node per group crashes and reconnects)")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,6 +428,8 @@ func goalFor(c options, storeKind string) time.Duration {
 // and templates announcements stored.
 func (r *rig) event(ctx context.Context, m *measure, fire func() error, templates, links, routes int) {
 	m.load = loadAvg()
+	stopProfile := r.profileEvent()
+	defer stopProfile()
 	cpu0, cmd0 := cpuTime(), r.counter.n.Load()
 	t0 := time.Now()
 	if err := fire(); err != nil {
@@ -438,6 +441,7 @@ func (r *rig) event(ctx context.Context, m *measure, fire func() error, template
 	c, err := r.waitFor(ctx, registered, templates, func() { m.lastStored = time.Since(t0) })
 	m.converge = time.Since(t0)
 	m.cpu, m.commands = cpuTime()-cpu0, r.counter.n.Load()-cmd0
+	stopProfile()
 	m.links, m.routes = c.links, c.routes
 	m.load += " → " + loadAvg()
 	if err != nil {
@@ -448,6 +452,27 @@ func (r *rig) event(ctx context.Context, m *measure, fire func() error, template
 	fmt.Fprintf(os.Stderr, "%s/%s: converged in %s (last announcement stored after %s), CPU %s, %d ConfigCommands, %d links, %d routes, load %s, verified %v\n",
 		m.scenario, m.store, m.converge.Round(time.Millisecond), m.lastStored.Round(time.Millisecond), m.cpu.Round(10*time.Millisecond),
 		m.commands, m.links, m.routes, m.load, m.verified)
+}
+
+// profileEvent starts a CPU profile of one event when -eventprofile asks for it (and
+// -cpuprofile does not already profile everything); the function returned stops it,
+// once.
+func (r *rig) profileEvent() func() {
+	if r.c.eventProfile == "" || r.c.cpuProfile != "" {
+		return func() {}
+	}
+	f, err := os.Create(r.c.eventProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "event profile:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		fmt.Fprintln(os.Stderr, "event profile:", err)
+		return func() {}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }
 }
 
 // allRegistered reports whether every node holds a registered session now.

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -13,24 +14,30 @@ import (
 // put or remove, which keep the indexes in step and record their own undo in a
 // transaction.
 
-// index maps a key to the set of record ids under it.
-type index[K comparable, ID comparable] map[K]map[ID]struct{}
+// index maps a key to the ids of the records under it, sorted: a list by key comes
+// out in order without sorting, and route ids, which only grow, are appended.
+type index[K comparable, ID cmp.Ordered] map[K][]ID
 
 func (x index[K, ID]) add(k K, id ID) {
-	set, ok := x[k]
-	if !ok {
-		set = map[ID]struct{}{}
-		x[k] = set
+	ids := x[k]
+	if n := len(ids); n == 0 || ids[n-1] < id {
+		x[k] = append(ids, id)
+		return
 	}
-	set[id] = struct{}{}
+	if i, found := slices.BinarySearch(ids, id); !found {
+		x[k] = slices.Insert(ids, i, id)
+	}
 }
 
 func (x index[K, ID]) remove(k K, id ID) {
-	if set, ok := x[k]; ok {
-		delete(set, id)
-		if len(set) == 0 {
-			delete(x, k)
-		}
+	ids := x[k]
+	i, found := slices.BinarySearch(ids, id)
+	switch {
+	case !found:
+	case len(ids) == 1:
+		delete(x, k)
+	default:
+		x[k] = slices.Delete(ids, i, i+1)
 	}
 }
 
@@ -109,7 +116,7 @@ func (t *linkTable) remove(id string) {
 
 // candidates returns the ids the filter can match, from its most selective index,
 // or nil (with all true) when no field narrows it.
-func (t *linkTable) candidates(f store.LinkFilter) (ids map[string]struct{}, all bool) {
+func (t *linkTable) candidates(f store.LinkFilter) (ids []string, all bool) {
 	switch {
 	case f.SourceNodeID != "":
 		return t.bySource[f.SourceNodeID], false
@@ -124,27 +131,22 @@ func (t *linkTable) candidates(f store.LinkFilter) (ids map[string]struct{}, all
 }
 
 // list sorts ids, not records: a link is a dozen fields, and moving records about
-// made sorting most of the cost of listing a few thousand links.
+// made sorting most of the cost of listing a few thousand links. Ids from an index
+// come sorted.
 func (t *linkTable) list(f store.LinkFilter) []store.Link {
 	ids, all := t.candidates(f)
-	keys := make([]string, 0, len(ids))
 	if all {
-		for id, l := range t.byID {
-			if f.Match(l) {
-				keys = append(keys, id)
-			}
+		ids = make([]string, 0, len(t.byID))
+		for id := range t.byID {
+			ids = append(ids, id)
 		}
-	} else {
-		for id := range ids {
-			if f.Match(t.byID[id]) {
-				keys = append(keys, id)
-			}
-		}
+		slices.Sort(ids)
 	}
-	slices.Sort(keys)
-	out := make([]store.Link, len(keys))
-	for i, id := range keys {
-		out[i] = t.byID[id]
+	out := make([]store.Link, 0, len(ids))
+	for _, id := range ids {
+		if l := t.byID[id]; f.Match(l) {
+			out = append(out, l)
+		}
 	}
 	return out
 }
@@ -237,9 +239,9 @@ func (t *routeTable) remove(id int64) {
 
 // candidates is linkTable.candidates for routes; of several fields set, the smallest
 // set wins (templates share one source, "*").
-func (t *routeTable) candidates(f store.RouteFilter) (ids map[int64]struct{}, all bool) {
+func (t *routeTable) candidates(f store.RouteFilter) (ids []int64, all bool) {
 	all = true
-	pick := func(set map[int64]struct{}) {
+	pick := func(set []int64) {
 		if all || len(set) < len(ids) {
 			ids, all = set, false
 		}
@@ -262,24 +264,18 @@ func (t *routeTable) candidates(f store.RouteFilter) (ids map[int64]struct{}, al
 // list is linkTable.list for routes.
 func (t *routeTable) list(f store.RouteFilter) []store.Route {
 	ids, all := t.candidates(f)
-	keys := make([]int64, 0, len(ids))
 	if all {
-		for id, r := range t.byID {
-			if f.Match(r) {
-				keys = append(keys, id)
-			}
+		ids = make([]int64, 0, len(t.byID))
+		for id := range t.byID {
+			ids = append(ids, id)
 		}
-	} else {
-		for id := range ids {
-			if f.Match(t.byID[id]) {
-				keys = append(keys, id)
-			}
-		}
+		slices.Sort(ids)
 	}
-	slices.Sort(keys)
-	out := make([]store.Route, len(keys))
-	for i, id := range keys {
-		out[i] = t.byID[id]
+	out := make([]store.Route, 0, len(ids))
+	for _, id := range ids {
+		if r := t.byID[id]; f.Match(r) {
+			out = append(out, r)
+		}
 	}
 	return out
 }

@@ -138,6 +138,4 @@ func sortedValues[K comparable, V any](m map[K]V, keep func(V) bool, key func(V)
 	return out
 }
 
-func compareStrings(a, b string) int { return cmp.Compare(a, b) }
-
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }

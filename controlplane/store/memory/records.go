@@ -16,25 +16,31 @@ func cloneNode(n store.Node) store.Node {
 	return n
 }
 
+// The put and remove helpers change a table and record in t how to undo it. The undo
+// closures capture the old record and an id, not the new record: a planning step that
+// writes a thousand routes allocates a thousand of them, and outside a transaction
+// none at all.
+
 // putNode stores n, recording its undo in t.
 func (s *Store) putNode(t *tx, n store.Node) {
 	tbl := s.nodes
 	old, had := tbl.byID[n.ID]
 	tbl.put(n)
-	t.record(func() {
-		if had {
-			tbl.put(old)
-		} else {
-			tbl.remove(n.ID)
-		}
-	})
+	switch {
+	case t == nil:
+	case had:
+		t.record(func() { tbl.put(old) })
+	default:
+		id := n.ID
+		t.record(func() { tbl.remove(id) })
+	}
 }
 
 func (s *Store) removeNode(t *tx, id string) {
 	tbl := s.nodes
 	old, had := tbl.byID[id]
 	tbl.remove(id)
-	if had {
+	if had && t != nil {
 		t.record(func() { tbl.put(old) })
 	}
 }
@@ -43,20 +49,21 @@ func (s *Store) putLink(t *tx, l store.Link) {
 	tbl := s.links
 	old, had := tbl.byID[l.ID]
 	tbl.put(l)
-	t.record(func() {
-		if had {
-			tbl.put(old)
-		} else {
-			tbl.remove(l.ID)
-		}
-	})
+	switch {
+	case t == nil:
+	case had:
+		t.record(func() { tbl.put(old) })
+	default:
+		id := l.ID
+		t.record(func() { tbl.remove(id) })
+	}
 }
 
 func (s *Store) removeLink(t *tx, id string) {
 	tbl := s.links
 	old, had := tbl.byID[id]
 	tbl.remove(id)
-	if had {
+	if had && t != nil {
 		t.record(func() { tbl.put(old) })
 	}
 }
@@ -65,20 +72,21 @@ func (s *Store) putRoute(t *tx, r store.Route) {
 	tbl := s.routes
 	old, had := tbl.byID[r.ID]
 	tbl.put(r)
-	t.record(func() {
-		if had {
-			tbl.put(old)
-		} else {
-			tbl.remove(r.ID)
-		}
-	})
+	switch {
+	case t == nil:
+	case had:
+		t.record(func() { tbl.put(old) })
+	default:
+		id := r.ID
+		t.record(func() { tbl.remove(id) })
+	}
 }
 
 func (s *Store) removeRoute(t *tx, id int64) {
 	tbl := s.routes
 	old, had := tbl.byID[id]
 	tbl.remove(id)
-	if had {
+	if had && t != nil {
 		t.record(func() { tbl.put(old) })
 	}
 }
@@ -120,14 +128,13 @@ func (s *Store) ListNodes(ctx context.Context, f store.NodeFilter) ([]store.Node
 	keep := func(n store.Node) bool { return !f.ConnectedOnly || n.Connected }
 	var out []store.Node
 	if f.Group != "" {
-		ids := s.nodes.byGroup[f.Group]
+		ids := s.nodes.byGroup[f.Group] // sorted
 		out = make([]store.Node, 0, len(ids))
-		for id := range ids {
+		for _, id := range ids {
 			if n := s.nodes.byID[id]; keep(n) {
 				out = append(out, n)
 			}
 		}
-		slices.SortFunc(out, func(a, b store.Node) int { return compareStrings(a.ID, b.ID) })
 	} else {
 		out = sortedValues(s.nodes.byID, keep, func(n store.Node) string { return n.ID })
 	}
@@ -287,8 +294,10 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
 	tbl := s.routes
-	next := tbl.nextID
-	t.record(func() { tbl.nextID = next })
+	if t != nil {
+		next := tbl.nextID
+		t.record(func() { tbl.nextID = next })
+	}
 	tbl.nextID++
 	r.ID, r.LastUpdated, r.Version = tbl.nextID, s.now(), 1
 	s.putRoute(t, r)

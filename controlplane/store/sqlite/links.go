@@ -98,10 +98,20 @@ func (s *Store) UpdateLink(ctx context.Context, id string, u store.LinkUpdate) (
 		if err != nil {
 			return err
 		}
+		old := l
 		if l, err = u.Apply(l); err != nil {
 			return err
 		}
 		l.LastUpdated = time.Unix(0, s.now().UnixNano())
+		if l.SourceNodeID == old.SourceNodeID && l.DestNodeID == old.DestNodeID {
+			// A status change: no indexed column named, no index rewritten.
+			_, err = tx.ExecContext(ctx, `UPDATE links SET dest_endpoint=?, conn_config=?, status=?, status_msg=?,
+				deleted=?, last_updated=?, version=? WHERE id=?`,
+				l.DestEndpoint, l.ConnConfig, l.Status.String(), l.StatusMessage, boolInt(l.Deleted),
+				l.LastUpdated.UnixNano(), l.Version, id)
+			out = l
+			return wrap(err)
+		}
 		_, err = tx.ExecContext(ctx, `UPDATE links SET source_node=?, dest_node=?, dest_endpoint=?, conn_config=?,
 			status=?, status_msg=?, deleted=?, last_updated=?, version=? WHERE id=?`,
 			l.SourceNodeID, l.DestNodeID, l.DestEndpoint, l.ConnConfig, l.Status.String(), l.StatusMessage,
