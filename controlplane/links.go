@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -199,9 +198,4 @@ func (s *Service) ClaimLink(ctx context.Context, nodeID, linkID string) (Result,
 		s.log.Info("link claimed", "link", linkID, "node", nodeID)
 	}
 	return w.result(), nil
-}
-
-func sortedUnique(s []string) []string {
-	slices.Sort(s)
-	return slices.Compact(s)
 }

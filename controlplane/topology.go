@@ -138,19 +138,6 @@ func comparePairs(x, y [2]string) int {
 	return cmp.Compare(x[1], y[1])
 }
 
-// topologyRules returns the rules in force: the file's in config mode, the stored
-// segments in API mode.
-func (s *Service) topologyRules(ctx context.Context) (*config.Topology, error) {
-	if s.topology != nil {
-		return s.topology, nil
-	}
-	segs, err := s.store.ListSegments(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list segments: %w", err)
-	}
-	return rulesFromSegments(segs), nil
-}
-
 // rulesFromSegments expresses stored segments as config rules, so both modes resolve
 // the same way ("*" and "$group" work in API mode too).
 func rulesFromSegments(segs []store.Segment) *config.Topology {

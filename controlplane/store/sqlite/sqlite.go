@@ -193,11 +193,11 @@ func (s *Store) lockWrites(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("sqlite store: no write lock after %s: %w", busyTimeout, sqliteBusy)
+		return fmt.Errorf("sqlite store: no write lock after %s: %w", busyTimeout, errWriteLockBusy)
 	}
 }
 
-var sqliteBusy = errors.New("database is locked")
+var errWriteLockBusy = errors.New("database is locked")
 
 func (s *Store) unlockWrites() { <-s.writes }
 
