@@ -217,11 +217,6 @@ var readCases = []readCase{
 	{"direct-by-seq", sbjs.LookupDirect, "direct"},
 }
 
-// needsDirect reports whether the case needs a stream that allows direct get.
-func (rc readCase) needsDirect() bool {
-	return rc.lookup == sbjs.LookupDirect || rc.path == "multi_last"
-}
-
 // openReader opens a registry that reads as rc says.
 func openReader(t *testing.T, nc *nats.Conn, o sbjs.Options, rc readCase) *sbjs.Registry {
 	t.Helper()
