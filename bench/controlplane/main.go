@@ -5,7 +5,7 @@
 // The default scenario, startup, starts every node at once in a star topology with one
 // wildcard name announced in every group, and reports the time from the last node's
 // registration until every link and route is Applied, with the phases before it. The
-// others (-scenarios names,mesh,crash) let a fleet's links converge first and then time
+// others (-scenarios names,mesh,crash,restart) let a fleet's links converge first and then time
 // one event until everything is Applied again: names (star, a name of its own
 // announced in every group), mesh (every group linked to every other, every node
 // announcing one shared name) and crash (after mesh, one node of every group crashes
@@ -52,8 +52,9 @@ func main() {
 	flag.StringVar(&c.eventProfile, "eventprofile", "", "write a CPU profile of the timed events alone (names, mesh, crash) to this file")
 	flag.StringVar(&c.scenarios, "scenarios", "startup", "comma-separated: startup (every node starts at once), "+
 		"names (star, a name of its own per group), mesh (* <-> *, every node announces one name), "+
-		"crash (mesh, then one node per group crashes and reconnects)")
-	flag.StringVar(&c.stores, "stores", "", "comma-separated stores for the names, mesh and crash scenarios (default: -store)")
+		"crash (mesh, then one node per group crashes and reconnects), "+
+		"restart (API mode, names, then the control plane restarts on the same address and database)")
+	flag.StringVar(&c.stores, "stores", "", "comma-separated stores for the names, mesh, crash and restart scenarios (default: -store)")
 	flag.Parse()
 	if c.stores == "" {
 		c.stores = c.store

@@ -119,6 +119,7 @@ type rig struct {
 	stop      func()
 	fabric    *e2e.Fabric
 	nodes     []*e2e.Node
+	cfg       *config.Config // the control plane's, for a restart
 	conns     []*grpc.ClientConn
 	counter   *commandCounter
 	// db reads the SQLite store's file on a connection of its own: counting rows
@@ -133,7 +134,11 @@ func startRig(ctx context.Context, c options, storeKind, topology string) (*rig,
 		return nil, err
 	}
 	r := &rig{c: c, storeKind: storeKind, topology: topology, dir: dir, counter: &commandCounter{}}
-	cfg, err := config.Parse([]byte("topology:\n  links:\n    - group: '" + topology + "'\n      neighbors: ['*']\n"))
+	file := "topology:\n  links:\n    - group: '" + topology + "'\n      neighbors: ['*']\n"
+	if topology == "" { // API mode: the segment is made through the service
+		file = ""
+	}
+	cfg, err := config.Parse([]byte(file))
 	if err != nil {
 		return nil, err
 	}
@@ -143,27 +148,15 @@ func startRig(ctx context.Context, c options, storeKind, topology string) (*rig,
 	if storeKind == "sqlite" {
 		cfg.Database = config.Database{Type: config.DatabaseSQLite, Path: dir + "/cp.db"}
 	}
-	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
+	r.cfg = cfg
+	if err := r.startCP(ctx); err != nil {
 		return nil, err
 	}
+	srv := r.srv
 	if storeKind == "sqlite" {
 		if r.db, err = sql.Open("sqlite", dir+"/cp.db?_pragma=busy_timeout(10000)&mode=ro"); err != nil {
 			return nil, err
 		}
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(sctx) }()
-	var once sync.Once
-	r.srv = srv
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				fmt.Fprintln(os.Stderr, "control plane:", err)
-			}
-		})
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStreamInterceptor(r.counter.interceptor())}
@@ -196,6 +189,29 @@ func startRig(ctx context.Context, c options, storeKind, topology string) (*rig,
 		return nil, err
 	}
 	return r, nil
+}
+
+// startCP starts a control plane on the rig's config (after a restart, on the same
+// southbound address and database).
+func (r *rig) startCP(ctx context.Context) error {
+	srv, err := server.New(ctx, server.Options{Config: r.cfg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(sctx) }()
+	var once sync.Once
+	r.srv = srv
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintln(os.Stderr, "control plane:", err)
+			}
+		})
+	}
+	return nil
 }
 
 // close stops the control plane before the fleet, so that the streams ending is not
@@ -342,8 +358,11 @@ func (r *rig) converged(links, routes int) func(counts) bool {
 // runScenario runs one scenario on a fresh control plane with the given store.
 func runScenario(ctx context.Context, c options, name, storeKind string) []measure {
 	topology := groupName(0)
-	if name == "mesh" || name == "crash" {
+	switch name {
+	case "mesh", "crash":
 		topology = "*"
+	case "restart":
+		topology = "" // API mode
 	}
 	base := measure{scenario: name, store: storeKind, nodes: c.nodes, groups: c.groups}
 	fail := func(err error) []measure { base.failed = err; return []measure{base} }
@@ -353,6 +372,11 @@ func runScenario(ctx context.Context, c options, name, storeKind string) []measu
 		return fail(err)
 	}
 	defer r.close()
+	if topology == "" {
+		if err := r.hubSegment(ctx); err != nil {
+			return fail(err)
+		}
+	}
 	if _, err := r.waitFor(ctx, r.converged(r.wantLinks(), 0), 0, nil); err != nil {
 		return fail(fmt.Errorf("links: %w", err))
 	}
@@ -402,6 +426,8 @@ func runScenario(ctx context.Context, c options, name, storeKind string) []measu
 			}, len(r.nodes), r.wantLinks(), 2*(c.groups-1))
 			out = append(out, m)
 		}
+	case "restart":
+		out = append(out, r.restartScenario(ctx, base))
 	default:
 		return fail(fmt.Errorf("unknown scenario %q", name))
 	}
@@ -422,6 +448,59 @@ func goalFor(c options, storeKind string) time.Duration {
 		return 4 * time.Second
 	}
 	return 2 * time.Second
+}
+
+// hubSegment links group 0 with every other group in one segment, through the
+// service as the northbound API would (API mode).
+func (r *rig) hubSegment(ctx context.Context) error {
+	svc := r.srv.Service()
+	if _, err := svc.AddSegment(ctx, "hub"); err != nil {
+		return err
+	}
+	for g := 1; g < r.c.groups; g++ {
+		res, err := svc.AddSegmentLink(ctx, "hub", groupName(0), groupName(g))
+		if err != nil {
+			return fmt.Errorf("segment link %s-%s: %w", groupName(0), groupName(g), err)
+		}
+		r.srv.Enqueue(res) // as the northbound handler does: reconcile the nodes it touched
+	}
+	return nil
+}
+
+// restartScenario converges names, then restarts the control plane on the same
+// southbound address and database (SQLite: a memory store starts empty), and times it until every link and route is
+// Applied again with exactly one connection per link and one subscription per route
+// on every node.
+func (r *rig) restartScenario(ctx context.Context, base measure) measure {
+	names := base
+	names.scenario = "names (before restart)"
+	names.goal = goalFor(r.c, r.storeKind)
+	wantRoutes := r.c.groups * (r.c.groups - 1)
+	r.event(ctx, &names, func() error {
+		for g := range r.c.groups {
+			if err := r.nodes[g].Announce(dataplane.NewName("org", "bench", groupName(g))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, r.c.groups, r.wantLinks(), wantRoutes)
+	if names.failed != nil {
+		return names
+	}
+	m := base
+	m.goal = 5 * time.Second
+	r.cfg.Southbound.Endpoint = r.srv.SouthboundAddr()
+	r.event(ctx, &m, func() error {
+		r.stop()
+		return r.startCP(ctx)
+	}, r.c.groups, r.wantLinks(), wantRoutes)
+	// event verifies once; a restart may need a moment more for the last stray to go.
+	deadline := time.Now().Add(10 * time.Second)
+	for m.failed == nil && m.verified != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		m.verified = e2e.Converged(ctx, r.srv.Store(), r.fabric, true)
+	}
+	return m
 }
 
 // event times fire until every link and route is Applied, with the fleet registered

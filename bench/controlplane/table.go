@@ -95,6 +95,7 @@ var scenarioText = map[string]string{
 	"names": "star, one distinct name announced per group: announcements → all Applied",
 	"mesh":  "full mesh `* ↔ *`, every node announces one shared name: announcements → all Applied",
 	"crash": "full mesh, one node per group (10%) crashes and reconnects → all Applied again",
+	"restart": "API mode, star with a name per group; the control plane restarts on the same address and SQLite file → all Applied, one connection per link",
 }
 
 func writeScenarioTable(w io.Writer, c options, ms []measure) {
