@@ -92,9 +92,9 @@ func runScenarios(c options) error {
 }
 
 var scenarioText = map[string]string{
-	"names": "star, one distinct name announced per group: announcements → all Applied",
-	"mesh":  "full mesh `* ↔ *`, every node announces one shared name: announcements → all Applied",
-	"crash": "full mesh, one node per group (10%) crashes and reconnects → all Applied again",
+	"names":   "star, one distinct name announced per group: announcements → all Applied",
+	"mesh":    "full mesh `* ↔ *`, every node announces one shared name: announcements → all Applied",
+	"crash":   "full mesh, one node per group (10%) crashes and reconnects → all Applied again",
 	"restart": "API mode, star with a name per group; the control plane restarts on the same address and SQLite file → all Applied, one connection per link",
 }
 
