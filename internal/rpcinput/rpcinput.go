@@ -99,38 +99,50 @@ func InvalidUTF8Field(b []byte, md protoreflect.MessageDescriptor) (string, bool
 
 func walk(b []byte, md protoreflect.MessageDescriptor, prefix string) (string, bool) {
 	counts := map[protowire.Number]int{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", false
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return "", false
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return "", false
-		}
-		b = b[n:]
+	var path string
+	found := false
+	eachBytesField(b, func(num protowire.Number, v []byte) bool {
 		fd := md.Fields().ByNumber(num)
 		if fd == nil {
-			continue
+			return true
 		}
 		name := prefix + string(fd.Name())
 		if fd.IsList() {
 			name = fmt.Sprintf("%s[%d]", name, counts[num])
 			counts[num]++
 		}
-		if path, ok := field(v, fd, name); ok {
-			return path, true
+		path, found = field(v, fd, name)
+		return !found
+	})
+	return path, found
+}
+
+// eachBytesField calls fn with the number and value of every length-delimited field
+// of b, in order, until fn returns false; it skips other fields and stops at
+// malformed input.
+func eachBytesField(b []byte, fn func(protowire.Number, []byte) bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		if typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		if !fn(num, v) {
+			return
 		}
 	}
-	return "", false
 }
 
 // field checks one length-delimited value of fd.
@@ -152,31 +164,15 @@ func mapEntry(v []byte, fd protoreflect.FieldDescriptor, name string) (string, b
 	keyFD, valFD := entry.Fields().ByNumber(1), entry.Fields().ByNumber(2)
 	var key, val []byte
 	var hasVal bool
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		if n < 0 {
-			return "", false
-		}
-		v = v[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, v); n < 0 {
-				return "", false
-			}
-			v = v[n:]
-			continue
-		}
-		b, n := protowire.ConsumeBytes(v)
-		if n < 0 {
-			return "", false
-		}
-		v = v[n:]
+	eachBytesField(v, func(num protowire.Number, b []byte) bool {
 		switch num {
 		case 1:
 			key = b
 		case 2:
 			val, hasVal = b, true
 		}
-	}
+		return true
+	})
 	if keyFD.Kind() == protoreflect.StringKind && !utf8.Valid(key) {
 		return name + " key", true
 	}

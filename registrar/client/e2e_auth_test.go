@@ -60,9 +60,16 @@ func (b *syncBuffer) String() string {
 
 func runTLSServer(t *testing.T, env *etcdEnv, conf *tls.Config, log io.Writer) *registrar.Server {
 	t.Helper()
-	s, err := registrar.NewServer(registrar.ServerConfig{Listen: "127.0.0.1:0", TLS: conf,
+	return runServerConfig(t, registrar.ServerConfig{Listen: "127.0.0.1:0", TLS: conf,
 		Registrar: registrar.Config{Cluster: "east", Backend: env.backend(t), BatchInterval: 20 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(log, nil))}})
+}
+
+// runServerConfig runs a registrar server made from sc until the test ends, and
+// waits until it is ready.
+func runServerConfig(t *testing.T, sc registrar.ServerConfig) *registrar.Server {
+	t.Helper()
+	s, err := registrar.NewServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -47,23 +46,9 @@ grants:
 		t.Fatal(err)
 	}
 	metrics := prometheus.NewRegistry()
-	s, err := registrar.NewServer(registrar.ServerConfig{Listen: "127.0.0.1:0", TLS: serverConf, Metrics: metrics,
+	s := runServerConfig(t, registrar.ServerConfig{Listen: "127.0.0.1:0", TLS: serverConf, Metrics: metrics,
 		Registrar: registrar.Config{Cluster: "east", Backend: env.backend(t), BatchInterval: 10 * time.Millisecond,
 			Authorizer: authz, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	<-s.Registrar().Ready()
 	as := func(id, name string) registry.Registry {
 		f := issue(t, ca, id, name)
 		return openRegistrar(t, map[string]string{client.ParamAddress: s.Addr().String(), client.ParamTLSCA: f.CA,
