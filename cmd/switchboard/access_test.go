@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 )
 
@@ -54,14 +55,14 @@ func writeTokenFile(t *testing.T, path string, holders ...[2]string) map[string]
 // startCP runs `switchboard controlplane --config` in-process with the config body
 // as given and returns the northbound address and everything the command printed and
 // logged (audit lines included: they are logged whatever --log-level says).
-func startCP(t *testing.T, body string) (nb string, out *syncBuffer, stop func() error) {
+func startCP(t *testing.T, body string) (nb string, out *syncbuf.Buffer, stop func() error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cp.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncBuffer{}
+	out = &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs([]string{"controlplane", "--config", path, "--metrics-listen", "", "--log-level", "error"})
 	done := make(chan error, 1)
@@ -275,7 +276,7 @@ func TestCtlTokenCommands(t *testing.T) {
 		t.Fatalf("generated token does not match its line: %q / %q", token, line)
 	}
 
-	var hashOut syncBuffer
+	var hashOut syncbuf.Buffer
 	cmd := newRootCmd(&hashOut, &hashOut)
 	cmd.SetIn(strings.NewReader(token + "\n"))
 	cmd.SetArgs([]string{"ctl", "token", "hash", "--role", "admin", "--name", "ci"})
@@ -373,7 +374,7 @@ func TestSIGHUPRevokesToken(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "controlplane", "--config", cfg, "--metrics-listen", "")
 	cmd.Env = append(os.Environ(), execMainEnv+"=1")
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

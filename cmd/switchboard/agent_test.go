@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/agent/filesd"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/registry"
 	_ "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
@@ -92,10 +93,10 @@ func TestAgentUsageErrors(t *testing.T) {
 
 // startAgent runs `switchboard agent` in-process until the returned stop is called;
 // stop cancels its context, as SIGTERM does through main's signal.NotifyContext.
-func startAgent(t *testing.T, args ...string) (*syncBuffer, func() error) {
+func startAgent(t *testing.T, args ...string) (*syncbuf.Buffer, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs(append([]string{"agent", "--metrics-listen", "127.0.0.1:0"}, args...))
 	done := make(chan error, 1)
@@ -347,7 +348,7 @@ func agentProcess(t *testing.T, args ...string) *exec.Cmd {
 	enc, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAgentHelperProcess$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(enc))
-	cmd.Stderr = &syncBuffer{}
+	cmd.Stderr = &syncbuf.Buffer{}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/internal/cloudmaptest"
 	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
 
 // run executes the CLI in-process and returns stdout, stderr and the exit code main
@@ -115,7 +116,7 @@ func TestRegistryCommandsAgainstEtcd(t *testing.T) {
 	defer cancel()
 
 	// watch runs until interrupted: start it first, then register and look up.
-	watchOut := &syncBuffer{}
+	watchOut := &syncbuf.Buffer{}
 	watch := newRootCmd(watchOut, watchOut)
 	watch.SetArgs(append([]string{"registry", "watch", "--service", "web"}, flags...))
 	watchDone := make(chan error, 1)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/dataplane"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 )
 
@@ -36,7 +37,7 @@ func startControlPlaneWith(t *testing.T, nbExtra, body string) (nb, sb string, s
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs([]string{"controlplane", "--config", path, "--metrics-listen", "127.0.0.1:0", "--log-level", "error"})
 	done := make(chan error, 1)

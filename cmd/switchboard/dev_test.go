@@ -1,41 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
-
-// syncBuffer lets the test read what the running command has printed so far.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startDev runs `switchboard dev` in the background on free ports and returns its
 // output and a function that stops it (like SIGTERM) and waits for it to exit.
-func startDev(t *testing.T, extra ...string) (*syncBuffer, func() error) {
+func startDev(t *testing.T, extra ...string) (*syncbuf.Buffer, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
 		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",
@@ -57,7 +39,7 @@ func startDev(t *testing.T, extra ...string) (*syncBuffer, func() error) {
 }
 
 // waitFor polls the output for a line containing want.
-func waitFor(t *testing.T, out *syncBuffer, want string) string {
+func waitFor(t *testing.T, out *syncbuf.Buffer, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -102,7 +84,7 @@ func TestRegistryCommandsAgainstDev(t *testing.T) {
 	if _, errOut, code := run(t, append([]string{"registry", "init", "--replicas", "1", "--max-age", "1h"}, flags...)...); code != 0 {
 		t.Fatalf("init: exit %d: %s", code, errOut)
 	}
-	watchOut := &syncBuffer{}
+	watchOut := &syncbuf.Buffer{}
 	watch := newRootCmd(watchOut, watchOut)
 	watch.SetArgs(append([]string{"registry", "watch", "--service", "web"}, flags...))
 	wctx, stopWatch := context.WithTimeout(context.Background(), 60*time.Second)
@@ -184,7 +166,7 @@ func TestDevFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
 		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",

@@ -1,7 +1,6 @@
 package access
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 )
 
@@ -94,26 +94,9 @@ type rig struct {
 	fake     *fakeNorthbound
 	authz    *Authorizer
 	reg      *prometheus.Registry
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 	tokens   map[string]string // name -> token
 	tokenDir string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // newRig serves the fake over loopback TLS that asks for, but does not require, a
@@ -124,7 +107,7 @@ func newRig(t *testing.T, authz config.Authorization) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, ca: ca, fake: &fakeNorthbound{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, tokens: map[string]string{}, tokenDir: t.TempDir()}
+	r := &rig{t: t, ca: ca, fake: &fakeNorthbound{}, reg: prometheus.NewRegistry(), logs: &syncbuf.Buffer{}, tokens: map[string]string{}, tokenDir: t.TempDir()}
 	if authz.TokenFile != "" {
 		var lines []string
 		for _, h := range [][2]string{{"admin", "ci"}, {"viewer", "dash"}} {

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/registrar"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
@@ -38,24 +37,6 @@ func issue(t *testing.T, ca *tlsutil.CA, id, name string) tlsutil.Files {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func runTLSServer(t *testing.T, env *etcdEnv, conf *tls.Config, log io.Writer) *registrar.Server {
@@ -115,7 +96,7 @@ func TestE2ERejectsWithMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverLog := &syncBuffer{}
+	serverLog := &syncbuf.Buffer{}
 	srv := runTLSServer(t, env, serverConf, serverLog)
 	address := srv.Addr().String()
 

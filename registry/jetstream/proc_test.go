@@ -3,7 +3,6 @@ package jetstream_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,9 +55,6 @@ func natsServerBinary(t *testing.T) string {
 			natsBin.err = fmt.Errorf("go build nats-server: %w\n%s", err, out)
 		}
 	})
-	if errors.Is(natsBin.err, exec.ErrNotFound) {
-		t.Skip(natsBin.err)
-	}
 	if natsBin.err != nil {
 		t.Fatal(natsBin.err)
 	}
