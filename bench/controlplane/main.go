@@ -24,7 +24,6 @@ import (
 	"log"
 	"os"
 	"runtime/pprof"
-	"strings"
 	"time"
 )
 
@@ -94,14 +93,5 @@ func run(c options) error {
 		fmt.Fprintf(os.Stderr, "run %d: %s\n", i+1, r)
 		results = append(results, r)
 	}
-	var w io.Writer = os.Stdout
-	var sb strings.Builder
-	if c.out != "" {
-		w = io.MultiWriter(os.Stdout, &sb)
-	}
-	writeTable(w, c, results)
-	if c.out != "" {
-		return os.WriteFile(c.out, []byte(sb.String()), 0o644)
-	}
-	return nil
+	return report(c, func(w io.Writer) { writeTable(w, c, results) })
 }

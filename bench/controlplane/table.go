@@ -79,12 +79,17 @@ func runScenarios(c options) error {
 			}
 		}
 	}
+	return report(c, func(w io.Writer) { writeScenarioTable(w, c, ms) })
+}
+
+// report writes a table to stdout and, with -out, to that file too.
+func report(c options, write func(io.Writer)) error {
 	var w io.Writer = os.Stdout
 	var sb strings.Builder
 	if c.out != "" {
 		w = io.MultiWriter(os.Stdout, &sb)
 	}
-	writeScenarioTable(w, c, ms)
+	write(w)
 	if c.out != "" {
 		return os.WriteFile(c.out, []byte(sb.String()), 0o644)
 	}
