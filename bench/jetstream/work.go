@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/ccmref"
 	"github.com/switchboard-mesh/switchboard/registry"
 	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
@@ -191,63 +190,10 @@ func watchInitial(ctx context.Context, r *sbjs.Registry) (int, error) {
 	return 0, errors.New("watch ended before Synced")
 }
 
-// ccmEntry is the shape CCM decodes a registration into.
-type ccmEntry struct {
-	Cluster     string            `json:"cluster"`
-	Service     string            `json:"service"`
-	Protocol    string            `json:"protocol"`
-	Address     string            `json:"address"`
-	Port        any               `json:"port"`
-	Priority    int64             `json:"priority"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-// ccmLookup is CCM's own lookup of one service, the anchor of ours: one batched
-// last-per-subject direct get (multi_last) of the service's subjects, decoded with
-// encoding/json, markers dropped, sorted by address and port.
+// ccmLookup is CCM's own lookup of one service, the anchor of ours (internal/ccmref).
 func (b *bench) ccmLookup(ctx context.Context, cfg sbjs.StreamConfig, service string) (int, error) {
-	req, _ := json.Marshal(map[string]any{"multi_last": []string{cfg.Prefix + ".*.*." + service + ".*.*"}, "batch": 1024})
-	inbox := b.nc.NewRespInbox()
-	sub, err := b.nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+cfg.Name, inbox, req); err != nil {
-		return 0, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var out []*ccmEntry
-	for {
-		m, err := sub.NextMsgWithContext(rctx)
-		if err != nil {
-			return 0, err
-		}
-		switch m.Header.Get("Status") {
-		case "":
-		case "204":
-			sort.Slice(out, func(i, j int) bool {
-				if out[i].Address != out[j].Address {
-					return out[i].Address < out[j].Address
-				}
-				pi, _ := out[i].Port.(float64)
-				pj, _ := out[j].Port.(float64)
-				return pi < pj
-			})
-			return len(out), nil
-		default:
-			return 0, fmt.Errorf("multi_last: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
-		}
-		if m.Header.Get("Nats-Marker-Reason") != "" {
-			continue
-		}
-		e := &ccmEntry{}
-		if err := json.Unmarshal(m.Data, e); err != nil {
-			return 0, err
-		}
-		out = append(out, e)
-	}
+	out, err := ccmref.Lookup(ctx, b.nc, cfg.Name, cfg.Prefix+".*.*."+service+".*.*", 1024)
+	return len(out), err
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }

@@ -2,9 +2,7 @@ package jetstream_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/ccmref"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
 	"github.com/switchboard-mesh/switchboard/registry"
 	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
@@ -136,64 +135,13 @@ func BenchmarkListService10kCCM(b *testing.B) {
 	_, nc, cfg := benchStream(b, sbjs.LookupDirect, benchEntries)
 	filter := cfg.Prefix + ".*.*.svc042.*.*"
 	want := benchEntries / benchServices
-	type ccmEntry struct {
-		Cluster     string            `json:"cluster"`
-		Service     string            `json:"service"`
-		Protocol    string            `json:"protocol"`
-		Address     string            `json:"address"`
-		Port        any               `json:"port"`
-		Priority    int64             `json:"priority"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-		TTL         time.Duration     `json:"ttl,omitempty"`
-	}
-	req, _ := json.Marshal(map[string]any{"multi_last": []string{filter}, "batch": want + 1})
-	subject := "$JS.API.DIRECT.GET." + cfg.Name
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
-		inbox := nc.NewRespInbox()
-		sub, err := nc.SubscribeSync(inbox)
+		out, err := ccmref.Lookup(ctx, nc, cfg.Name, filter, want+1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := nc.PublishRequest(subject, inbox, req); err != nil {
-			b.Fatal(err)
-		}
-		var out []*ccmEntry
-	read:
-		for {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			m, err := sub.NextMsgWithContext(rctx)
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-			switch m.Header.Get("Status") {
-			case "":
-			case "204":
-				break read
-			default:
-				b.Fatalf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
-			}
-			switch m.Header.Get("Nats-Marker-Reason") {
-			case "MaxAge", "Remove", "Purge":
-				continue
-			}
-			e := &ccmEntry{}
-			if err := json.Unmarshal(m.Data, e); err != nil {
-				b.Fatal(err)
-			}
-			out = append(out, e)
-		}
-		_ = sub.Unsubscribe()
-		sort.Slice(out, func(i, j int) bool {
-			if out[i].Address != out[j].Address {
-				return out[i].Address < out[j].Address
-			}
-			pi, _ := out[i].Port.(float64)
-			pj, _ := out[j].Port.(float64)
-			return pi < pj
-		})
 		if len(out) != want {
 			b.Fatalf("read %d entries, want %d", len(out), want)
 		}
