@@ -56,8 +56,8 @@ func (s *state) track(k endpoint.Key, p *pend) {
 }
 
 // settle drops stale records from the top of the heap, so that persisted (which
-// runs under a read lock) finds a live one there, and rebuilds the heap when stale
-// records dominate. Callers hold the write lock, after changing pending.
+// runs under a read lock) finds the live minimum there, and rebuilds the heap when
+// stale records dominate. Callers hold the write lock, after changing pending.
 func (s *state) settle() {
 	for len(s.accepted) > 0 && !s.live(s.accepted[0]) {
 		heap.Pop(&s.accepted)
@@ -75,23 +75,15 @@ func (s *state) settle() {
 	}
 }
 
-// persisted is the current frontier. Callers hold the lock (a read lock will do);
-// between a change to pending and settle it may lag, which only delays
-// confirmations.
+// persisted is the current frontier. Callers hold the lock (a read lock will do).
+// settle keeps a live record on top after every change to pending; a stale one
+// would still be safe here, since a key's since only grows until it leaves, so it
+// only holds the frontier back.
 func (s *state) persisted() uint64 {
 	if len(s.accepted) == 0 {
 		return s.seq
 	}
-	if s.live(s.accepted[0]) {
-		return below(s.accepted[0].since)
-	}
-	low := s.seq // mid-update: scan, to stay safe
-	for _, r := range s.accepted {
-		if s.live(r) {
-			low = min(low, below(r.since))
-		}
-	}
-	return low
+	return below(s.accepted[0].since)
 }
 
 // below is the frontier that protects a write acknowledged at version since. A
