@@ -57,27 +57,7 @@ func writeTokenFile(t *testing.T, path string, holders ...[2]string) map[string]
 // logged (audit lines included: they are logged whatever --log-level says).
 func startCP(t *testing.T, body string) (nb string, out *syncbuf.Buffer, stop func() error) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "cp.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncbuf.Buffer{}
-	cmd := newRootCmd(out, out)
-	cmd.SetArgs([]string{"controlplane", "--config", path, "--metrics-listen", "", "--log-level", "error"})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	stop = func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			t.Fatal("controlplane did not stop")
-			return nil
-		}
-	}
-	t.Cleanup(cancel)
+	out, stop = runCPCommand(t, body, "")
 	return fieldAfter(waitFor(t, out, "  northbound  "), "northbound"), out, stop
 }
 

@@ -30,16 +30,28 @@ func startControlPlaneWithNorthbound(t *testing.T, nbExtra string) (nb, sb strin
 
 func startControlPlaneWith(t *testing.T, nbExtra, body string) (nb, sb string, stop func() error) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "cp.yaml")
 	cfg := "northbound:\n  endpoint: 127.0.0.1:0\n" + nbExtra + "southbound:\n  endpoint: 127.0.0.1:0\n" +
 		"reconciler:\n  base_retry_delay: 10ms\n" + body
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	out, stop := runCPCommand(t, cfg, "127.0.0.1:0")
+	nb = fieldAfter(waitFor(t, out, "northbound"), "northbound")
+	sb = fieldAfter(waitFor(t, out, "southbound"), "southbound")
+	waitFor(t, out, "metrics")
+	return nb, sb, stop
+}
+
+// runCPCommand runs `switchboard controlplane` in-process on a config file with
+// body, until the test ends or stop is called, and returns everything it printed
+// and logged.
+func runCPCommand(t *testing.T, body, metricsListen string) (out *syncbuf.Buffer, stop func() error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cp.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncbuf.Buffer{}
+	out = &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
-	cmd.SetArgs([]string{"controlplane", "--config", path, "--metrics-listen", "127.0.0.1:0", "--log-level", "error"})
+	cmd.SetArgs([]string{"controlplane", "--config", path, "--metrics-listen", metricsListen, "--log-level", "error"})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	stop = func() error {
@@ -52,11 +64,8 @@ func startControlPlaneWith(t *testing.T, nbExtra, body string) (nb, sb string, s
 			return nil
 		}
 	}
-	t.Cleanup(func() { cancel() })
-	nb = fieldAfter(waitFor(t, out, "northbound"), "northbound")
-	sb = fieldAfter(waitFor(t, out, "southbound"), "southbound")
-	waitFor(t, out, "metrics")
-	return nb, sb, stop
+	t.Cleanup(cancel)
+	return out, stop
 }
 
 // ctl runs `switchboard ctl --server nb ARGS...`.
