@@ -20,7 +20,7 @@ func TestPendingBookkeepingIsBoundedByKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newState(1, 64, 1000, newMetrics(nil))
 			stuck := ep("east", "web", "10.9.9.9", 80)
-			if _, err := s.accept([]registry.Op{registry.Register(stuck)}); err != nil {
+			if _, err := s.accept([]registry.Op{registry.Register(stuck)}, nil); err != nil {
 				t.Fatal(err)
 			}
 			keys := make([]registry.Op, 100)
@@ -28,7 +28,7 @@ func TestPendingBookkeepingIsBoundedByKeys(t *testing.T) {
 				keys[i] = registry.Register(ep("east", "web", fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), 80))
 			}
 			for range 1000 {
-				if _, err := s.accept(keys); err != nil {
+				if _, err := s.accept(keys, nil); err != nil {
 					t.Fatal(err)
 				}
 				if tc.flush {

@@ -20,16 +20,11 @@ type batchOp struct {
 }
 
 // accept takes validated writes into the snapshot at once (broadcasting them) and
-// queues them for the writer. All or none are accepted. It returns the version at
-// which the writes are visible.
-func (s *state) accept(ops []registry.Op) (token.Version, error) {
-	return s.acceptChecked(ops, nil)
-}
-
-// acceptChecked is accept with check run first on every op, under the same lock as
-// the writes, with the endpoint its key holds now (nil if none): the first error
-// refuses the whole request.
-func (s *state) acceptChecked(ops []registry.Op, check func(i int, op registry.Op, cur *endpoint.Endpoint) error) (token.Version, error) {
+// queues them for the writer. All or none are accepted: check, when set, runs first
+// on every op, under the same lock as the writes, with the endpoint its key holds
+// now (nil if none), and its first error refuses the whole request. It returns the
+// version at which the writes are visible.
+func (s *state) accept(ops []registry.Op, check func(i int, op registry.Op, cur *endpoint.Endpoint) error) (token.Version, error) {
 	s.mu.Lock()
 	defer s.unlock()
 	if check != nil {

@@ -171,7 +171,7 @@ func (r *Registrar) accept(ctx context.Context, ops []registry.Op) (token.Versio
 		return token.Version{}, errShuttingDown
 	default:
 	}
-	v, err := r.s.acceptChecked(ops, r.writeCheck(ctx))
+	v, err := r.s.accept(ops, r.writeCheck(ctx))
 	if errors.Is(err, errQueueFull) {
 		return v, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v; retry later", err))
 	}

@@ -31,7 +31,7 @@ func TestFullReadOlderThanAWriteIsIgnoredForThatKey(t *testing.T) {
 	s.endFull(s.beginFull(), nil)
 
 	stale := s.beginFull() // a List starts; it will not see a
-	if _, err := s.accept([]registry.Op{registry.Register(a)}); err != nil {
+	if _, err := s.accept([]registry.Op{registry.Register(a)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	batch := s.takeBatch()
@@ -71,7 +71,7 @@ func TestPendingOverlaysBackend(t *testing.T) {
 	s, events := newTestState(t)
 	a := ep("east", "web", "10.0.0.1", 80)
 	s.endFull(s.beginFull(), []endpoint.Endpoint{a})
-	if _, err := s.accept([]registry.Op{registry.Unregister(a)}); err != nil {
+	if _, err := s.accept([]registry.Op{registry.Unregister(a)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s.endFull(s.beginFull(), []endpoint.Endpoint{a}) // not yet persisted: still in the backend
@@ -82,7 +82,7 @@ func TestPendingOverlaysBackend(t *testing.T) {
 	first := s.takeBatch()
 	a2 := a
 	a2.Weight = 3
-	if _, err := s.accept([]registry.Op{registry.Register(a2)}); err != nil {
+	if _, err := s.accept([]registry.Op{registry.Register(a2)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s.batchDone(first, nil, false)
@@ -97,7 +97,7 @@ func TestPendingOverlaysBackend(t *testing.T) {
 func TestFailedBatchIsRetriedNotLost(t *testing.T) {
 	s, _ := newTestState(t)
 	a, b := ep("east", "web", "10.0.0.1", 80), ep("east", "web", "10.0.0.2", 80)
-	if _, err := s.accept([]registry.Op{registry.Register(a), registry.Register(b)}); err != nil {
+	if _, err := s.accept([]registry.Op{registry.Register(a), registry.Register(b)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	batch := s.takeBatch()
