@@ -152,37 +152,26 @@ func (c *Client) Apply(ctx context.Context, ops []registry.Op) error {
 		op.Endpoint.Normalize()
 		norm[i] = op
 	}
-	var regs, unregs []registry.Op
-	for _, op := range registry.Coalesce(norm) {
-		if op.Kind == registry.OpRegister {
-			regs = append(regs, op)
-		} else {
-			unregs = append(unregs, op)
-		}
-	}
+	coalesced := registry.Coalesce(norm)
 	var failed []endpoint.Key
 	var firstErr error
 	c.writeMu.RLock()
 	defer c.writeMu.RUnlock()
-	for _, group := range [][]registry.Op{regs, unregs} {
-		for len(group) > 0 {
-			chunk := group[:min(len(group), maxWriteChunk)]
-			group = group[len(chunk):]
-			v, err := c.send(ctx, chunk)
-			if err != nil {
-				for _, op := range chunk {
-					failed = append(failed, op.Endpoint.Key())
-				}
-				firstErr = cmpErr(firstErr, err)
-				continue
+	for _, chunk := range requests(coalesced, func(op registry.Op) registry.Op { return op }) {
+		v, err := c.send(ctx, chunk)
+		if err != nil {
+			for _, op := range chunk {
+				failed = append(failed, op.Endpoint.Key())
 			}
-			c.cache.wrote(chunk, v)
+			firstErr = cmpErr(firstErr, err)
+			continue
 		}
+		c.cache.wrote(chunk, v)
 	}
 	switch {
 	case firstErr == nil:
 		return nil
-	case len(failed) == len(norm):
+	case len(failed) == len(coalesced):
 		return firstErr
 	default:
 		return &registry.ApplyError{Failed: failed, Err: firstErr}

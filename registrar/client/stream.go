@@ -177,7 +177,7 @@ func (c *Client) resend(ctx context.Context, refs []ownRef) {
 func (c *Client) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	groups := splitByKind(c.cache.stillLost(refs))
+	groups := requests(c.cache.stillLost(refs), func(r ownRef) registry.Op { return r.w.op })
 	for i, group := range groups {
 		ops := make([]registry.Op, len(group))
 		for j, r := range group {
@@ -192,19 +192,20 @@ func (c *Client) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error
 	return nil, nil
 }
 
-// splitByKind groups writes into requests: registrations, then removals, each in
-// chunks the registrar takes in one call.
-func splitByKind(refs []ownRef) [][]ownRef {
-	var regs, unregs []ownRef
-	for _, r := range refs {
-		if r.w.op.Kind == registry.OpRegister {
-			regs = append(regs, r)
+// requests groups writes into the requests the registrar takes: registrations,
+// then removals, each in chunks of at most maxWriteChunk. op says what an item
+// writes.
+func requests[T any](items []T, op func(T) registry.Op) [][]T {
+	var regs, unregs []T
+	for _, it := range items {
+		if op(it).Kind == registry.OpRegister {
+			regs = append(regs, it)
 		} else {
-			unregs = append(unregs, r)
+			unregs = append(unregs, it)
 		}
 	}
-	var out [][]ownRef
-	for _, g := range [][]ownRef{regs, unregs} {
+	var out [][]T
+	for _, g := range [][]T{regs, unregs} {
 		for len(g) > 0 {
 			n := min(len(g), maxWriteChunk)
 			out = append(out, g[:n])
