@@ -54,11 +54,22 @@ func TestConformance(t *testing.T) {
 	}, registrytest.Options{})
 }
 
-// runServer starts a registrar server on 127.0.0.1:0; stop shuts it down gracefully
-// and is safe to call more than once.
+// runServer starts a registrar server on 127.0.0.1:0 and waits until it is ready;
+// stop shuts it down gracefully and is safe to call more than once.
 func runServer(t testing.TB, cfg registrar.Config) (*registrar.Server, func()) {
 	t.Helper()
-	s, err := registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0"})
+	s, stop := startServer(t, registrar.ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0"})
+	// Ready, so that a test's first read through a client that has no snapshot yet
+	// is answered rather than refused as Unavailable.
+	serverReady(t, s)
+	return s, stop
+}
+
+// startServer runs a registrar server made from sc until the test ends (or stop),
+// failing the test if Run reports an error.
+func startServer(t testing.TB, sc registrar.ServerConfig) (*registrar.Server, func()) {
+	t.Helper()
+	s, err := registrar.NewServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,22 +50,19 @@ func runTLSServer(t *testing.T, env *etcdEnv, conf *tls.Config, log io.Writer) *
 // waits until it is ready.
 func runServerConfig(t *testing.T, sc registrar.ServerConfig) *registrar.Server {
 	t.Helper()
-	s, err := registrar.NewServer(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	<-s.Registrar().Ready()
+	s, _ := startServer(t, sc)
+	serverReady(t, s)
 	return s
+}
+
+// serverReady waits until s has read its backend, for at most 30 s.
+func serverReady(t testing.TB, s *registrar.Server) {
+	t.Helper()
+	select {
+	case <-s.Registrar().Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("registrar %s not ready within 30s", s.Addr())
+	}
 }
 
 func openRegistrar(t *testing.T, params map[string]string) registry.Registry {
