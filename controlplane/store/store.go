@@ -101,7 +101,15 @@ type Store interface {
 	AddSegmentLink(ctx context.Context, l SegmentLink) error
 	RemoveSegmentLink(ctx context.Context, l SegmentLink) error
 
-	// ClearRuntime removes every node, link and route and keeps segments: what an API
+	// SetGroupSecret stores the group's registration secret, replacing any it had.
+	SetGroupSecret(ctx context.Context, group, secret string) error
+	// DeleteGroupSecret removes the group's secret (ErrNotFound when it has none).
+	DeleteGroupSecret(ctx context.Context, group string) error
+	// ListGroupSecrets returns every stored secret by group.
+	ListGroupSecrets(ctx context.Context) (map[string]string, error)
+
+	// ClearRuntime removes every node, link and route and keeps segments and group
+	// secrets: what an API
 	// mode control plane does on start.
 	ClearRuntime(ctx context.Context) error
 	// ClearAll removes everything: what a config mode control plane does on start.

@@ -19,6 +19,7 @@ type Store struct {
 	links    *linkTable
 	routes   *routeTable
 	segments map[string]map[store.SegmentLink]struct{}
+	secrets  map[string]string
 	now      func() time.Time
 }
 
@@ -42,6 +43,7 @@ func (s *Store) reset(all bool) {
 	s.routes.nextID = next
 	if all {
 		s.segments = map[string]map[store.SegmentLink]struct{}{}
+		s.secrets = map[string]string{}
 	}
 }
 

@@ -110,8 +110,8 @@ func (s *Store) keepAll(t *tx) {
 	if t == nil {
 		return
 	}
-	nodes, links, routes, segs := s.nodes, s.links, s.routes, s.segments
+	nodes, links, routes, segs, secrets := s.nodes, s.links, s.routes, s.segments, s.secrets
 	t.undo = append(t.undo, func() {
-		s.nodes, s.links, s.routes, s.segments = nodes, links, routes, segs
+		s.nodes, s.links, s.routes, s.segments, s.secrets = nodes, links, routes, segs, secrets
 	})
 }

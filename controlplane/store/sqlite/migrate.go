@@ -73,10 +73,15 @@ var migrations = []string{
 	ALTER TABLE routes ADD COLUMN version INTEGER NOT NULL DEFAULT 1;`,
 	// 3: routes by name, for planning one name at a time.
 	`CREATE INDEX IF NOT EXISTS routes_name ON routes(c0, c1, c2, has_cid, cid);`,
+	// 4: registration secrets of groups managed through the API.
+	`CREATE TABLE IF NOT EXISTS group_secrets (
+		grp    TEXT PRIMARY KEY,
+		secret TEXT NOT NULL
+	);`,
 }
 
 // SchemaVersion is the version Open migrates to.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 func (s *Store) migrate(ctx context.Context) error {
 	return s.inTx(ctx, func(tx querier) error {

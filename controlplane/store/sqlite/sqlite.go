@@ -111,7 +111,7 @@ func (s *Store) ClearAll(ctx context.Context) error {
 			return err
 		}
 		return execAll(ctx, q, "DELETE FROM routes", "DELETE FROM links", "DELETE FROM nodes",
-			"DELETE FROM segment_links", "DELETE FROM segments")
+			"DELETE FROM segment_links", "DELETE FROM segments", "DELETE FROM group_secrets")
 	})
 }
 

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RouteVersions", testRouteVersions},
 		{"RoutePrecondition", testRoutePrecondition},
 		{"Segments", testSegments},
+		{"GroupSecrets", testGroupSecrets},
 		{"Clear", testClear},
 		{"Concurrent", testConcurrent},
 		{"Closed", testClosed},

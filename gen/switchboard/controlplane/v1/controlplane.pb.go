@@ -528,8 +528,11 @@ func (x *ListNodesResponse) GetNodes() []*Node {
 type ListLinksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty matches any.
-	SourceNodeId  string `protobuf:"bytes,1,opt,name=source_node_id,json=sourceNodeId,proto3" json:"source_node_id,omitempty"`
-	DestNodeId    string `protobuf:"bytes,2,opt,name=dest_node_id,json=destNodeId,proto3" json:"dest_node_id,omitempty"`
+	SourceNodeId string `protobuf:"bytes,1,opt,name=source_node_id,json=sourceNodeId,proto3" json:"source_node_id,omitempty"`
+	DestNodeId   string `protobuf:"bytes,2,opt,name=dest_node_id,json=destNodeId,proto3" json:"dest_node_id,omitempty"`
+	// Only links in one of these states (pending, connecting, applied, failed,
+	// deleted); empty matches any.
+	Statuses      []string `protobuf:"bytes,3,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +579,13 @@ func (x *ListLinksRequest) GetDestNodeId() string {
 		return x.DestNodeId
 	}
 	return ""
+}
+
+func (x *ListLinksRequest) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
 }
 
 type ListLinksResponse struct {
@@ -625,8 +635,11 @@ func (x *ListLinksResponse) GetLinks() []*Link {
 type ListRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty matches any.
-	SourceNodeId  string `protobuf:"bytes,1,opt,name=source_node_id,json=sourceNodeId,proto3" json:"source_node_id,omitempty"`
-	DestNodeId    string `protobuf:"bytes,2,opt,name=dest_node_id,json=destNodeId,proto3" json:"dest_node_id,omitempty"`
+	SourceNodeId string `protobuf:"bytes,1,opt,name=source_node_id,json=sourceNodeId,proto3" json:"source_node_id,omitempty"`
+	DestNodeId   string `protobuf:"bytes,2,opt,name=dest_node_id,json=destNodeId,proto3" json:"dest_node_id,omitempty"`
+	// Only routes in one of these states (pending, applied, failed, deleted); empty
+	// matches any.
+	Statuses      []string `protobuf:"bytes,3,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +688,13 @@ func (x *ListRoutesRequest) GetDestNodeId() string {
 	return ""
 }
 
+func (x *ListRoutesRequest) GetStatuses() []string {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
 type ListRoutesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Routes        []*Route               `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
@@ -720,7 +740,10 @@ func (x *ListRoutesResponse) GetRoutes() []*Route {
 }
 
 type ListSegmentsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In API mode, return the segments resolved against the registered groups (every
+	// "*" and "$group" expanded to concrete group pairs), as config mode always does.
+	Resolved      bool `protobuf:"varint,1,opt,name=resolved,proto3" json:"resolved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -753,6 +776,13 @@ func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListSegmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListSegmentsRequest) Descriptor() ([]byte, []int) {
 	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListSegmentsRequest) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
 }
 
 type ListSegmentsResponse struct {
@@ -808,6 +838,245 @@ func (x *ListSegmentsResponse) GetConfigMode() bool {
 	return false
 }
 
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
+}
+
+type Group struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Nodes []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Where the group's registration secret comes from: "config" (the config file),
+	// "api" (added at runtime) or "" (none, or registration auth is not shared_secret).
+	SecretSource  string `protobuf:"bytes,3,opt,name=secret_source,json=secretSource,proto3" json:"secret_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Group) Reset() {
+	*x = Group{}
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Group) ProtoMessage() {}
+
+func (x *Group) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Group.ProtoReflect.Descriptor instead.
+func (*Group) Descriptor() ([]byte, []int) {
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Group) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Group) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *Group) GetSecretSource() string {
+	if x != nil {
+		return x.SecretSource
+	}
+	return ""
+}
+
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*Group               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type GroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRequest) Reset() {
+	*x = GroupRequest{}
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRequest) ProtoMessage() {}
+
+func (x *GroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRequest.ProtoReflect.Descriptor instead.
+func (*GroupRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type GroupSecretRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// At least 32 bytes. Never logged: the audit line shows it redacted.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSecretRequest) Reset() {
+	*x = GroupSecretRequest{}
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSecretRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSecretRequest) ProtoMessage() {}
+
+func (x *GroupSecretRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSecretRequest.ProtoReflect.Descriptor instead.
+func (*GroupSecretRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GroupSecretRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupSecretRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type NodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -817,7 +1086,7 @@ type NodeRequest struct {
 
 func (x *NodeRequest) Reset() {
 	*x = NodeRequest{}
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1098,7 @@ func (x *NodeRequest) String() string {
 func (*NodeRequest) ProtoMessage() {}
 
 func (x *NodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1111,7 @@ func (x *NodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRequest.ProtoReflect.Descriptor instead.
 func (*NodeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeRequest) GetNodeId() string {
@@ -861,7 +1130,7 @@ type SegmentRequest struct {
 
 func (x *SegmentRequest) Reset() {
 	*x = SegmentRequest{}
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1142,7 @@ func (x *SegmentRequest) String() string {
 func (*SegmentRequest) ProtoMessage() {}
 
 func (x *SegmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1155,7 @@ func (x *SegmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentRequest.ProtoReflect.Descriptor instead.
 func (*SegmentRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SegmentRequest) GetName() string {
@@ -897,17 +1166,18 @@ func (x *SegmentRequest) GetName() string {
 }
 
 type TopologyLinkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Segment       string                 `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
-	GroupA        string                 `protobuf:"bytes,2,opt,name=group_a,json=groupA,proto3" json:"group_a,omitempty"`
-	GroupB        string                 `protobuf:"bytes,3,opt,name=group_b,json=groupB,proto3" json:"group_b,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means the segment "default", created when missing.
+	Segment       string `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	GroupA        string `protobuf:"bytes,2,opt,name=group_a,json=groupA,proto3" json:"group_a,omitempty"`
+	GroupB        string `protobuf:"bytes,3,opt,name=group_b,json=groupB,proto3" json:"group_b,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopologyLinkRequest) Reset() {
 	*x = TopologyLinkRequest{}
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1189,7 @@ func (x *TopologyLinkRequest) String() string {
 func (*TopologyLinkRequest) ProtoMessage() {}
 
 func (x *TopologyLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1202,7 @@ func (x *TopologyLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyLinkRequest.ProtoReflect.Descriptor instead.
 func (*TopologyLinkRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopologyLinkRequest) GetSegment() string {
@@ -969,7 +1239,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1251,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1264,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RouteRequest) GetName() string {
@@ -1027,7 +1297,7 @@ type MutationResponse struct {
 
 func (x *MutationResponse) Reset() {
 	*x = MutationResponse{}
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1309,7 @@ func (x *MutationResponse) String() string {
 func (*MutationResponse) ProtoMessage() {}
 
 func (x *MutationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_switchboard_controlplane_v1_controlplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1322,7 @@ func (x *MutationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResponse.ProtoReflect.Descriptor instead.
 func (*MutationResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MutationResponse) GetMessage() string {
@@ -1109,24 +1379,39 @@ const file_switchboard_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x05links\x18\x02 \x03(\v2).switchboard.controlplane.v1.TopologyLinkR\x05links\"\x12\n" +
 	"\x10ListNodesRequest\"L\n" +
 	"\x11ListNodesResponse\x127\n" +
-	"\x05nodes\x18\x01 \x03(\v2!.switchboard.controlplane.v1.NodeR\x05nodes\"Z\n" +
+	"\x05nodes\x18\x01 \x03(\v2!.switchboard.controlplane.v1.NodeR\x05nodes\"v\n" +
 	"\x10ListLinksRequest\x12$\n" +
 	"\x0esource_node_id\x18\x01 \x01(\tR\fsourceNodeId\x12 \n" +
 	"\fdest_node_id\x18\x02 \x01(\tR\n" +
-	"destNodeId\"L\n" +
+	"destNodeId\x12\x1a\n" +
+	"\bstatuses\x18\x03 \x03(\tR\bstatuses\"L\n" +
 	"\x11ListLinksResponse\x127\n" +
-	"\x05links\x18\x01 \x03(\v2!.switchboard.controlplane.v1.LinkR\x05links\"[\n" +
+	"\x05links\x18\x01 \x03(\v2!.switchboard.controlplane.v1.LinkR\x05links\"w\n" +
 	"\x11ListRoutesRequest\x12$\n" +
 	"\x0esource_node_id\x18\x01 \x01(\tR\fsourceNodeId\x12 \n" +
 	"\fdest_node_id\x18\x02 \x01(\tR\n" +
-	"destNodeId\"P\n" +
+	"destNodeId\x12\x1a\n" +
+	"\bstatuses\x18\x03 \x03(\tR\bstatuses\"P\n" +
 	"\x12ListRoutesResponse\x12:\n" +
-	"\x06routes\x18\x01 \x03(\v2\".switchboard.controlplane.v1.RouteR\x06routes\"\x15\n" +
-	"\x13ListSegmentsRequest\"y\n" +
+	"\x06routes\x18\x01 \x03(\v2\".switchboard.controlplane.v1.RouteR\x06routes\"1\n" +
+	"\x13ListSegmentsRequest\x12\x1a\n" +
+	"\bresolved\x18\x01 \x01(\bR\bresolved\"y\n" +
 	"\x14ListSegmentsResponse\x12@\n" +
 	"\bsegments\x18\x01 \x03(\v2$.switchboard.controlplane.v1.SegmentR\bsegments\x12\x1f\n" +
 	"\vconfig_mode\x18\x02 \x01(\bR\n" +
-	"configMode\"&\n" +
+	"configMode\"\x13\n" +
+	"\x11ListGroupsRequest\"y\n" +
+	"\x05Group\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
+	"\x05nodes\x18\x02 \x03(\v2!.switchboard.controlplane.v1.NodeR\x05nodes\x12#\n" +
+	"\rsecret_source\x18\x03 \x01(\tR\fsecretSource\"P\n" +
+	"\x12ListGroupsResponse\x12:\n" +
+	"\x06groups\x18\x01 \x03(\v2\".switchboard.controlplane.v1.GroupR\x06groups\"$\n" +
+	"\fGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"B\n" +
+	"\x12GroupSecretRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"&\n" +
 	"\vNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"$\n" +
 	"\x0eSegmentRequest\x12\x12\n" +
@@ -1142,14 +1427,15 @@ const file_switchboard_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"destNodeIdB\x0f\n" +
 	"\r_component_id\",\n" +
 	"\x10MutationResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage2\xce\n" +
-	"\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage2\x93\x0e\n" +
 	"\x13ControlPlaneService\x12j\n" +
 	"\tListNodes\x12-.switchboard.controlplane.v1.ListNodesRequest\x1a..switchboard.controlplane.v1.ListNodesResponse\x12j\n" +
 	"\tListLinks\x12-.switchboard.controlplane.v1.ListLinksRequest\x1a..switchboard.controlplane.v1.ListLinksResponse\x12m\n" +
 	"\n" +
 	"ListRoutes\x12..switchboard.controlplane.v1.ListRoutesRequest\x1a/.switchboard.controlplane.v1.ListRoutesResponse\x12s\n" +
-	"\fListSegments\x120.switchboard.controlplane.v1.ListSegmentsRequest\x1a1.switchboard.controlplane.v1.ListSegmentsResponse\x12r\n" +
+	"\fListSegments\x120.switchboard.controlplane.v1.ListSegmentsRequest\x1a1.switchboard.controlplane.v1.ListSegmentsResponse\x12m\n" +
+	"\n" +
+	"ListGroups\x12..switchboard.controlplane.v1.ListGroupsRequest\x1a/.switchboard.controlplane.v1.ListGroupsResponse\x12r\n" +
 	"\x13ListNodeConnections\x12(.switchboard.controlplane.v1.NodeRequest\x1a1.switchboard.controller.v1.ConnectionListResponse\x12v\n" +
 	"\x15ListNodeSubscriptions\x12(.switchboard.controlplane.v1.NodeRequest\x1a3.switchboard.controller.v1.SubscriptionListResponse\x12h\n" +
 	"\n" +
@@ -1158,7 +1444,10 @@ const file_switchboard_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0fAddTopologyLink\x120.switchboard.controlplane.v1.TopologyLinkRequest\x1a-.switchboard.controlplane.v1.MutationResponse\x12u\n" +
 	"\x12RemoveTopologyLink\x120.switchboard.controlplane.v1.TopologyLinkRequest\x1a-.switchboard.controlplane.v1.MutationResponse\x12d\n" +
 	"\bAddRoute\x12).switchboard.controlplane.v1.RouteRequest\x1a-.switchboard.controlplane.v1.MutationResponse\x12g\n" +
-	"\vDeleteRoute\x12).switchboard.controlplane.v1.RouteRequest\x1a-.switchboard.controlplane.v1.MutationResponseBXZVgithub.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1;controlplanev1b\x06proto3"
+	"\vDeleteRoute\x12).switchboard.controlplane.v1.RouteRequest\x1a-.switchboard.controlplane.v1.MutationResponse\x12p\n" +
+	"\x0eAddGroupSecret\x12/.switchboard.controlplane.v1.GroupSecretRequest\x1a-.switchboard.controlplane.v1.MutationResponse\x12s\n" +
+	"\x11RotateGroupSecret\x12/.switchboard.controlplane.v1.GroupSecretRequest\x1a-.switchboard.controlplane.v1.MutationResponse\x12m\n" +
+	"\x11RemoveGroupSecret\x12).switchboard.controlplane.v1.GroupRequest\x1a-.switchboard.controlplane.v1.MutationResponseBXZVgithub.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_switchboard_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -1172,7 +1461,7 @@ func file_switchboard_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_switchboard_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_switchboard_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_switchboard_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_switchboard_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*Node)(nil),                        // 0: switchboard.controlplane.v1.Node
 	(*Link)(nil),                        // 1: switchboard.controlplane.v1.Link
@@ -1187,55 +1476,70 @@ var file_switchboard_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*ListRoutesResponse)(nil),          // 10: switchboard.controlplane.v1.ListRoutesResponse
 	(*ListSegmentsRequest)(nil),         // 11: switchboard.controlplane.v1.ListSegmentsRequest
 	(*ListSegmentsResponse)(nil),        // 12: switchboard.controlplane.v1.ListSegmentsResponse
-	(*NodeRequest)(nil),                 // 13: switchboard.controlplane.v1.NodeRequest
-	(*SegmentRequest)(nil),              // 14: switchboard.controlplane.v1.SegmentRequest
-	(*TopologyLinkRequest)(nil),         // 15: switchboard.controlplane.v1.TopologyLinkRequest
-	(*RouteRequest)(nil),                // 16: switchboard.controlplane.v1.RouteRequest
-	(*MutationResponse)(nil),            // 17: switchboard.controlplane.v1.MutationResponse
-	(*v1.ConnectionDetails)(nil),        // 18: switchboard.controller.v1.ConnectionDetails
-	(*timestamppb.Timestamp)(nil),       // 19: google.protobuf.Timestamp
-	(*v1.ConnectionListResponse)(nil),   // 20: switchboard.controller.v1.ConnectionListResponse
-	(*v1.SubscriptionListResponse)(nil), // 21: switchboard.controller.v1.SubscriptionListResponse
+	(*ListGroupsRequest)(nil),           // 13: switchboard.controlplane.v1.ListGroupsRequest
+	(*Group)(nil),                       // 14: switchboard.controlplane.v1.Group
+	(*ListGroupsResponse)(nil),          // 15: switchboard.controlplane.v1.ListGroupsResponse
+	(*GroupRequest)(nil),                // 16: switchboard.controlplane.v1.GroupRequest
+	(*GroupSecretRequest)(nil),          // 17: switchboard.controlplane.v1.GroupSecretRequest
+	(*NodeRequest)(nil),                 // 18: switchboard.controlplane.v1.NodeRequest
+	(*SegmentRequest)(nil),              // 19: switchboard.controlplane.v1.SegmentRequest
+	(*TopologyLinkRequest)(nil),         // 20: switchboard.controlplane.v1.TopologyLinkRequest
+	(*RouteRequest)(nil),                // 21: switchboard.controlplane.v1.RouteRequest
+	(*MutationResponse)(nil),            // 22: switchboard.controlplane.v1.MutationResponse
+	(*v1.ConnectionDetails)(nil),        // 23: switchboard.controller.v1.ConnectionDetails
+	(*timestamppb.Timestamp)(nil),       // 24: google.protobuf.Timestamp
+	(*v1.ConnectionListResponse)(nil),   // 25: switchboard.controller.v1.ConnectionListResponse
+	(*v1.SubscriptionListResponse)(nil), // 26: switchboard.controller.v1.SubscriptionListResponse
 }
 var file_switchboard_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	18, // 0: switchboard.controlplane.v1.Node.connection_details:type_name -> switchboard.controller.v1.ConnectionDetails
-	19, // 1: switchboard.controlplane.v1.Node.last_updated:type_name -> google.protobuf.Timestamp
-	19, // 2: switchboard.controlplane.v1.Link.last_updated:type_name -> google.protobuf.Timestamp
-	19, // 3: switchboard.controlplane.v1.Route.last_updated:type_name -> google.protobuf.Timestamp
+	23, // 0: switchboard.controlplane.v1.Node.connection_details:type_name -> switchboard.controller.v1.ConnectionDetails
+	24, // 1: switchboard.controlplane.v1.Node.last_updated:type_name -> google.protobuf.Timestamp
+	24, // 2: switchboard.controlplane.v1.Link.last_updated:type_name -> google.protobuf.Timestamp
+	24, // 3: switchboard.controlplane.v1.Route.last_updated:type_name -> google.protobuf.Timestamp
 	3,  // 4: switchboard.controlplane.v1.Segment.links:type_name -> switchboard.controlplane.v1.TopologyLink
 	0,  // 5: switchboard.controlplane.v1.ListNodesResponse.nodes:type_name -> switchboard.controlplane.v1.Node
 	1,  // 6: switchboard.controlplane.v1.ListLinksResponse.links:type_name -> switchboard.controlplane.v1.Link
 	2,  // 7: switchboard.controlplane.v1.ListRoutesResponse.routes:type_name -> switchboard.controlplane.v1.Route
 	4,  // 8: switchboard.controlplane.v1.ListSegmentsResponse.segments:type_name -> switchboard.controlplane.v1.Segment
-	5,  // 9: switchboard.controlplane.v1.ControlPlaneService.ListNodes:input_type -> switchboard.controlplane.v1.ListNodesRequest
-	7,  // 10: switchboard.controlplane.v1.ControlPlaneService.ListLinks:input_type -> switchboard.controlplane.v1.ListLinksRequest
-	9,  // 11: switchboard.controlplane.v1.ControlPlaneService.ListRoutes:input_type -> switchboard.controlplane.v1.ListRoutesRequest
-	11, // 12: switchboard.controlplane.v1.ControlPlaneService.ListSegments:input_type -> switchboard.controlplane.v1.ListSegmentsRequest
-	13, // 13: switchboard.controlplane.v1.ControlPlaneService.ListNodeConnections:input_type -> switchboard.controlplane.v1.NodeRequest
-	13, // 14: switchboard.controlplane.v1.ControlPlaneService.ListNodeSubscriptions:input_type -> switchboard.controlplane.v1.NodeRequest
-	14, // 15: switchboard.controlplane.v1.ControlPlaneService.AddSegment:input_type -> switchboard.controlplane.v1.SegmentRequest
-	14, // 16: switchboard.controlplane.v1.ControlPlaneService.RemoveSegment:input_type -> switchboard.controlplane.v1.SegmentRequest
-	15, // 17: switchboard.controlplane.v1.ControlPlaneService.AddTopologyLink:input_type -> switchboard.controlplane.v1.TopologyLinkRequest
-	15, // 18: switchboard.controlplane.v1.ControlPlaneService.RemoveTopologyLink:input_type -> switchboard.controlplane.v1.TopologyLinkRequest
-	16, // 19: switchboard.controlplane.v1.ControlPlaneService.AddRoute:input_type -> switchboard.controlplane.v1.RouteRequest
-	16, // 20: switchboard.controlplane.v1.ControlPlaneService.DeleteRoute:input_type -> switchboard.controlplane.v1.RouteRequest
-	6,  // 21: switchboard.controlplane.v1.ControlPlaneService.ListNodes:output_type -> switchboard.controlplane.v1.ListNodesResponse
-	8,  // 22: switchboard.controlplane.v1.ControlPlaneService.ListLinks:output_type -> switchboard.controlplane.v1.ListLinksResponse
-	10, // 23: switchboard.controlplane.v1.ControlPlaneService.ListRoutes:output_type -> switchboard.controlplane.v1.ListRoutesResponse
-	12, // 24: switchboard.controlplane.v1.ControlPlaneService.ListSegments:output_type -> switchboard.controlplane.v1.ListSegmentsResponse
-	20, // 25: switchboard.controlplane.v1.ControlPlaneService.ListNodeConnections:output_type -> switchboard.controller.v1.ConnectionListResponse
-	21, // 26: switchboard.controlplane.v1.ControlPlaneService.ListNodeSubscriptions:output_type -> switchboard.controller.v1.SubscriptionListResponse
-	17, // 27: switchboard.controlplane.v1.ControlPlaneService.AddSegment:output_type -> switchboard.controlplane.v1.MutationResponse
-	17, // 28: switchboard.controlplane.v1.ControlPlaneService.RemoveSegment:output_type -> switchboard.controlplane.v1.MutationResponse
-	17, // 29: switchboard.controlplane.v1.ControlPlaneService.AddTopologyLink:output_type -> switchboard.controlplane.v1.MutationResponse
-	17, // 30: switchboard.controlplane.v1.ControlPlaneService.RemoveTopologyLink:output_type -> switchboard.controlplane.v1.MutationResponse
-	17, // 31: switchboard.controlplane.v1.ControlPlaneService.AddRoute:output_type -> switchboard.controlplane.v1.MutationResponse
-	17, // 32: switchboard.controlplane.v1.ControlPlaneService.DeleteRoute:output_type -> switchboard.controlplane.v1.MutationResponse
-	21, // [21:33] is the sub-list for method output_type
-	9,  // [9:21] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	0,  // 9: switchboard.controlplane.v1.Group.nodes:type_name -> switchboard.controlplane.v1.Node
+	14, // 10: switchboard.controlplane.v1.ListGroupsResponse.groups:type_name -> switchboard.controlplane.v1.Group
+	5,  // 11: switchboard.controlplane.v1.ControlPlaneService.ListNodes:input_type -> switchboard.controlplane.v1.ListNodesRequest
+	7,  // 12: switchboard.controlplane.v1.ControlPlaneService.ListLinks:input_type -> switchboard.controlplane.v1.ListLinksRequest
+	9,  // 13: switchboard.controlplane.v1.ControlPlaneService.ListRoutes:input_type -> switchboard.controlplane.v1.ListRoutesRequest
+	11, // 14: switchboard.controlplane.v1.ControlPlaneService.ListSegments:input_type -> switchboard.controlplane.v1.ListSegmentsRequest
+	13, // 15: switchboard.controlplane.v1.ControlPlaneService.ListGroups:input_type -> switchboard.controlplane.v1.ListGroupsRequest
+	18, // 16: switchboard.controlplane.v1.ControlPlaneService.ListNodeConnections:input_type -> switchboard.controlplane.v1.NodeRequest
+	18, // 17: switchboard.controlplane.v1.ControlPlaneService.ListNodeSubscriptions:input_type -> switchboard.controlplane.v1.NodeRequest
+	19, // 18: switchboard.controlplane.v1.ControlPlaneService.AddSegment:input_type -> switchboard.controlplane.v1.SegmentRequest
+	19, // 19: switchboard.controlplane.v1.ControlPlaneService.RemoveSegment:input_type -> switchboard.controlplane.v1.SegmentRequest
+	20, // 20: switchboard.controlplane.v1.ControlPlaneService.AddTopologyLink:input_type -> switchboard.controlplane.v1.TopologyLinkRequest
+	20, // 21: switchboard.controlplane.v1.ControlPlaneService.RemoveTopologyLink:input_type -> switchboard.controlplane.v1.TopologyLinkRequest
+	21, // 22: switchboard.controlplane.v1.ControlPlaneService.AddRoute:input_type -> switchboard.controlplane.v1.RouteRequest
+	21, // 23: switchboard.controlplane.v1.ControlPlaneService.DeleteRoute:input_type -> switchboard.controlplane.v1.RouteRequest
+	17, // 24: switchboard.controlplane.v1.ControlPlaneService.AddGroupSecret:input_type -> switchboard.controlplane.v1.GroupSecretRequest
+	17, // 25: switchboard.controlplane.v1.ControlPlaneService.RotateGroupSecret:input_type -> switchboard.controlplane.v1.GroupSecretRequest
+	16, // 26: switchboard.controlplane.v1.ControlPlaneService.RemoveGroupSecret:input_type -> switchboard.controlplane.v1.GroupRequest
+	6,  // 27: switchboard.controlplane.v1.ControlPlaneService.ListNodes:output_type -> switchboard.controlplane.v1.ListNodesResponse
+	8,  // 28: switchboard.controlplane.v1.ControlPlaneService.ListLinks:output_type -> switchboard.controlplane.v1.ListLinksResponse
+	10, // 29: switchboard.controlplane.v1.ControlPlaneService.ListRoutes:output_type -> switchboard.controlplane.v1.ListRoutesResponse
+	12, // 30: switchboard.controlplane.v1.ControlPlaneService.ListSegments:output_type -> switchboard.controlplane.v1.ListSegmentsResponse
+	15, // 31: switchboard.controlplane.v1.ControlPlaneService.ListGroups:output_type -> switchboard.controlplane.v1.ListGroupsResponse
+	25, // 32: switchboard.controlplane.v1.ControlPlaneService.ListNodeConnections:output_type -> switchboard.controller.v1.ConnectionListResponse
+	26, // 33: switchboard.controlplane.v1.ControlPlaneService.ListNodeSubscriptions:output_type -> switchboard.controller.v1.SubscriptionListResponse
+	22, // 34: switchboard.controlplane.v1.ControlPlaneService.AddSegment:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 35: switchboard.controlplane.v1.ControlPlaneService.RemoveSegment:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 36: switchboard.controlplane.v1.ControlPlaneService.AddTopologyLink:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 37: switchboard.controlplane.v1.ControlPlaneService.RemoveTopologyLink:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 38: switchboard.controlplane.v1.ControlPlaneService.AddRoute:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 39: switchboard.controlplane.v1.ControlPlaneService.DeleteRoute:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 40: switchboard.controlplane.v1.ControlPlaneService.AddGroupSecret:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 41: switchboard.controlplane.v1.ControlPlaneService.RotateGroupSecret:output_type -> switchboard.controlplane.v1.MutationResponse
+	22, // 42: switchboard.controlplane.v1.ControlPlaneService.RemoveGroupSecret:output_type -> switchboard.controlplane.v1.MutationResponse
+	27, // [27:43] is the sub-list for method output_type
+	11, // [11:27] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_controlplane_v1_controlplane_proto_init() }
@@ -1244,14 +1548,14 @@ func file_switchboard_controlplane_v1_controlplane_proto_init() {
 		return
 	}
 	file_switchboard_controlplane_v1_controlplane_proto_msgTypes[2].OneofWrappers = []any{}
-	file_switchboard_controlplane_v1_controlplane_proto_msgTypes[16].OneofWrappers = []any{}
+	file_switchboard_controlplane_v1_controlplane_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_controlplane_v1_controlplane_proto_rawDesc), len(file_switchboard_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	ControlPlaneService_ListLinks_FullMethodName             = "/switchboard.controlplane.v1.ControlPlaneService/ListLinks"
 	ControlPlaneService_ListRoutes_FullMethodName            = "/switchboard.controlplane.v1.ControlPlaneService/ListRoutes"
 	ControlPlaneService_ListSegments_FullMethodName          = "/switchboard.controlplane.v1.ControlPlaneService/ListSegments"
+	ControlPlaneService_ListGroups_FullMethodName            = "/switchboard.controlplane.v1.ControlPlaneService/ListGroups"
 	ControlPlaneService_ListNodeConnections_FullMethodName   = "/switchboard.controlplane.v1.ControlPlaneService/ListNodeConnections"
 	ControlPlaneService_ListNodeSubscriptions_FullMethodName = "/switchboard.controlplane.v1.ControlPlaneService/ListNodeSubscriptions"
 	ControlPlaneService_AddSegment_FullMethodName            = "/switchboard.controlplane.v1.ControlPlaneService/AddSegment"
@@ -36,6 +37,9 @@ const (
 	ControlPlaneService_RemoveTopologyLink_FullMethodName    = "/switchboard.controlplane.v1.ControlPlaneService/RemoveTopologyLink"
 	ControlPlaneService_AddRoute_FullMethodName              = "/switchboard.controlplane.v1.ControlPlaneService/AddRoute"
 	ControlPlaneService_DeleteRoute_FullMethodName           = "/switchboard.controlplane.v1.ControlPlaneService/DeleteRoute"
+	ControlPlaneService_AddGroupSecret_FullMethodName        = "/switchboard.controlplane.v1.ControlPlaneService/AddGroupSecret"
+	ControlPlaneService_RotateGroupSecret_FullMethodName     = "/switchboard.controlplane.v1.ControlPlaneService/RotateGroupSecret"
+	ControlPlaneService_RemoveGroupSecret_FullMethodName     = "/switchboard.controlplane.v1.ControlPlaneService/RemoveGroupSecret"
 )
 
 // ControlPlaneServiceClient is the client API for ControlPlaneService service.
@@ -46,6 +50,9 @@ type ControlPlaneServiceClient interface {
 	ListLinks(ctx context.Context, in *ListLinksRequest, opts ...grpc.CallOption) (*ListLinksResponse, error)
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
 	ListSegments(ctx context.Context, in *ListSegmentsRequest, opts ...grpc.CallOption) (*ListSegmentsResponse, error)
+	// Lists the groups of registered nodes, each with its nodes and where its
+	// registration secret comes from.
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// Asks the node for its live connections.
 	ListNodeConnections(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*v1.ConnectionListResponse, error)
 	// Asks the node for its live subscriptions.
@@ -57,6 +64,15 @@ type ControlPlaneServiceClient interface {
 	// Announces a name on behalf of a node: a wildcard route expanded along the SPT.
 	AddRoute(ctx context.Context, in *RouteRequest, opts ...grpc.CallOption) (*MutationResponse, error)
 	DeleteRoute(ctx context.Context, in *RouteRequest, opts ...grpc.CallOption) (*MutationResponse, error)
+	// Registration secrets of groups (API mode, registration_auth type shared_secret).
+	// Add fails with ALREADY_EXISTS when the group has one; rotate replaces it (nodes
+	// registered with the old one stay connected) and fails with NOT_FOUND when it has
+	// none; remove deletes it and disconnects the group's nodes, which cannot register
+	// again. Secrets from the config file cannot be changed here (FAILED_PRECONDITION).
+	// The control plane accepts these calls only over TLS or from a loopback peer.
+	AddGroupSecret(ctx context.Context, in *GroupSecretRequest, opts ...grpc.CallOption) (*MutationResponse, error)
+	RotateGroupSecret(ctx context.Context, in *GroupSecretRequest, opts ...grpc.CallOption) (*MutationResponse, error)
+	RemoveGroupSecret(ctx context.Context, in *GroupRequest, opts ...grpc.CallOption) (*MutationResponse, error)
 }
 
 type controlPlaneServiceClient struct {
@@ -101,6 +117,16 @@ func (c *controlPlaneServiceClient) ListSegments(ctx context.Context, in *ListSe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListSegmentsResponse)
 	err := c.cc.Invoke(ctx, ControlPlaneService_ListSegments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_ListGroups_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +213,36 @@ func (c *controlPlaneServiceClient) DeleteRoute(ctx context.Context, in *RouteRe
 	return out, nil
 }
 
+func (c *controlPlaneServiceClient) AddGroupSecret(ctx context.Context, in *GroupSecretRequest, opts ...grpc.CallOption) (*MutationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_AddGroupSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) RotateGroupSecret(ctx context.Context, in *GroupSecretRequest, opts ...grpc.CallOption) (*MutationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_RotateGroupSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneServiceClient) RemoveGroupSecret(ctx context.Context, in *GroupRequest, opts ...grpc.CallOption) (*MutationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MutationResponse)
+	err := c.cc.Invoke(ctx, ControlPlaneService_RemoveGroupSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServiceServer is the server API for ControlPlaneService service.
 // All implementations must embed UnimplementedControlPlaneServiceServer
 // for forward compatibility.
@@ -195,6 +251,9 @@ type ControlPlaneServiceServer interface {
 	ListLinks(context.Context, *ListLinksRequest) (*ListLinksResponse, error)
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
 	ListSegments(context.Context, *ListSegmentsRequest) (*ListSegmentsResponse, error)
+	// Lists the groups of registered nodes, each with its nodes and where its
+	// registration secret comes from.
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// Asks the node for its live connections.
 	ListNodeConnections(context.Context, *NodeRequest) (*v1.ConnectionListResponse, error)
 	// Asks the node for its live subscriptions.
@@ -206,6 +265,15 @@ type ControlPlaneServiceServer interface {
 	// Announces a name on behalf of a node: a wildcard route expanded along the SPT.
 	AddRoute(context.Context, *RouteRequest) (*MutationResponse, error)
 	DeleteRoute(context.Context, *RouteRequest) (*MutationResponse, error)
+	// Registration secrets of groups (API mode, registration_auth type shared_secret).
+	// Add fails with ALREADY_EXISTS when the group has one; rotate replaces it (nodes
+	// registered with the old one stay connected) and fails with NOT_FOUND when it has
+	// none; remove deletes it and disconnects the group's nodes, which cannot register
+	// again. Secrets from the config file cannot be changed here (FAILED_PRECONDITION).
+	// The control plane accepts these calls only over TLS or from a loopback peer.
+	AddGroupSecret(context.Context, *GroupSecretRequest) (*MutationResponse, error)
+	RotateGroupSecret(context.Context, *GroupSecretRequest) (*MutationResponse, error)
+	RemoveGroupSecret(context.Context, *GroupRequest) (*MutationResponse, error)
 	mustEmbedUnimplementedControlPlaneServiceServer()
 }
 
@@ -227,6 +295,9 @@ func (UnimplementedControlPlaneServiceServer) ListRoutes(context.Context, *ListR
 }
 func (UnimplementedControlPlaneServiceServer) ListSegments(context.Context, *ListSegmentsRequest) (*ListSegmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSegments not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) ListNodeConnections(context.Context, *NodeRequest) (*v1.ConnectionListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodeConnections not implemented")
@@ -251,6 +322,15 @@ func (UnimplementedControlPlaneServiceServer) AddRoute(context.Context, *RouteRe
 }
 func (UnimplementedControlPlaneServiceServer) DeleteRoute(context.Context, *RouteRequest) (*MutationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRoute not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) AddGroupSecret(context.Context, *GroupSecretRequest) (*MutationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddGroupSecret not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) RotateGroupSecret(context.Context, *GroupSecretRequest) (*MutationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateGroupSecret not implemented")
+}
+func (UnimplementedControlPlaneServiceServer) RemoveGroupSecret(context.Context, *GroupRequest) (*MutationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveGroupSecret not implemented")
 }
 func (UnimplementedControlPlaneServiceServer) mustEmbedUnimplementedControlPlaneServiceServer() {}
 func (UnimplementedControlPlaneServiceServer) testEmbeddedByValue()                             {}
@@ -341,6 +421,24 @@ func _ControlPlaneService_ListSegments_Handler(srv interface{}, ctx context.Cont
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ControlPlaneServiceServer).ListSegments(ctx, req.(*ListSegmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).ListGroups(ctx, req.(*ListGroupsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -489,6 +587,60 @@ func _ControlPlaneService_DeleteRoute_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlaneService_AddGroupSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupSecretRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).AddGroupSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_AddGroupSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).AddGroupSecret(ctx, req.(*GroupSecretRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_RotateGroupSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupSecretRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).RotateGroupSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_RotateGroupSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).RotateGroupSecret(ctx, req.(*GroupSecretRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlaneService_RemoveGroupSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServiceServer).RemoveGroupSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlaneService_RemoveGroupSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServiceServer).RemoveGroupSecret(ctx, req.(*GroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlaneService_ServiceDesc is the grpc.ServiceDesc for ControlPlaneService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -511,6 +663,10 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSegments",
 			Handler:    _ControlPlaneService_ListSegments_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _ControlPlaneService_ListGroups_Handler,
 		},
 		{
 			MethodName: "ListNodeConnections",
@@ -543,6 +699,18 @@ var ControlPlaneService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRoute",
 			Handler:    _ControlPlaneService_DeleteRoute_Handler,
+		},
+		{
+			MethodName: "AddGroupSecret",
+			Handler:    _ControlPlaneService_AddGroupSecret_Handler,
+		},
+		{
+			MethodName: "RotateGroupSecret",
+			Handler:    _ControlPlaneService_RotateGroupSecret_Handler,
+		},
+		{
+			MethodName: "RemoveGroupSecret",
+			Handler:    _ControlPlaneService_RemoveGroupSecret_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
