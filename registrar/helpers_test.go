@@ -184,11 +184,16 @@ func openWatch(t *testing.T, c registrarv1.RegistrarClient, token string) *rawWa
 		cancel()
 		t.Fatal(err)
 	}
+	return readWatch(t, st.Recv, cancel)
+}
+
+// readWatch reads a watch stream in the background into a rawWatch.
+func readWatch(t *testing.T, recv func() (*registrarv1.EndpointEvent, error), cancel context.CancelFunc) *rawWatch {
 	w := &rawWatch{events: make(chan *registrarv1.EndpointEvent, 100000), progress: make(chan *registrarv1.EndpointEvent, 100000),
 		err: make(chan error, 1), cancel: cancel}
 	go func() {
 		for {
-			ev, err := st.Recv()
+			ev, err := recv()
 			if err != nil {
 				w.err <- err
 				close(w.events)

@@ -36,10 +36,14 @@ func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse
 		s.mu.RUnlock()
 		return l.response()
 	}
-	eps := make([]endpoint.Endpoint, 0, len(s.entries))
-	wires := make([][]byte, 0, len(s.entries))
+	src := s.entries
+	if !endpoint.Any(f.Service) {
+		src = s.byService[f.Service] // a scoped client's read of one service
+	}
+	eps := make([]endpoint.Endpoint, 0, len(src))
+	wires := make([][]byte, 0, len(src))
 	size := 0
-	for _, e := range s.entries {
+	for _, e := range src {
 		if f.Match(e.ep) {
 			eps = append(eps, e.ep)
 			wires = append(wires, e.wire)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -72,6 +73,47 @@ func (g grpcService) ListAllEndpoints(ctx context.Context, req *registrarv1.List
 }
 
 func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stream grpc.ServerStreamingServer[registrarv1.EndpointEvent]) error {
+	return g.watch(stream.Context(), req, nil, stream)
+}
+
+// WatchEndpointsScoped is WatchEndpoints for a set of services the client may
+// change on the same stream: a reader takes each later request as the new set.
+func (g grpcService) WatchEndpointsScoped(stream grpc.BidiStreamingServer[registrarv1.WatchEndpointsRequest, registrarv1.EndpointEvent]) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	rescope := make(chan scope, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				// The client's half-close (EOF) ends only the requests, not the watch.
+				if !errors.Is(err, io.EOF) {
+					cancel(err)
+				}
+				return
+			}
+			sc, err := scopeOf(req)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			// The latest set wins: one the watcher has not taken yet is replaced.
+			select {
+			case <-rescope:
+			default:
+			}
+			rescope <- sc
+		}
+	}()
+	return g.watch(ctx, req, rescope, stream)
+}
+
+// watch validates a watch request and streams to it.
+func (g grpcService) watch(ctx context.Context, req *registrarv1.WatchEndpointsRequest, rescope <-chan scope, stream grpc.ServerStream) error {
 	if c := req.GetClusterName(); c != "" {
 		if err := endpoint.ValidateName("cluster_name", c); err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
@@ -80,7 +122,10 @@ func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stre
 	if err := validNode(req.GetNodeName()); err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	sc, err := scopeOf(req)
+	if err != nil {
+		return err
+	}
 	if err := g.r.mayRead(ctx); err != nil {
 		return err
 	}
@@ -92,7 +137,7 @@ func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stre
 		return errShuttingDown
 	}
 	w := &watcher{id: g.r.ids.Add(1), node: req.GetNodeName(), cluster: req.GetClusterName(),
-		send: func(e encoded) error { return stream.SendMsg(e) }}
+		send: func(e encoded) error { return stream.SendMsg(e) }, scope: sc, rescope: rescope}
 	if p, ok := peer.FromContext(ctx); ok {
 		w.peer = p.Addr.String()
 	}
@@ -103,6 +148,28 @@ func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stre
 		g.r.watchers.Add(-1)
 	}()
 	return g.r.serve(ctx, w, req.GetLastVersion())
+}
+
+// MaxWatchServices caps the services one scoped watch names.
+const MaxWatchServices = 10000
+
+// scopeOf reads the set of services a watch request names; none means all.
+func scopeOf(req *registrarv1.WatchEndpointsRequest) (scope, error) {
+	names := req.GetServices()
+	if len(names) == 0 {
+		return scope{id: req.GetScopeId()}, nil
+	}
+	if len(names) > MaxWatchServices {
+		return scope{}, status.Errorf(codes.InvalidArgument, "services: %d services in one watch, at most %d", len(names), MaxWatchServices)
+	}
+	set := make(map[string]struct{}, len(names))
+	for i, n := range names {
+		if err := endpoint.ValidateName(fmt.Sprintf("services[%d]", i), n); err != nil {
+			return scope{}, status.Error(codes.InvalidArgument, err.Error())
+		}
+		set[n] = struct{}{}
+	}
+	return scope{services: set, id: req.GetScopeId()}, nil
 }
 
 var errShuttingDown = status.Error(codes.Unavailable, "registrar shutting down; reconnect to another replica")

@@ -15,6 +15,7 @@ type snapshot struct {
 	at     token.Version
 	chunks []encoded
 	count  int
+	open   []byte // the chunk being filled, while building
 }
 
 // snapshot returns the full state at the current version.
@@ -26,27 +27,60 @@ func (s *state) snapshot() *snapshot {
 	if s.snap != nil && s.snap.at.Seq == s.seq {
 		return s.snap
 	}
-	snap := &snapshot{at: s.current(), count: len(s.entries)}
 	remaining := 0
 	for _, e := range s.entries {
 		remaining += snapshotItemSize(e.wire)
 	}
-	var chunk []byte
+	snap := &snapshot{at: s.current()}
 	for _, e := range s.entries {
-		n := snapshotItemSize(e.wire)
-		if len(chunk) > 0 && len(chunk)+n > chunkBytes {
-			snap.chunks = append(snap.chunks, chunk)
-			chunk = nil
-		}
-		if chunk == nil {
-			chunk = make([]byte, 0, max(n, min(chunkBytes, remaining)))
-		}
-		chunk = appendSnapshotItem(chunk, e.wire)
-		remaining -= n
+		snap.add(e.wire, remaining)
+		remaining -= snapshotItemSize(e.wire)
 	}
-	if len(chunk) > 0 {
-		snap.chunks = append(snap.chunks, chunk)
-	}
+	snap.finish()
 	s.snap = snap
 	return snap
+}
+
+// scopedSnapshot returns the state of the given services at the current version,
+// for one scoped watcher: scopes are small and differ, so it is not shared.
+func (s *state) scopedSnapshot(services map[string]struct{}) *snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	remaining := 0
+	for svc := range services {
+		for _, e := range s.byService[svc] {
+			remaining += snapshotItemSize(e.wire)
+		}
+	}
+	snap := &snapshot{at: s.current()}
+	for svc := range services {
+		for _, e := range s.byService[svc] {
+			snap.add(e.wire, remaining)
+			remaining -= snapshotItemSize(e.wire)
+		}
+	}
+	snap.finish()
+	return snap
+}
+
+// add appends one endpoint, starting a new chunk when the current one is full.
+// remaining (the bytes still to come) sizes a new chunk's buffer.
+func (snap *snapshot) add(wire []byte, remaining int) {
+	n := snapshotItemSize(wire)
+	if len(snap.open) > 0 && len(snap.open)+n > chunkBytes {
+		snap.chunks = append(snap.chunks, snap.open)
+		snap.open = nil
+	}
+	if snap.open == nil {
+		snap.open = make([]byte, 0, max(n, min(chunkBytes, remaining)))
+	}
+	snap.open = appendSnapshotItem(snap.open, wire)
+	snap.count++
+}
+
+func (snap *snapshot) finish() {
+	if len(snap.open) > 0 {
+		snap.chunks = append(snap.chunks, snap.open)
+	}
+	snap.open = nil
 }

@@ -23,6 +23,9 @@ type state struct {
 
 	entries   map[endpoint.Key]*entry
 	byCluster map[string]int
+	// byService indexes entries by service, so a scoped watcher's snapshot reads
+	// only its services, not the whole fleet.
+	byService map[string]map[endpoint.Key]*entry
 
 	backend map[endpoint.Key]endpoint.Endpoint
 	// stamps guard the backend view against stale full reads: a key changed at gen g
@@ -78,6 +81,7 @@ type ringEvent struct {
 	seq       uint64
 	persisted uint64 // the frontier the event carries
 	typ       registrarv1.EndpointEvent_EventType
+	service   string // of the changed endpoint; empty for PROGRESS, which every scope sees
 	raw       encoded
 }
 
@@ -86,6 +90,7 @@ func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
 		epoch:     epoch,
 		entries:   map[endpoint.Key]*entry{},
 		byCluster: map[string]int{},
+		byService: map[string]map[endpoint.Key]*entry{},
 		backend:   map[endpoint.Key]endpoint.Endpoint{},
 		stamps:    map[endpoint.Key]uint64{},
 		syncs:     map[uint64]int{},
@@ -134,17 +139,37 @@ func (s *state) recompute(k endpoint.Key) {
 	switch {
 	case ok && cur == nil:
 		e := &entry{ep: want, wire: marshalEndpoint(want)}
-		s.entries[k] = e
+		s.put(k, e)
 		s.count(k.Cluster, +1)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_ADDED, e.wire)
+		s.emit(registrarv1.EndpointEvent_ENDPOINT_ADDED, k.Service, e.wire)
 	case ok && !endpoint.Equal(cur.ep, want):
 		e := &entry{ep: want, wire: marshalEndpoint(want)}
-		s.entries[k] = e
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_UPDATED, e.wire)
+		s.put(k, e)
+		s.emit(registrarv1.EndpointEvent_ENDPOINT_UPDATED, k.Service, e.wire)
 	case !ok && cur != nil:
-		delete(s.entries, k)
+		s.drop(k)
 		s.count(k.Cluster, -1)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_REMOVED, cur.wire)
+		s.emit(registrarv1.EndpointEvent_ENDPOINT_REMOVED, k.Service, cur.wire)
+	}
+}
+
+func (s *state) put(k endpoint.Key, e *entry) {
+	s.entries[k] = e
+	m := s.byService[k.Service]
+	if m == nil {
+		m = map[endpoint.Key]*entry{}
+		s.byService[k.Service] = m
+	}
+	m[k] = e
+}
+
+func (s *state) drop(k endpoint.Key) {
+	delete(s.entries, k)
+	if m := s.byService[k.Service]; m != nil {
+		delete(m, k)
+		if len(m) == 0 {
+			delete(s.byService, k.Service)
+		}
 	}
 }
 
@@ -159,11 +184,11 @@ func (s *state) count(cluster string, d int) {
 }
 
 // emit appends one change to the history ring.
-func (s *state) emit(t registrarv1.EndpointEvent_EventType, wire []byte) {
+func (s *state) emit(t registrarv1.EndpointEvent_EventType, service string, wire []byte) {
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, raw: encodeChange(t, wire, v, p)}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, service: service, raw: encodeChange(t, wire, v, p)}
 	s.changed = true
 }
 

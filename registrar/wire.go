@@ -22,6 +22,7 @@ const (
 	fieldEndpoints = 6
 	fieldResumed   = 7
 	fieldPersisted = 8
+	fieldScopeID   = 9
 )
 
 // An event is encoded once, when it happens, and the same bytes go to every watcher;
@@ -51,7 +52,7 @@ func encodeChange(t registrarv1.EndpointEvent_EventType, ep []byte, v token.Vers
 }
 
 // encodeComplete assembles a SNAPSHOT_COMPLETE event.
-func encodeComplete(v token.Version, resumed bool, persisted uint64) []byte {
+func encodeComplete(v token.Version, resumed bool, persisted, scopeID uint64) []byte {
 	out := make([]byte, 0, 80)
 	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
 	out = protowire.AppendVarint(out, uint64(registrarv1.EndpointEvent_SNAPSHOT_COMPLETE))
@@ -59,6 +60,10 @@ func encodeComplete(v token.Version, resumed bool, persisted uint64) []byte {
 	if resumed {
 		out = protowire.AppendTag(out, fieldResumed, protowire.VarintType)
 		out = protowire.AppendVarint(out, 1)
+	}
+	if scopeID != 0 {
+		out = protowire.AppendTag(out, fieldScopeID, protowire.VarintType)
+		out = protowire.AppendVarint(out, scopeID)
 	}
 	return appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
 }

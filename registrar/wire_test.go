@@ -31,10 +31,10 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	}
 
 	got.Reset()
-	if err := proto.Unmarshal(encodeComplete(v, true, 42), &got); err != nil {
+	if err := proto.Unmarshal(encodeComplete(v, true, 42, 7), &got); err != nil {
 		t.Fatal(err)
 	}
-	want = &registrarv1.EndpointEvent{Type: registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, Version: v.String(), Resumed: true, Persisted: v.String()}
+	want = &registrarv1.EndpointEvent{Type: registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, Version: v.String(), Resumed: true, Persisted: v.String(), ScopeId: 7}
 	if !proto.Equal(&got, want) {
 		t.Fatalf("SNAPSHOT_COMPLETE decodes to %v, want %v", &got, want)
 	}

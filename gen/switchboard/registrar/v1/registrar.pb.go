@@ -5,7 +5,7 @@
 // source: switchboard/registrar/v1/registrar.proto
 
 // The in-cluster Registrar between per-node agents and the external registry
-// (spec/registrar.md, "API Surface"; DESIGN.md, "Registry and registrar").
+// (docs/registrar.md explains the protocol).
 
 package registrarv1
 
@@ -283,7 +283,13 @@ type WatchEndpointsRequest struct {
 	// Resume token: the version of the last event applied. A recent token from this
 	// registrar replays only the missed changes; an empty, unknown, foreign or too-old
 	// token gets a full snapshot; the current version gets no replay at all.
-	LastVersion   string `protobuf:"bytes,3,opt,name=last_version,json=lastVersion,proto3" json:"last_version,omitempty"`
+	LastVersion string `protobuf:"bytes,3,opt,name=last_version,json=lastVersion,proto3" json:"last_version,omitempty"`
+	// The services to watch; empty watches every service. A resume token is only
+	// meaningful with the set of services the receiver's cache was built from.
+	Services []string `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
+	// Chosen by the client to tell its changes of the set apart: echoed in the
+	// SNAPSHOT_COMPLETE that ends the snapshot of this request's set.
+	ScopeId       uint64 `protobuf:"varint,5,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +345,20 @@ func (x *WatchEndpointsRequest) GetLastVersion() string {
 	return ""
 }
 
+func (x *WatchEndpointsRequest) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *WatchEndpointsRequest) GetScopeId() uint64 {
+	if x != nil {
+		return x.ScopeId
+	}
+	return 0
+}
+
 type EndpointEvent struct {
 	state protoimpl.MessageState  `protogen:"open.v1"`
 	Type  EndpointEvent_EventType `protobuf:"varint,1,opt,name=type,proto3,enum=switchboard.registrar.v1.EndpointEvent_EventType" json:"type,omitempty"`
@@ -359,7 +379,10 @@ type EndpointEvent struct {
 	// up to this version is persisted in the external registry (or superseded by a
 	// later write). A client forgets its writes up to here; the ones after it may
 	// have to be sent again if the replica dies.
-	Persisted     string `protobuf:"bytes,8,opt,name=persisted,proto3" json:"persisted,omitempty"`
+	Persisted string `protobuf:"bytes,8,opt,name=persisted,proto3" json:"persisted,omitempty"`
+	// SNAPSHOT_COMPLETE of a scoped watch: the scope_id of the request whose set of
+	// services the receiver's cache now holds.
+	ScopeId       uint64 `protobuf:"varint,9,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +457,13 @@ func (x *EndpointEvent) GetPersisted() string {
 		return x.Persisted
 	}
 	return ""
+}
+
+func (x *EndpointEvent) GetScopeId() uint64 {
+	if x != nil {
+		return x.ScopeId
+	}
+	return 0
 }
 
 type ListAllEndpointsRequest struct {
@@ -571,18 +601,21 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\x19UnregisterEndpointRequest\x12?\n" +
 	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\"6\n" +
 	"\x1aUnregisterEndpointResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"z\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\xb1\x01\n" +
 	"\x15WatchEndpointsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12!\n" +
-	"\flast_version\x18\x03 \x01(\tR\vlastVersion\"\xba\x03\n" +
+	"\flast_version\x18\x03 \x01(\tR\vlastVersion\x12\x1a\n" +
+	"\bservices\x18\x04 \x03(\tR\bservices\x12\x19\n" +
+	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\"\xd5\x03\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12?\n" +
 	"\tendpoints\x18\x06 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\x12\x18\n" +
 	"\aresumed\x18\a \x01(\bR\aresumed\x12\x1c\n" +
-	"\tpersisted\x18\b \x01(\tR\tpersisted\"\x83\x01\n" +
+	"\tpersisted\x18\b \x01(\tR\tpersisted\x12\x19\n" +
+	"\bscope_id\x18\t \x01(\x04R\ascopeId\"\x83\x01\n" +
 	"\tEventType\x12\x11\n" +
 	"\rFULL_SNAPSHOT\x10\x00\x12\x12\n" +
 	"\x0eENDPOINT_ADDED\x10\x01\x12\x14\n" +
@@ -597,11 +630,12 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\"u\n" +
 	"\x18ListAllEndpointsResponse\x12?\n" +
 	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion2\xf0\x03\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion2\xe6\x04\n" +
 	"\tRegistrar\x12y\n" +
 	"\x10RegisterEndpoint\x121.switchboard.registrar.v1.RegisterEndpointRequest\x1a2.switchboard.registrar.v1.RegisterEndpointResponse\x12\x7f\n" +
 	"\x12UnregisterEndpoint\x123.switchboard.registrar.v1.UnregisterEndpointRequest\x1a4.switchboard.registrar.v1.UnregisterEndpointResponse\x12l\n" +
-	"\x0eWatchEndpoints\x12/.switchboard.registrar.v1.WatchEndpointsRequest\x1a'.switchboard.registrar.v1.EndpointEvent0\x01\x12y\n" +
+	"\x0eWatchEndpoints\x12/.switchboard.registrar.v1.WatchEndpointsRequest\x1a'.switchboard.registrar.v1.EndpointEvent0\x01\x12t\n" +
+	"\x14WatchEndpointsScoped\x12/.switchboard.registrar.v1.WatchEndpointsRequest\x1a'.switchboard.registrar.v1.EndpointEvent(\x010\x01\x12y\n" +
 	"\x10ListAllEndpoints\x121.switchboard.registrar.v1.ListAllEndpointsRequest\x1a2.switchboard.registrar.v1.ListAllEndpointsResponseBRZPgithub.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1;registrarv1b\x06proto3"
 
 var (
@@ -640,13 +674,15 @@ var file_switchboard_registrar_v1_registrar_proto_depIdxs = []int32{
 	1,  // 6: switchboard.registrar.v1.Registrar.RegisterEndpoint:input_type -> switchboard.registrar.v1.RegisterEndpointRequest
 	3,  // 7: switchboard.registrar.v1.Registrar.UnregisterEndpoint:input_type -> switchboard.registrar.v1.UnregisterEndpointRequest
 	5,  // 8: switchboard.registrar.v1.Registrar.WatchEndpoints:input_type -> switchboard.registrar.v1.WatchEndpointsRequest
-	7,  // 9: switchboard.registrar.v1.Registrar.ListAllEndpoints:input_type -> switchboard.registrar.v1.ListAllEndpointsRequest
-	2,  // 10: switchboard.registrar.v1.Registrar.RegisterEndpoint:output_type -> switchboard.registrar.v1.RegisterEndpointResponse
-	4,  // 11: switchboard.registrar.v1.Registrar.UnregisterEndpoint:output_type -> switchboard.registrar.v1.UnregisterEndpointResponse
-	6,  // 12: switchboard.registrar.v1.Registrar.WatchEndpoints:output_type -> switchboard.registrar.v1.EndpointEvent
-	8,  // 13: switchboard.registrar.v1.Registrar.ListAllEndpoints:output_type -> switchboard.registrar.v1.ListAllEndpointsResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
+	5,  // 9: switchboard.registrar.v1.Registrar.WatchEndpointsScoped:input_type -> switchboard.registrar.v1.WatchEndpointsRequest
+	7,  // 10: switchboard.registrar.v1.Registrar.ListAllEndpoints:input_type -> switchboard.registrar.v1.ListAllEndpointsRequest
+	2,  // 11: switchboard.registrar.v1.Registrar.RegisterEndpoint:output_type -> switchboard.registrar.v1.RegisterEndpointResponse
+	4,  // 12: switchboard.registrar.v1.Registrar.UnregisterEndpoint:output_type -> switchboard.registrar.v1.UnregisterEndpointResponse
+	6,  // 13: switchboard.registrar.v1.Registrar.WatchEndpoints:output_type -> switchboard.registrar.v1.EndpointEvent
+	6,  // 14: switchboard.registrar.v1.Registrar.WatchEndpointsScoped:output_type -> switchboard.registrar.v1.EndpointEvent
+	8,  // 15: switchboard.registrar.v1.Registrar.ListAllEndpoints:output_type -> switchboard.registrar.v1.ListAllEndpointsResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name

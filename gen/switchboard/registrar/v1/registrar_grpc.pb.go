@@ -5,7 +5,7 @@
 // source: switchboard/registrar/v1/registrar.proto
 
 // The in-cluster Registrar between per-node agents and the external registry
-// (spec/registrar.md, "API Surface"; DESIGN.md, "Registry and registrar").
+// (docs/registrar.md explains the protocol).
 
 package registrarv1
 
@@ -22,10 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Registrar_RegisterEndpoint_FullMethodName   = "/switchboard.registrar.v1.Registrar/RegisterEndpoint"
-	Registrar_UnregisterEndpoint_FullMethodName = "/switchboard.registrar.v1.Registrar/UnregisterEndpoint"
-	Registrar_WatchEndpoints_FullMethodName     = "/switchboard.registrar.v1.Registrar/WatchEndpoints"
-	Registrar_ListAllEndpoints_FullMethodName   = "/switchboard.registrar.v1.Registrar/ListAllEndpoints"
+	Registrar_RegisterEndpoint_FullMethodName     = "/switchboard.registrar.v1.Registrar/RegisterEndpoint"
+	Registrar_UnregisterEndpoint_FullMethodName   = "/switchboard.registrar.v1.Registrar/UnregisterEndpoint"
+	Registrar_WatchEndpoints_FullMethodName       = "/switchboard.registrar.v1.Registrar/WatchEndpoints"
+	Registrar_WatchEndpointsScoped_FullMethodName = "/switchboard.registrar.v1.Registrar/WatchEndpointsScoped"
+	Registrar_ListAllEndpoints_FullMethodName     = "/switchboard.registrar.v1.Registrar/ListAllEndpoints"
 )
 
 // RegistrarClient is the client API for Registrar service.
@@ -43,6 +44,11 @@ type RegistrarClient interface {
 	// Read path: the full state (or the changes missed since last_version), then
 	// SNAPSHOT_COMPLETE, then every change as it happens.
 	WatchEndpoints(ctx context.Context, in *WatchEndpointsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EndpointEvent], error)
+	// Demand-scoped read path: WatchEndpoints for the services the first request
+	// names. Every later request on the stream replaces the set of services (only its
+	// services and scope_id count); the registrar answers each with a full snapshot
+	// of the new set, whose SNAPSHOT_COMPLETE carries that request's scope_id.
+	WatchEndpointsScoped(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WatchEndpointsRequest, EndpointEvent], error)
 	// One-shot read of the registrar's snapshot, for clients whose stream is not up yet.
 	ListAllEndpoints(ctx context.Context, in *ListAllEndpointsRequest, opts ...grpc.CallOption) (*ListAllEndpointsResponse, error)
 }
@@ -94,6 +100,19 @@ func (c *registrarClient) WatchEndpoints(ctx context.Context, in *WatchEndpoints
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Registrar_WatchEndpointsClient = grpc.ServerStreamingClient[EndpointEvent]
 
+func (c *registrarClient) WatchEndpointsScoped(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WatchEndpointsRequest, EndpointEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Registrar_ServiceDesc.Streams[1], Registrar_WatchEndpointsScoped_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchEndpointsRequest, EndpointEvent]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Registrar_WatchEndpointsScopedClient = grpc.BidiStreamingClient[WatchEndpointsRequest, EndpointEvent]
+
 func (c *registrarClient) ListAllEndpoints(ctx context.Context, in *ListAllEndpointsRequest, opts ...grpc.CallOption) (*ListAllEndpointsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAllEndpointsResponse)
@@ -119,6 +138,11 @@ type RegistrarServer interface {
 	// Read path: the full state (or the changes missed since last_version), then
 	// SNAPSHOT_COMPLETE, then every change as it happens.
 	WatchEndpoints(*WatchEndpointsRequest, grpc.ServerStreamingServer[EndpointEvent]) error
+	// Demand-scoped read path: WatchEndpoints for the services the first request
+	// names. Every later request on the stream replaces the set of services (only its
+	// services and scope_id count); the registrar answers each with a full snapshot
+	// of the new set, whose SNAPSHOT_COMPLETE carries that request's scope_id.
+	WatchEndpointsScoped(grpc.BidiStreamingServer[WatchEndpointsRequest, EndpointEvent]) error
 	// One-shot read of the registrar's snapshot, for clients whose stream is not up yet.
 	ListAllEndpoints(context.Context, *ListAllEndpointsRequest) (*ListAllEndpointsResponse, error)
 	mustEmbedUnimplementedRegistrarServer()
@@ -139,6 +163,9 @@ func (UnimplementedRegistrarServer) UnregisterEndpoint(context.Context, *Unregis
 }
 func (UnimplementedRegistrarServer) WatchEndpoints(*WatchEndpointsRequest, grpc.ServerStreamingServer[EndpointEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchEndpoints not implemented")
+}
+func (UnimplementedRegistrarServer) WatchEndpointsScoped(grpc.BidiStreamingServer[WatchEndpointsRequest, EndpointEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchEndpointsScoped not implemented")
 }
 func (UnimplementedRegistrarServer) ListAllEndpoints(context.Context, *ListAllEndpointsRequest) (*ListAllEndpointsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAllEndpoints not implemented")
@@ -211,6 +238,13 @@ func _Registrar_WatchEndpoints_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Registrar_WatchEndpointsServer = grpc.ServerStreamingServer[EndpointEvent]
 
+func _Registrar_WatchEndpointsScoped_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RegistrarServer).WatchEndpointsScoped(&grpc.GenericServerStream[WatchEndpointsRequest, EndpointEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Registrar_WatchEndpointsScopedServer = grpc.BidiStreamingServer[WatchEndpointsRequest, EndpointEvent]
+
 func _Registrar_ListAllEndpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListAllEndpointsRequest)
 	if err := dec(in); err != nil {
@@ -254,6 +288,12 @@ var Registrar_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WatchEndpoints",
 			Handler:       _Registrar_WatchEndpoints_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchEndpointsScoped",
+			Handler:       _Registrar_WatchEndpointsScoped_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "switchboard/registrar/v1/registrar.proto",
