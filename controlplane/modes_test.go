@@ -253,3 +253,27 @@ func TestConcurrentLifecycle(t *testing.T) {
 		h.steady()
 	})
 }
+
+// TestAPIModeDefaultSegment: a segment link without a segment goes to
+// DefaultSegment, made on first use; removing it without a segment removes it there.
+func TestAPIModeDefaultSegment(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		h := newHarness(t, open(t), "", 1)
+		h.register("cloud", "c1", true)
+		h.register("a", "n1", false)
+		h.register("b", "n1", false)
+		_, err := h.svc.AddSegmentLink(h.ctx, "", "a", "cloud")
+		h.must(err)
+		_, err = h.svc.AddSegmentLink(h.ctx, "", "b", "cloud")
+		h.must(err)
+		segs, err := h.st.ListSegments(h.ctx)
+		h.must(err)
+		if len(segs) != 1 || segs[0].Name != DefaultSegment || len(segs[0].Links) != 2 {
+			t.Fatalf("segments after two links without a segment: %+v, want %q with 2 links", segs, DefaultSegment)
+		}
+		equalStrings(t, "links", h.linkStrings(), []string{"a/n1->cloud/c1", "b/n1->cloud/c1"})
+		_, err = h.svc.RemoveSegmentLink(h.ctx, "", "cloud", "a")
+		h.must(err)
+		equalStrings(t, "links after removal", h.linkStrings(), []string{"b/n1->cloud/c1"})
+	})
+}

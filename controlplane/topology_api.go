@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,21 +26,38 @@ func (s *Service) RemoveSegment(ctx context.Context, name string) (Result, error
 }
 
 // AddSegmentLink connects groups a and b in segment (API mode only). Either may be "*";
-// "$group" is allowed in a segment whose name holds it.
+// "$group" is allowed in a segment whose name holds it. An empty segment is
+// DefaultSegment, made on first use, so a fabric with one routing domain needs no
+// segment named.
 func (s *Service) AddSegmentLink(ctx context.Context, segment, a, b string) (Result, error) {
+	segment = orDefault(segment)
 	if err := checkSegmentLink(segment, a, b); err != nil {
 		return Result{}, err
 	}
 	return s.mutateTopology(ctx, func(ctx context.Context) error {
+		if segment == DefaultSegment {
+			if err := s.store.CreateSegment(ctx, segment); err != nil && !errors.Is(err, store.ErrExists) {
+				return err
+			}
+		}
 		return s.store.AddSegmentLink(ctx, store.NewSegmentLink(segment, a, b))
 	})
 }
 
-// RemoveSegmentLink disconnects groups a and b in segment (API mode only).
+// RemoveSegmentLink disconnects groups a and b in segment (API mode only); an empty
+// segment is DefaultSegment.
 func (s *Service) RemoveSegmentLink(ctx context.Context, segment, a, b string) (Result, error) {
+	segment = orDefault(segment)
 	return s.mutateTopology(ctx, func(ctx context.Context) error {
 		return s.store.RemoveSegmentLink(ctx, store.NewSegmentLink(segment, a, b))
 	})
+}
+
+func orDefault(segment string) string {
+	if segment == "" {
+		return DefaultSegment
+	}
+	return segment
 }
 
 func checkSegmentLink(segment, a, b string) error {

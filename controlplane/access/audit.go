@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // change is what a mutating handler reports about the object it changed.
@@ -33,13 +34,12 @@ func Audited(ctx context.Context) bool {
 	return ok
 }
 
-// auditLog writes the one line a successful mutation leaves. Northbound requests
-// carry names and ids, never secrets, so the request is logged whole; a method that
-// one day takes a secret must summarise its request here instead.
+// auditLog writes the one line a successful mutation leaves. The request is logged
+// whole but for its secrets (a group's registration secret), which are redacted.
 func (a *Authorizer) auditLog(method string, c Caller, req, resp any, ch *change) {
 	attrs := []any{
 		"who", c.Who, "via", c.Via, "role", c.Role.String(), "peer", c.Peer,
-		"method", path.Base(method), "request", compact(req),
+		"method", path.Base(method), "request", compact(redacted(req)),
 	}
 	if ch.set {
 		attrs = append(attrs, "before", compact(ch.before), "after", compact(ch.after))
@@ -48,6 +48,37 @@ func (a *Authorizer) auditLog(method string, c Caller, req, resp any, ch *change
 		attrs = append(attrs, "result", m.GetMessage())
 	}
 	a.audit.Info("northbound mutation", attrs...)
+}
+
+// secretField names the fields whose value an audit line never shows.
+const secretField = "secret"
+
+// redacted returns a copy of a request with every non-empty string field named
+// secretField, at any depth, replaced by "[redacted]".
+func redacted(v any) any {
+	m, ok := v.(proto.Message)
+	if !ok || !m.ProtoReflect().IsValid() {
+		return v
+	}
+	c := proto.Clone(m)
+	redact(c.ProtoReflect())
+	return c
+}
+
+func redact(m protoreflect.Message) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Name() == secretField && fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap():
+			m.Set(fd, protoreflect.ValueOfString("[redacted]"))
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap():
+			redact(v.Message())
+		case fd.Kind() == protoreflect.MessageKind && fd.IsList():
+			for i := range v.List().Len() {
+				redact(v.List().Get(i).Message())
+			}
+		}
+		return true
+	})
 }
 
 // compact renders a value as one line of JSON ("null" when absent), so text and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -56,7 +57,9 @@ func (o SharedSecretOptions) withDefaults() SharedSecretOptions {
 }
 
 // SharedSecret verifies HMAC tokens with one secret per group (control-plane side).
+// Secrets can be set and removed while it verifies (runtime secret management).
 type SharedSecret struct {
+	mu      sync.RWMutex
 	secrets map[string][]byte
 	opts    SharedSecretOptions
 	replay  *replayCache
@@ -64,10 +67,9 @@ type SharedSecret struct {
 
 // NewSharedSecret builds a verifier. Every group needs a secret of at least
 // MinSecretLen bytes; the error names the first group (in sorted order) that has not.
+// With no secrets at all every node is refused until SetSecret adds one: in API mode
+// secrets can all come from the management API.
 func NewSharedSecret(secrets map[string]string, opts SharedSecretOptions) (*SharedSecret, error) {
-	if len(secrets) == 0 {
-		return nil, fmt.Errorf("shared_secret auth: no group secrets configured")
-	}
 	groups := make([]string, 0, len(secrets))
 	for g := range secrets {
 		groups = append(groups, g)
@@ -87,6 +89,39 @@ func NewSharedSecret(secrets map[string]string, opts SharedSecretOptions) (*Shar
 	return s, nil
 }
 
+// SetSecret gives group a new secret, replacing the one it had: tokens made with the
+// old secret are refused from now on.
+func (s *SharedSecret) SetSecret(group, secret string) error {
+	if group == "" {
+		return fmt.Errorf("shared_secret auth: empty group name")
+	}
+	if err := checkSecret(secret); err != nil {
+		return fmt.Errorf("shared_secret auth: group %q: %w", group, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secrets[group] = []byte(secret)
+	return nil
+}
+
+// RemoveSecret forgets group's secret, so none of its nodes can register; it
+// reports whether the group had one.
+func (s *SharedSecret) RemoveSecret(group string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.secrets[group]
+	delete(s.secrets, group)
+	return ok
+}
+
+// HasSecret reports whether group has a secret.
+func (s *SharedSecret) HasSecret(group string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.secrets[group]
+	return ok
+}
+
 func checkSecret(secret string) error {
 	if len(secret) < MinSecretLen {
 		return fmt.Errorf("secret is %d bytes, need at least %d", len(secret), MinSecretLen)
@@ -102,7 +137,9 @@ func (s *SharedSecret) Verify(_ context.Context, credentials, group, nodeID stri
 	if err := checkClaim(credentials, group); err != nil {
 		return err
 	}
+	s.mu.RLock()
 	secret, ok := s.secrets[group]
+	s.mu.RUnlock()
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownGroup, group)
 	}

@@ -58,8 +58,10 @@ func TestNewSharedSecretRejectsShortSecretNamingGroup(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"shorty"`) || !strings.Contains(err.Error(), "31 bytes") {
 		t.Fatalf("want error naming group shorty and its length, got %v", err)
 	}
-	if _, err := NewSharedSecret(nil, SharedSecretOptions{}); err == nil {
-		t.Fatal("no secrets must be rejected")
+	if v, err := NewSharedSecret(nil, SharedSecretOptions{}); err != nil {
+		t.Fatalf("no secrets (all to come from the API): %v", err)
+	} else if err := v.Verify(context.Background(), "sb1.x", "alpha", "n1"); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("a verifier without secrets accepted or misjudged a node: %v", err)
 	}
 	if _, err := NewSharedSecret(map[string]string{"": secretAlpha}, SharedSecretOptions{}); err == nil {
 		t.Fatal("empty group name must be rejected")
@@ -221,5 +223,49 @@ func TestNoop(t *testing.T) {
 	}
 	if tok, err := n.Token(context.Background(), "g", "x"); tok != "" || err != nil {
 		t.Fatalf("noop token = %q, %v", tok, err)
+	}
+}
+
+// TestSharedSecretRuntimeChanges: a secret set at runtime admits its group, a rotated
+// one refuses tokens made with the old secret, a removed one refuses the group, and a
+// short secret is refused naming the group.
+func TestSharedSecretRuntimeChanges(t *testing.T) {
+	c := newClock()
+	v := newVerifier(t, c, SharedSecretOptions{})
+	ctx := context.Background()
+	gamma1 := "gamma-secret-1-0123456789abcdef-01234567"
+	gamma2 := "gamma-secret-2-0123456789abcdef-01234567"
+	if err := v.Verify(ctx, issue(t, gamma1, c.now, "gamma", "n1"), "gamma", "n1"); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("before SetSecret: %v, want ErrUnknownGroup", err)
+	}
+	if err := v.SetSecret("gamma", gamma1); err != nil {
+		t.Fatal(err)
+	}
+	if !v.HasSecret("gamma") {
+		t.Fatal("HasSecret(gamma) false after SetSecret")
+	}
+	if err := v.Verify(ctx, issue(t, gamma1, c.now, "gamma", "n1"), "gamma", "n1"); err != nil {
+		t.Fatalf("after SetSecret: %v", err)
+	}
+	if err := v.SetSecret("gamma", gamma2); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(ctx, issue(t, gamma1, c.now, "gamma", "n1"), "gamma", "n1"); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("old secret after rotation: %v, want ErrBadSignature", err)
+	}
+	if err := v.Verify(ctx, issue(t, gamma2, c.now, "gamma", "n1"), "gamma", "n1"); err != nil {
+		t.Fatalf("new secret after rotation: %v", err)
+	}
+	if !v.RemoveSecret("gamma") || v.RemoveSecret("gamma") {
+		t.Fatal("RemoveSecret should report true once, then false")
+	}
+	if err := v.Verify(ctx, issue(t, gamma2, c.now, "gamma", "n1"), "gamma", "n1"); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("after RemoveSecret: %v, want ErrUnknownGroup", err)
+	}
+	if err := v.SetSecret("gamma", "short"); err == nil || !strings.Contains(err.Error(), `"gamma"`) {
+		t.Fatalf("short secret: %v, want an error naming the group", err)
+	}
+	if err := v.Verify(ctx, issue(t, secretAlpha, c.now, "alpha", "n1"), "alpha", "n1"); err != nil {
+		t.Fatalf("other groups are untouched: %v", err)
 	}
 }

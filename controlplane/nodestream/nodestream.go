@@ -54,6 +54,9 @@ var (
 	// ErrReplaced is the cause of a stream closed because a newer stream of the same
 	// node registered.
 	ErrReplaced = errors.New("replaced by a newer connection of the same node")
+	// ErrRevoked is the cause of a stream closed because the node may no longer be
+	// registered (its group's registration secret was removed).
+	ErrRevoked = errors.New("registration revoked")
 	// errRemoved is the cause of a stream its owner removed.
 	errRemoved = errors.New("stream removed")
 )
@@ -140,6 +143,19 @@ func (h *Handler) Remove(s *Stream) bool {
 	h.mu.Unlock()
 	s.close(errRemoved)
 	return current
+}
+
+// Close closes the node's stream with cause, for its owner to end the node's RPC;
+// it reports whether the node had a stream.
+func (h *Handler) Close(nodeID string, cause error) bool {
+	h.mu.Lock()
+	s := h.streams[nodeID]
+	h.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.close(cause)
+	return true
 }
 
 // Connected reports whether the node has a stream.

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane"
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	"github.com/switchboard-mesh/switchboard/controlplane/groupsecrets"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
@@ -30,15 +31,27 @@ type Server struct {
 	streams *nodestream.Handler
 	enqueue func(controlplane.Result)
 	log     *slog.Logger
+	secrets *groupsecrets.Manager
 }
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithGroupSecrets lets the API manage groups' registration secrets through m;
+// without it, the secret methods fail with FAILED_PRECONDITION.
+func WithGroupSecrets(m *groupsecrets.Manager) Option { return func(s *Server) { s.secrets = m } }
 
 // New returns the API over svc. Node queries go through streams; enqueue hands the
 // outcome of a mutation to the reconcilers.
-func New(svc *controlplane.Service, streams *nodestream.Handler, enqueue func(controlplane.Result), log *slog.Logger) *Server {
+func New(svc *controlplane.Service, streams *nodestream.Handler, enqueue func(controlplane.Result), log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{svc: svc, streams: streams, enqueue: enqueue, log: log}
+	s := &Server{svc: svc, streams: streams, enqueue: enqueue, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 func (s *Server) ListNodes(ctx context.Context, _ *controlplanev1.ListNodesRequest) (*controlplanev1.ListNodesResponse, error) {
@@ -54,6 +67,10 @@ func (s *Server) ListNodes(ctx context.Context, _ *controlplanev1.ListNodesReque
 }
 
 func (s *Server) ListLinks(ctx context.Context, req *controlplanev1.ListLinksRequest) (*controlplanev1.ListLinksResponse, error) {
+	keep, err := statusFilter(req.GetStatuses(), store.ParseLinkStatus)
+	if err != nil {
+		return nil, err
+	}
 	links, err := s.svc.Store().ListLinks(ctx, store.LinkFilter{
 		SourceNodeID: req.GetSourceNodeId(), DestNodeID: req.GetDestNodeId(), Deleted: store.IncludeDeleted,
 	})
@@ -62,12 +79,18 @@ func (s *Server) ListLinks(ctx context.Context, req *controlplanev1.ListLinksReq
 	}
 	resp := &controlplanev1.ListLinksResponse{}
 	for _, l := range links {
-		resp.Links = append(resp.Links, linkProto(l))
+		if keep(l.Status) {
+			resp.Links = append(resp.Links, linkProto(l))
+		}
 	}
 	return resp, nil
 }
 
 func (s *Server) ListRoutes(ctx context.Context, req *controlplanev1.ListRoutesRequest) (*controlplanev1.ListRoutesResponse, error) {
+	keep, err := statusFilter(req.GetStatuses(), store.ParseRouteStatus)
+	if err != nil {
+		return nil, err
+	}
 	routes, err := s.svc.Store().ListRoutes(ctx, store.RouteFilter{
 		SourceNodeID: req.GetSourceNodeId(), DestNodeID: req.GetDestNodeId(), Deleted: store.IncludeDeleted,
 	})
@@ -76,16 +99,18 @@ func (s *Server) ListRoutes(ctx context.Context, req *controlplanev1.ListRoutesR
 	}
 	resp := &controlplanev1.ListRoutesResponse{}
 	for _, r := range routes {
-		resp.Routes = append(resp.Routes, routeProto(r))
+		if keep(r.Status) {
+			resp.Routes = append(resp.Routes, routeProto(r))
+		}
 	}
 	return resp, nil
 }
 
 // ListSegments returns, in API mode, the segments as stored (what operators edit); in
 // config mode, the segments the config file resolves to for the registered groups.
-func (s *Server) ListSegments(ctx context.Context, _ *controlplanev1.ListSegmentsRequest) (*controlplanev1.ListSegmentsResponse, error) {
+func (s *Server) ListSegments(ctx context.Context, req *controlplanev1.ListSegmentsRequest) (*controlplanev1.ListSegmentsResponse, error) {
 	resp := &controlplanev1.ListSegmentsResponse{ConfigMode: s.svc.Mode() == config.ConfigMode}
-	if resp.ConfigMode {
+	if resp.ConfigMode || req.GetResolved() {
 		segs, err := s.svc.Segments(ctx)
 		if err != nil {
 			return nil, toStatus(err)
@@ -285,7 +310,9 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, controlplane.ErrConfigMode), errors.Is(err, controlplane.ErrStaleSession), errors.Is(err, controlplane.ErrClaimRejected):
 		code = codes.FailedPrecondition
-	case errors.Is(err, controlplane.ErrInvalidArgument), errors.Is(err, store.ErrInvalidName):
+	case errors.Is(err, groupsecrets.ErrUnavailable), errors.Is(err, groupsecrets.ErrFromFile):
+		code = codes.FailedPrecondition
+	case errors.Is(err, controlplane.ErrInvalidArgument), errors.Is(err, store.ErrInvalidName), errors.Is(err, groupsecrets.ErrInvalid):
 		code = codes.InvalidArgument
 	case errors.Is(err, store.ErrNotFound):
 		code = codes.NotFound

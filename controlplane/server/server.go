@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	"github.com/switchboard-mesh/switchboard/controlplane/groupsecrets"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/northbound"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
@@ -69,6 +70,7 @@ type Server struct {
 	links   *reconcile.Queue
 	routes  *reconcile.Queue
 	metrics *metrics
+	secrets *groupsecrets.Manager
 
 	sgrpc, ngrpc     *grpc.Server
 	slis, nlis, hlis net.Listener
@@ -125,6 +127,9 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.buildReconcilers()
+	if err := s.openGroupSecrets(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.buildServers(); err != nil {
 		return nil, err
 	}
@@ -176,7 +181,7 @@ func (s *Server) buildServers() error {
 	}
 	s.ngrpc = grpc.NewServer(append(nopts, s.access.ServerOptions()...)...)
 	controlplanev1.RegisterControlPlaneServiceServer(s.ngrpc,
-		northbound.New(s.svc, s.streams, s.Enqueue, s.log.With("component", "northbound")))
+		northbound.New(s.svc, s.streams, s.Enqueue, s.log.With("component", "northbound"), northbound.WithGroupSecrets(s.secrets)))
 	return nil
 }
 

@@ -284,6 +284,10 @@ func (s *Server) closedByHandler(ctx context.Context, sess *session) error {
 			"two processes use the same node id", "node", sess.nodeID, "session", sess.id, "peer", sess.peer)
 		return status.Errorf(codes.Aborted, "node %s (session %d): replaced by a newer connection of the same node id; "+
 			"if this repeats, another process uses this node id", sess.nodeID, sess.id)
+	case errors.Is(cause, nodestream.ErrRevoked):
+		s.o.Logger.Warn("node disconnected: its registration was revoked", "node", sess.nodeID,
+			"session", sess.id, "peer", sess.peer, "err", cause)
+		return status.Errorf(codes.PermissionDenied, "node %s: %v", sess.nodeID, cause)
 	case errors.Is(cause, nodestream.ErrSendTimeout):
 		s.o.Logger.Warn("node evicted: it is not reading its control stream", "node", sess.nodeID,
 			"session", sess.id, "peer", sess.peer, "err", cause)
