@@ -143,13 +143,24 @@ func TestScopedWatchChangesItsSet(t *testing.T) {
 	expectChange(t, w.rawWatch, registrarv1.EndpointEvent_ENDPOINT_UPDATED, db)
 
 	// Back to every service: the snapshot holds both.
-	if err := w.send(&registrarv1.WatchEndpointsRequest{ScopeId: 3}); err != nil {
+	if err := w.send(&registrarv1.WatchEndpointsRequest{AllServices: true, ScopeId: 3}); err != nil {
 		t.Fatal(err)
 	}
 	parts, done = w.untilComplete(t)
 	if got := snapshotKeys(parts); len(got) != 2 || done.GetScopeId() != 3 {
 		t.Fatalf("snapshot of every service = %v (scope_id %d), want 2 endpoints with scope_id 3", got, done.GetScopeId())
 	}
+
+	// No services at all: an empty snapshot, and no changes.
+	if err := w.send(&registrarv1.WatchEndpointsRequest{ScopeId: 4}); err != nil {
+		t.Fatal(err)
+	}
+	parts, done = w.untilComplete(t)
+	if len(parts) != 0 || done.GetScopeId() != 4 {
+		t.Fatalf("snapshot of no service = %v (scope_id %d), want none with scope_id 4", parts, done.GetScopeId())
+	}
+	register(t, ts, web)
+	w.quiet(t, 100*time.Millisecond)
 }
 
 // A scoped watcher learns the version and persisted frontier of changes it is not

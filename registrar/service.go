@@ -73,13 +73,21 @@ func (g grpcService) ListAllEndpoints(ctx context.Context, req *registrarv1.List
 }
 
 func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stream grpc.ServerStreamingServer[registrarv1.EndpointEvent]) error {
-	return g.watch(stream.Context(), req, nil, stream)
+	sc, err := scopeOf(req, false)
+	if err != nil {
+		return err
+	}
+	return g.watch(stream.Context(), req, sc, nil, stream)
 }
 
 // WatchEndpointsScoped is WatchEndpoints for a set of services the client may
 // change on the same stream: a reader takes each later request as the new set.
 func (g grpcService) WatchEndpointsScoped(stream grpc.BidiStreamingServer[registrarv1.WatchEndpointsRequest, registrarv1.EndpointEvent]) error {
 	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	sc, err := scopeOf(req, true)
 	if err != nil {
 		return err
 	}
@@ -96,7 +104,7 @@ func (g grpcService) WatchEndpointsScoped(stream grpc.BidiStreamingServer[regist
 				}
 				return
 			}
-			sc, err := scopeOf(req)
+			sc, err := scopeOf(req, true)
 			if err != nil {
 				cancel(err)
 				return
@@ -109,21 +117,17 @@ func (g grpcService) WatchEndpointsScoped(stream grpc.BidiStreamingServer[regist
 			rescope <- sc
 		}
 	}()
-	return g.watch(ctx, req, rescope, stream)
+	return g.watch(ctx, req, sc, rescope, stream)
 }
 
 // watch validates a watch request and streams to it.
-func (g grpcService) watch(ctx context.Context, req *registrarv1.WatchEndpointsRequest, rescope <-chan scope, stream grpc.ServerStream) error {
+func (g grpcService) watch(ctx context.Context, req *registrarv1.WatchEndpointsRequest, sc scope, rescope <-chan scope, stream grpc.ServerStream) error {
 	if c := req.GetClusterName(); c != "" {
 		if err := endpoint.ValidateName("cluster_name", c); err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	if err := validNode(req.GetNodeName()); err != nil {
-		return err
-	}
-	sc, err := scopeOf(req)
-	if err != nil {
 		return err
 	}
 	if err := g.r.mayRead(ctx); err != nil {
@@ -153,10 +157,14 @@ func (g grpcService) watch(ctx context.Context, req *registrarv1.WatchEndpointsR
 // MaxWatchServices caps the services one scoped watch names.
 const MaxWatchServices = 10000
 
-// scopeOf reads the set of services a watch request names; none means all.
-func scopeOf(req *registrarv1.WatchEndpointsRequest) (scope, error) {
+// scopeOf reads the set of services a watch request names. exact is true for
+// WatchEndpointsScoped, where naming none means none, not all.
+func scopeOf(req *registrarv1.WatchEndpointsRequest, exact bool) (scope, error) {
 	names := req.GetServices()
-	if len(names) == 0 {
+	switch {
+	case req.GetAllServices() && len(names) > 0:
+		return scope{}, status.Error(codes.InvalidArgument, "services: must be empty with all_services")
+	case req.GetAllServices() || (len(names) == 0 && !exact):
 		return scope{id: req.GetScopeId()}, nil
 	}
 	if len(names) > MaxWatchServices {

@@ -20,6 +20,7 @@ const (
 	ParamSPIFFE      = "registrar-spiffe-socket"
 	ParamTrustDomain = "registrar-server-trust-domain"
 	ParamNode        = "registrar-node"
+	ParamScoped      = "registrar-scoped"
 )
 
 func init() {
@@ -35,6 +36,7 @@ func init() {
 			{Name: ParamSPIFFE, Usage: "SPIFFE Workload API socket, e.g. unix:///run/spire/agent.sock: mTLS with this workload's SVID"},
 			{Name: ParamTrustDomain, Usage: "SPIFFE trust domain the registrar must belong to (default with --" + ParamSPIFFE + ": our own)"},
 			{Name: ParamNode, Usage: "node name this agent reports to the registrar (default: the host name)"},
+			{Name: ParamScoped, Default: "false", Usage: "hold only the services this process watches or writes, not the whole fleet: the registrar sends just those"},
 		},
 		Open: open,
 	})
@@ -45,6 +47,11 @@ func open(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
 	if len(opts.Addresses) == 0 {
 		return nil, fmt.Errorf("%w: %s is empty", registry.ErrBadParam, ParamAddress)
 	}
+	scoped, err := cfg.Bool(ParamScoped)
+	if err != nil {
+		return nil, err
+	}
+	opts.Scoped = scoped
 	files := tlsutil.Files{CA: cfg.String(ParamTLSCA), Cert: cfg.String(ParamTLSCert), Key: cfg.String(ParamTLSKey)}
 	socket, td := cfg.String(ParamSPIFFE), cfg.String(ParamTrustDomain)
 	var source io.Closer

@@ -34,6 +34,13 @@ type cache struct {
 	lastGood  time.Time // when the cache was last known current
 	watchers  map[*watcher]struct{}
 	now       func() time.Time
+
+	// covered is the set of services base holds (nil: all); scopes maps the ids
+	// of the sets a scoped client asked for to the sets (scope.go).
+	covered   map[string]struct{}
+	coveredID uint64
+	scopes    map[uint64]map[string]struct{}
+	lastScope uint64
 }
 
 type service struct {
@@ -59,6 +66,7 @@ func newCache(now func() time.Time) *cache {
 		svcs:     map[string]*service{},
 		readyCh:  make(chan struct{}),
 		watchers: map[*watcher]struct{}{},
+		scopes:   map[uint64]map[string]struct{}{},
 		now:      now,
 		lastGood: now(),
 	}
@@ -251,9 +259,13 @@ func (c *cache) progressed(v, persisted token.Version) {
 }
 
 // resumed records a SNAPSHOT_COMPLETE after a replay: the cache is current at v.
-func (c *cache) resumed(v, persisted token.Version) {
+func (c *cache) resumed(v, persisted token.Version, scopeID uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if scopeID != 0 {
+		c.scopeSet(scopeID) // the set is the one the cache held
+		c.coveredID = scopeID
+	}
 	c.at = v
 	c.retire()
 	c.confirm(persisted)
@@ -263,9 +275,10 @@ func (c *cache) resumed(v, persisted token.Version) {
 // replace installs a full snapshot taken at v. It returns the writes of this client
 // that the registrar lost, to be sent again: only after moving to another replica
 // or epoch, which may not have persisted what the last one accepted.
-func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted token.Version) []ownRef {
+func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted token.Version, scopeID uint64) []ownRef {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.covered, c.coveredID = c.scopeSet(scopeID), scopeID
 	old := c.base
 	newEpoch := c.at.Epoch != v.Epoch
 	c.base, c.at = snap, v
@@ -283,11 +296,12 @@ func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted to
 	}
 	c.retire()
 	c.confirm(persisted)
-	first := !c.ready
-	if first {
+	if !c.ready {
 		c.ready = true
 		close(c.readyCh)
-		for w := range c.watchers {
+	}
+	for w := range c.watchers {
+		if !w.synced && c.settled(w.filter) {
 			c.sendInitial(w)
 		}
 	}
@@ -420,8 +434,9 @@ func (c *cache) list(f endpoint.Filter) ([]endpoint.Endpoint, bool) {
 // The fast path takes only the read lock and allocates nothing.
 func (c *cache) sorted(name string) ([]endpoint.Endpoint, bool) {
 	all := endpoint.Any(name)
+	f := endpoint.Filter{Service: name}
 	c.mu.RLock()
-	if !c.ready {
+	if !c.ready || !covers(c.covered, f) {
 		c.mu.RUnlock()
 		return nil, false
 	}
@@ -444,6 +459,9 @@ func (c *cache) sorted(name string) ([]endpoint.Endpoint, bool) {
 	c.mu.RUnlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !covers(c.covered, f) { // the set shrank meanwhile
+		return nil, false
+	}
 	if all {
 		if !c.allOK {
 			n := 0
@@ -505,4 +523,55 @@ func (c *cache) overlaid(eps []endpoint.Endpoint, f endpoint.Filter) []endpoint.
 	}
 	endpoint.Sort(out)
 	return out
+}
+
+// newScope names a set of services the client asks the registrar for. Callers
+// hold c.mu.
+func (c *cache) newScope(set map[string]struct{}) uint64 {
+	c.lastScope++
+	c.scopes[c.lastScope] = set
+	return c.lastScope
+}
+
+// settled reports whether the cache holds every endpoint f can match and will go
+// on holding them: no set asked for since the one it holds leaves f's service out.
+// A watch starts only then, so that it never sees a service vanish and return
+// while the sets change. Callers hold c.mu.
+func (c *cache) settled(f endpoint.Filter) bool {
+	if !covers(c.covered, f) {
+		return false
+	}
+	for id, set := range c.scopes {
+		if id > c.coveredID && !covers(set, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// scopeSet is the set a snapshot ending with scopeID holds: every service for an
+// unscoped stream (id 0). Earlier ids are forgotten: the registrar answers the
+// sets in the order they were sent. Callers hold c.mu.
+func (c *cache) scopeSet(id uint64) map[string]struct{} {
+	if id == 0 {
+		return nil
+	}
+	set := c.scopes[id]
+	for k := range c.scopes {
+		if k < id {
+			delete(c.scopes, k)
+		}
+	}
+	return set
+}
+
+// coveredScope returns the set base holds and an id for it, to resume a scoped
+// stream from the cache's token; before the first snapshot it returns ok false.
+func (c *cache) coveredScope() (set map[string]struct{}, id uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return nil, 0, false
+	}
+	return c.covered, c.newScope(c.covered), true
 }

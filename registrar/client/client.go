@@ -49,7 +49,11 @@ type Client struct {
 	closed     atomic.Bool
 	closeOnce  sync.Once
 	reconnects atomic.Uint64
-	source     io.Closer // the SVID source of a client opened by name, if any
+	// interest is what a scoped client's users need (guarded by cache.mu); a
+	// change pokes scopeKick (scope.go).
+	interest  interest
+	scopeKick chan struct{}
+	source    io.Closer // the SVID source of a client opened by name, if any
 }
 
 var (
@@ -75,6 +79,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		opts: opts, log: opts.Logger, conn: conn, api: registrarv1.NewRegistrarClient(conn),
 		cache: newCache(time.Now), ctx: ctx, cancel: cancel,
+		interest: newInterest(), scopeKick: make(chan struct{}, 1),
 	}
 	c.wg.Add(1)
 	go func() {
@@ -153,6 +158,7 @@ func (c *Client) Apply(ctx context.Context, ops []registry.Op) error {
 		norm[i] = op
 	}
 	coalesced := registry.Coalesce(norm)
+	c.wroteServices(coalesced)
 	var failed []endpoint.Key
 	var firstErr error
 	c.writeMu.RLock()

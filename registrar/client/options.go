@@ -32,6 +32,11 @@ type Options struct {
 	// sooner); default 10s. A write waits for a connection within it, which rides
 	// out a failover.
 	RequestTimeout time.Duration
+	// Scoped makes the client hold only the services its watches name and the ones
+	// it writes, instead of every endpoint of the fleet: the registrar sends only
+	// those (a watch of every service widens the set to all). A List of a service
+	// outside the set is asked of the registrar.
+	Scoped bool
 	// DialOptions are added to the client's own.
 	DialOptions []grpc.DialOption
 }

@@ -42,17 +42,18 @@ func (c *Client) run(ctx context.Context) {
 // completed its initial phase.
 func (c *Client) streamOnce(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := c.api.WatchEndpoints(sctx, &registrarv1.WatchEndpointsRequest{
-		ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token(),
-	})
+	recv, stop, err := c.openWatch(sctx)
+	defer func() {
+		cancel()
+		stop()
+	}()
 	if err != nil {
 		return false, c.callError("watch", err)
 	}
 	caughtUp := false
 	var staged map[endpoint.Key]endpoint.Endpoint // a full snapshot being received
 	for {
-		ev, err := st.Recv()
+		ev, err := recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errStreamEnded
@@ -78,12 +79,12 @@ func (c *Client) streamOnce(ctx context.Context) (bool, error) {
 			}
 			persisted := persistedOf(ev, v)
 			if ev.GetResumed() {
-				c.cache.resumed(v, persisted)
+				c.cache.resumed(v, persisted, ev.GetScopeId())
 			} else {
 				if staged == nil {
 					staged = map[endpoint.Key]endpoint.Endpoint{}
 				}
-				if lost := c.cache.replace(staged, v, persisted); len(lost) > 0 {
+				if lost := c.cache.replace(staged, v, persisted, ev.GetScopeId()); len(lost) > 0 {
 					c.resend(ctx, lost)
 				}
 				staged = nil
@@ -94,6 +95,70 @@ func (c *Client) streamOnce(ctx context.Context) (bool, error) {
 				return caughtUp, err
 			}
 		}
+	}
+}
+
+// openWatch opens the watch stream: WatchEndpoints, or for a scoped client
+// WatchEndpointsScoped with a sender of the client's changes of its set of
+// services. stop waits for that sender once ctx has ended.
+func (c *Client) openWatch(ctx context.Context) (recv func() (*registrarv1.EndpointEvent, error), stop func(), err error) {
+	req := &registrarv1.WatchEndpointsRequest{ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token()}
+	nothing := func() {}
+	if !c.opts.Scoped {
+		st, err := c.api.WatchEndpoints(ctx, req)
+		if err != nil {
+			return nil, nothing, err
+		}
+		return st.Recv, nothing, nil
+	}
+	// Resume with the set the cache holds, the one the token belongs to; a new
+	// cache starts with the set wanted now. A changed set follows at once.
+	set, id, ok := c.cache.coveredScope()
+	if !ok {
+		req.LastVersion = ""
+		c.cache.mu.Lock()
+		set = c.interest.set()
+		id = c.cache.newScope(set)
+		c.cache.mu.Unlock()
+	}
+	req.Services, req.AllServices, req.ScopeId = names(set), set == nil, id
+	st, err := c.api.WatchEndpointsScoped(ctx)
+	if err == nil {
+		err = st.Send(req)
+	}
+	if err != nil {
+		return nil, nothing, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.sendScopes(ctx, st.Send, set)
+	}()
+	c.kickScope()
+	return st.Recv, func() { <-done }, nil
+}
+
+// sendScopes sends the client's set of services whenever it changes, until ctx
+// ends or a send fails (the stream is then broken, and Recv says why).
+func (c *Client) sendScopes(ctx context.Context, send func(*registrarv1.WatchEndpointsRequest) error, last map[string]struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.scopeKick:
+		}
+		c.cache.mu.Lock()
+		want := c.interest.set()
+		if sameSet(want, last) {
+			c.cache.mu.Unlock()
+			continue
+		}
+		id := c.cache.newScope(want)
+		c.cache.mu.Unlock()
+		if err := send(&registrarv1.WatchEndpointsRequest{Services: names(want), AllServices: want == nil, ScopeId: id}); err != nil {
+			return
+		}
+		last = want
 	}
 }
 

@@ -19,7 +19,8 @@ type watcher struct {
 
 // Watch sends the matching endpoints as Added, then Synced, then every change of the
 // view. Before the first snapshot has arrived it waits for it, so the initial state
-// is never a partial one.
+// is never a partial one; a scoped client first widens its set to the watch's
+// service and waits for the snapshot of the new set.
 func (c *Client) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	if c.closed.Load() {
 		return nil, registry.ErrClosed
@@ -31,17 +32,21 @@ func (c *Client) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.
 		return nil, registry.ErrClosed
 	}
 	c.cache.watchers[w] = struct{}{}
-	if c.cache.ready {
+	c.watched(w.filter)
+	if c.cache.ready && c.cache.settled(w.filter) {
 		c.cache.sendInitial(w)
 	}
 	c.wg.Add(1) // under the lock, so that Close (which takes it first) waits for us
 	c.cache.mu.Unlock()
+	c.kickScope()
 	go func() {
 		defer c.wg.Done()
 		w.Run(ctx)
 		c.cache.mu.Lock()
 		delete(c.cache.watchers, w)
+		c.unwatched(w.filter)
 		c.cache.mu.Unlock()
+		c.kickScope()
 	}()
 	return w.C(), nil
 }

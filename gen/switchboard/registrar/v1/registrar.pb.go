@@ -284,12 +284,15 @@ type WatchEndpointsRequest struct {
 	// registrar replays only the missed changes; an empty, unknown, foreign or too-old
 	// token gets a full snapshot; the current version gets no replay at all.
 	LastVersion string `protobuf:"bytes,3,opt,name=last_version,json=lastVersion,proto3" json:"last_version,omitempty"`
-	// The services to watch; empty watches every service. A resume token is only
-	// meaningful with the set of services the receiver's cache was built from.
+	// The services to watch. For WatchEndpoints, none means every service; for
+	// WatchEndpointsScoped, none means none (see all_services). A resume token is
+	// only meaningful with the set of services the receiver's cache was built from.
 	Services []string `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
 	// Chosen by the client to tell its changes of the set apart: echoed in the
 	// SNAPSHOT_COMPLETE that ends the snapshot of this request's set.
-	ScopeId       uint64 `protobuf:"varint,5,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	ScopeId uint64 `protobuf:"varint,5,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	// WatchEndpointsScoped: watch every service (services must then be empty).
+	AllServices   bool `protobuf:"varint,6,opt,name=all_services,json=allServices,proto3" json:"all_services,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +360,13 @@ func (x *WatchEndpointsRequest) GetScopeId() uint64 {
 		return x.ScopeId
 	}
 	return 0
+}
+
+func (x *WatchEndpointsRequest) GetAllServices() bool {
+	if x != nil {
+		return x.AllServices
+	}
+	return false
 }
 
 type EndpointEvent struct {
@@ -601,13 +611,14 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\x19UnregisterEndpointRequest\x12?\n" +
 	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\"6\n" +
 	"\x1aUnregisterEndpointResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"\xb1\x01\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\xd4\x01\n" +
 	"\x15WatchEndpointsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12!\n" +
 	"\flast_version\x18\x03 \x01(\tR\vlastVersion\x12\x1a\n" +
 	"\bservices\x18\x04 \x03(\tR\bservices\x12\x19\n" +
-	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\"\xd5\x03\n" +
+	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\x12!\n" +
+	"\fall_services\x18\x06 \x01(\bR\vallServices\"\xd5\x03\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +

@@ -44,10 +44,11 @@ type RegistrarClient interface {
 	// Read path: the full state (or the changes missed since last_version), then
 	// SNAPSHOT_COMPLETE, then every change as it happens.
 	WatchEndpoints(ctx context.Context, in *WatchEndpointsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EndpointEvent], error)
-	// Demand-scoped read path: WatchEndpoints for the services the first request
-	// names. Every later request on the stream replaces the set of services (only its
-	// services and scope_id count); the registrar answers each with a full snapshot
-	// of the new set, whose SNAPSHOT_COMPLETE carries that request's scope_id.
+	// Demand-scoped read path: WatchEndpoints for exactly the services the first
+	// request names (none, if it names none, unless all_services is set). Every later
+	// request on the stream replaces the set (only its services, all_services and
+	// scope_id count); the registrar answers each with a full snapshot of the new
+	// set, whose SNAPSHOT_COMPLETE carries that request's scope_id.
 	WatchEndpointsScoped(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WatchEndpointsRequest, EndpointEvent], error)
 	// One-shot read of the registrar's snapshot, for clients whose stream is not up yet.
 	ListAllEndpoints(ctx context.Context, in *ListAllEndpointsRequest, opts ...grpc.CallOption) (*ListAllEndpointsResponse, error)
@@ -138,10 +139,11 @@ type RegistrarServer interface {
 	// Read path: the full state (or the changes missed since last_version), then
 	// SNAPSHOT_COMPLETE, then every change as it happens.
 	WatchEndpoints(*WatchEndpointsRequest, grpc.ServerStreamingServer[EndpointEvent]) error
-	// Demand-scoped read path: WatchEndpoints for the services the first request
-	// names. Every later request on the stream replaces the set of services (only its
-	// services and scope_id count); the registrar answers each with a full snapshot
-	// of the new set, whose SNAPSHOT_COMPLETE carries that request's scope_id.
+	// Demand-scoped read path: WatchEndpoints for exactly the services the first
+	// request names (none, if it names none, unless all_services is set). Every later
+	// request on the stream replaces the set (only its services, all_services and
+	// scope_id count); the registrar answers each with a full snapshot of the new
+	// set, whose SNAPSHOT_COMPLETE carries that request's scope_id.
 	WatchEndpointsScoped(grpc.BidiStreamingServer[WatchEndpointsRequest, EndpointEvent]) error
 	// One-shot read of the registrar's snapshot, for clients whose stream is not up yet.
 	ListAllEndpoints(context.Context, *ListAllEndpointsRequest) (*ListAllEndpointsResponse, error)

@@ -1,0 +1,120 @@
+package client
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// A scoped client (Options.Scoped) holds only the services someone asked for: the
+// ones its watches name and the ones it writes. The registrar sends just those on a
+// WatchEndpointsScoped stream, and every change of the set goes to the registrar on
+// the same stream, answered by a snapshot of the new set. An agent that renders ten
+// services of a 100,000-endpoint fleet thus holds ten services, not the fleet.
+
+// interest is what the client's users need: a count of watches per service, the
+// watches of every service, and the services this client wrote (kept for its life:
+// an agent writes a handful, and its write bookkeeping compares them with the
+// stream).
+type interest struct {
+	watches map[string]int
+	wide    int // watches of every service: the set is then "all"
+	written map[string]struct{}
+}
+
+func newInterest() interest {
+	return interest{watches: map[string]int{}, written: map[string]struct{}{}}
+}
+
+// set returns the services needed, nil for all.
+func (in *interest) set() map[string]struct{} {
+	if in.wide > 0 {
+		return nil
+	}
+	out := make(map[string]struct{}, len(in.watches)+len(in.written))
+	for s := range in.watches {
+		out[s] = struct{}{}
+	}
+	for s := range in.written {
+		out[s] = struct{}{}
+	}
+	return out
+}
+
+// covers reports whether a cache holding the services of set (nil: all) has every
+// endpoint f can match.
+func covers(set map[string]struct{}, f endpoint.Filter) bool {
+	if set == nil {
+		return true
+	}
+	if endpoint.Any(f.Service) {
+		return false
+	}
+	_, ok := set[f.Service]
+	return ok
+}
+
+func sameSet(a, b map[string]struct{}) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	return maps.Equal(a, b)
+}
+
+func names(set map[string]struct{}) []string {
+	return slices.Sorted(maps.Keys(set))
+}
+
+// watched records a new watch with filter f. Callers hold c.cache.mu, the lock
+// the set is computed under, so a set sent after the watch began includes it.
+func (c *Client) watched(f endpoint.Filter) {
+	switch {
+	case !c.opts.Scoped:
+	case endpoint.Any(f.Service):
+		c.interest.wide++
+	default:
+		c.interest.watches[f.Service]++
+	}
+}
+
+// unwatched forgets a watch with filter f. Callers hold c.cache.mu.
+func (c *Client) unwatched(f endpoint.Filter) {
+	switch {
+	case !c.opts.Scoped:
+	case endpoint.Any(f.Service):
+		c.interest.wide--
+	default:
+		if c.interest.watches[f.Service]--; c.interest.watches[f.Service] <= 0 {
+			delete(c.interest.watches, f.Service)
+		}
+	}
+}
+
+// wroteServices adds the services of ops to the set.
+func (c *Client) wroteServices(ops []registry.Op) {
+	if !c.opts.Scoped {
+		return
+	}
+	grew := false
+	c.cache.mu.Lock()
+	for _, op := range ops {
+		if _, ok := c.interest.written[op.Endpoint.Service]; !ok {
+			c.interest.written[op.Endpoint.Service] = struct{}{}
+			grew = true
+		}
+	}
+	c.cache.mu.Unlock()
+	if grew {
+		c.kickScope()
+	}
+}
+
+// kickScope tells the stream that the set may have changed.
+func (c *Client) kickScope() {
+	select {
+	case c.scopeKick <- struct{}{}:
+	default:
+	}
+}
