@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// clientServer is the API local clients publish and subscribe through.
+type clientServer struct {
+	nodev1.UnimplementedNodeServiceServer
+	n *Node
+}
+
+// maxDeliveryBatch bounds the messages of one SubscribeResponse.
+const maxDeliveryBatch = 128
+
+// Errors Publish returns; the API maps them to status codes.
+var (
+	ErrTooLarge   = errors.New("message too large")
+	ErrNoRoute    = errors.New("no subscriber reachable")
+	ErrQueuesFull = errors.New("every queue for the message is full")
+)
+
+// Publish forwards one message published at this node; wait bounds how long it may be
+// held up by a full queue (backpressure). It returns what became of the copies.
+func (n *Node) Publish(name dataplane.Name, payload []byte, broadcast bool) (forwarded, dropped int, err error) {
+	if err := checkComponents(name); err != nil {
+		return 0, 0, fmt.Errorf("%w %q: %w", ErrBadName, name, err)
+	}
+	if len(payload) > n.cfg.MaxMessageBytes {
+		return 0, 0, fmt.Errorf("%w: payload is %d bytes; the limit is %d bytes (max_message_bytes)", ErrTooLarge, len(payload), n.cfg.MaxMessageBytes)
+	}
+	m := &nodev1.Message{
+		Name: NameProto(name), Payload: payload, Broadcast: broadcast, Ttl: n.cfg.MaxHops,
+		Origin: n.id, Seq: n.seq.Add(1), PublishedUnixNano: time.Now().UnixNano(),
+	}
+	n.metrics.published.Inc()
+	o := n.forward(m, name, nil, n.cfg.PublishWait)
+	switch {
+	case !o.routable:
+		n.metrics.unroutable.Inc()
+		return 0, 0, fmt.Errorf("%w: nobody reachable from node %s subscribes to %s", ErrNoRoute, n.id, name)
+	case o.forwarded == 0:
+		return 0, o.dropped, fmt.Errorf("%w: %s dropped", ErrQueuesFull, name)
+	}
+	return o.forwarded, o.dropped, nil
+}
+
+func publishStatus(err error) error {
+	switch {
+	case errors.Is(err, ErrBadName), errors.Is(err, ErrTooLarge):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrNoRoute):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrQueuesFull):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func (cs clientServer) Publish(_ context.Context, req *nodev1.PublishRequest) (*nodev1.PublishResponse, error) {
+	name, err := nameFromProto(req.GetName())
+	if err != nil {
+		return nil, publishStatus(err)
+	}
+	fwd, drop, err := cs.n.Publish(name, req.GetPayload(), req.GetBroadcast())
+	if err != nil {
+		return nil, publishStatus(err)
+	}
+	return &nodev1.PublishResponse{Forwarded: uint32(fwd), Dropped: uint32(drop)}, nil
+}
+
+// PublishStream counts rather than refuses: a message nobody subscribes to, or whose
+// queues are full, does not end the stream. A malformed one does.
+func (cs clientServer) PublishStream(s nodev1.NodeService_PublishStreamServer) error {
+	resp := &nodev1.PublishStreamResponse{}
+	for {
+		b, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return s.SendAndClose(resp)
+		}
+		if err != nil {
+			return err
+		}
+		for _, req := range b.GetMessages() {
+			name, err := nameFromProto(req.GetName())
+			if err != nil {
+				return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
+			}
+			fwd, drop, err := cs.n.Publish(name, req.GetPayload(), req.GetBroadcast())
+			switch {
+			case errors.Is(err, ErrNoRoute):
+				resp.Unroutable++
+			case errors.Is(err, ErrQueuesFull):
+			case err != nil:
+				return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
+			}
+			resp.Accepted++
+			resp.Forwarded += uint64(fwd)
+			resp.Dropped += uint64(drop)
+		}
+	}
+}
+
+func (cs clientServer) Subscribe(req *nodev1.SubscribeRequest, s nodev1.NodeService_SubscribeServer) error {
+	name, err := nameFromProto(req.GetName())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	sub := cs.n.SubscribeLocal(name)
+	defer cs.n.UnsubscribeLocal(sub.id)
+	if err := s.Send(&nodev1.SubscribeResponse{SubscriptionId: sub.id}); err != nil {
+		return err
+	}
+	batch := make([]*nodev1.Message, 0, maxDeliveryBatch)
+	for {
+		select {
+		case <-s.Context().Done():
+			return nil
+		case <-sub.done:
+			return nil
+		case m := <-sub.ch:
+			batch = append(batch[:0], m)
+		drain:
+			for len(batch) < maxDeliveryBatch {
+				select {
+				case m := <-sub.ch:
+					batch = append(batch, m)
+				default:
+					break drain
+				}
+			}
+			if err := s.Send(&nodev1.SubscribeResponse{Messages: batch}); err != nil {
+				sub.m.dropped(reasonLinkBroken).Add(float64(len(batch)))
+				return err
+			}
+			cs.n.metrics.delivered.Add(float64(len(batch)))
+		}
+	}
+}
+
+func (cs clientServer) Unsubscribe(_ context.Context, req *nodev1.UnsubscribeRequest) (*nodev1.UnsubscribeResponse, error) {
+	if !cs.n.UnsubscribeLocal(req.GetSubscriptionId()) {
+		return nil, status.Errorf(codes.NotFound, "no subscription %d on node %s", req.GetSubscriptionId(), cs.n.id)
+	}
+	return &nodev1.UnsubscribeResponse{}, nil
+}
+
+// SubscribeLocal adds a local subscriber of name. A subscriber of an instance
+// ("org/ns/svc/7") is also one of the service ("org/ns/svc"): it takes messages sent
+// to its instance and its share of those sent to any instance.
+func (n *Node) SubscribeLocal(name dataplane.Name) *localSub {
+	s := &localSub{name: name, ch: make(chan *nodev1.Message, n.cfg.SubscriberQueueLen), done: make(chan struct{}), m: n.metrics.local}
+	n.annMu.Lock()
+	defer n.annMu.Unlock()
+	n.mu.Lock()
+	n.nextLocal++
+	s.id = n.nextLocal
+	n.locals[s.id] = s
+	n.mu.Unlock()
+	for _, nm := range namesOf(name) {
+		n.tab.addLocal(nm, s)
+		n.changeOffer(nm, 1, 0)
+	}
+	return s
+}
+
+func namesOf(name dataplane.Name) []dataplane.Name {
+	if name.HasID() {
+		return []dataplane.Name{name, base(name)}
+	}
+	return []dataplane.Name{name}
+}
+
+// UnsubscribeLocal ends local subscription id; false when there is none.
+func (n *Node) UnsubscribeLocal(id uint64) bool {
+	n.annMu.Lock()
+	defer n.annMu.Unlock()
+	n.mu.Lock()
+	s, ok := n.locals[id]
+	delete(n.locals, id)
+	n.mu.Unlock()
+	if !ok {
+		return false
+	}
+	for _, nm := range namesOf(s.name) {
+		n.tab.removeLocal(nm, s)
+		n.changeOffer(nm, -1, 0)
+	}
+	s.end()
+	return true
+}
+
+func (n *Node) endLocals() {
+	n.mu.Lock()
+	ids := make([]uint64, 0, len(n.locals))
+	for id := range n.locals {
+		ids = append(ids, id)
+	}
+	n.mu.Unlock()
+	for _, id := range ids {
+		n.UnsubscribeLocal(id)
+	}
+}
+
+func (n *Node) localSubCount() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.locals)
+}

@@ -1,0 +1,150 @@
+package node
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/auth"
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Defaults for Config.
+const (
+	DefaultMaxMessageBytes    = 1 << 20
+	DefaultQueueLen           = 8192
+	DefaultSubscriberQueueLen = 8192
+	DefaultMaxHops            = 16
+	DefaultLinkGrace          = 10 * time.Second
+	DefaultPublishWait        = 100 * time.Millisecond
+	DefaultDialTimeout        = 5 * time.Second
+	// ServiceName is the registry service every node registers itself under, with its
+	// group as the cluster, so that the nodes of a group find each other.
+	ServiceName = "switchboard-node"
+)
+
+// Config configures a Node.
+type Config struct {
+	// NodeID is the node's id within Group; its effective id is "{Group}/{NodeID}".
+	NodeID, Group string
+	// Listener serves links, peerings and local clients; when nil, Listen is opened.
+	Listener net.Listener
+	Listen   string
+	// Endpoint is how the nodes of this group reach this one (registered in the
+	// registry and sent to the control plane); default: the listener's address.
+	Endpoint string
+	// ExternalEndpoint is how nodes of other groups reach this one; empty: this node
+	// only dials links, it never receives one.
+	ExternalEndpoint string
+	// ControlPlane lists the control plane's southbound addresses, tried in order;
+	// empty runs the node without one (local clients and the group only).
+	ControlPlane []string
+	// ControlPlaneDialOptions choose the transport credentials toward the control
+	// plane (default: plaintext).
+	ControlPlaneDialOptions []grpc.DialOption
+	// Tokens supplies registration credentials (default auth.Noop).
+	Tokens auth.TokenProvider
+	// Registry is where the node registers itself and finds the nodes of its group;
+	// nil: no peering within the group.
+	Registry registry.Registry
+	// RegistrationTTL is the TTL of the node's own registry entry; it is refreshed at a
+	// third of it.
+	RegistrationTTL time.Duration
+	// ServerTLS secures the listener (nil: plaintext); LinkTLS is the client side used
+	// to dial links and peers (nil: plaintext).
+	ServerTLS, LinkTLS *tls.Config
+	// MaxMessageBytes bounds a message's payload.
+	MaxMessageBytes int
+	// QueueLen bounds each link's and peering's outgoing queue (messages);
+	// SubscriberQueueLen each local subscriber's.
+	QueueLen, SubscriberQueueLen int
+	// MaxHops is the hop count a published message starts with.
+	MaxHops uint32
+	// LinkGrace is how long an accepted link whose stream broke keeps its state while
+	// its dialer reconnects.
+	LinkGrace time.Duration
+	// PublishWait is how long a local publish waits for room in a full queue before the
+	// copy is dropped (backpressure on the publisher; forwarded messages never wait, so
+	// a slow link never holds up another).
+	PublishWait time.Duration
+	// DialTimeout bounds the first connection of a new link.
+	DialTimeout time.Duration
+	// Backoff spaces link and peering reconnects, and control-plane reconnects.
+	Backoff dataplane.Backoff
+	// AckTimeout bounds the wait for a route's subscription ack (default 30 s).
+	AckTimeout time.Duration
+	// HealthListen serves /healthz, /readyz and /metrics over HTTP; empty: not served.
+	HealthListen string
+	// Metrics registers the node's metrics (default: a registry of its own).
+	Metrics *prometheus.Registry
+	Logger  *slog.Logger
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node id is required"))
+	} else if err := endpoint.ValidateName("node id", c.NodeID); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("group is required"))
+	} else if err := endpoint.ValidateName("group", c.Group); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Listener == nil && c.Listen == "" {
+		errs = append(errs, errors.New("a listen address is required"))
+	}
+	if c.MaxMessageBytes < 0 || c.QueueLen < 0 || c.SubscriberQueueLen < 0 {
+		errs = append(errs, errors.New("limits and queue lengths must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (c *Config) applyDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	def(&c.QueueLen, DefaultQueueLen)
+	def(&c.SubscriberQueueLen, DefaultSubscriberQueueLen)
+	if c.MaxHops == 0 {
+		c.MaxHops = DefaultMaxHops
+	}
+	durs := []struct {
+		v *time.Duration
+		d time.Duration
+	}{
+		{&c.LinkGrace, DefaultLinkGrace}, {&c.PublishWait, DefaultPublishWait},
+		{&c.DialTimeout, DefaultDialTimeout}, {&c.RegistrationTTL, 30 * time.Second},
+		{&c.Backoff.Base, 100 * time.Millisecond}, {&c.Backoff.Max, 5 * time.Second},
+		{&c.Backoff.HealthyAfter, 10 * time.Second},
+	}
+	for _, d := range durs {
+		if *d.v <= 0 {
+			*d.v = d.d
+		}
+	}
+	if c.Tokens == nil {
+		c.Tokens = auth.Noop{}
+	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}

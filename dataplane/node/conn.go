@@ -1,0 +1,441 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// connKind says which end of which kind of stream a conn is.
+type connKind uint8
+
+const (
+	linkOut connKind = iota // a control-plane link this node dialed
+	linkIn                  // a control-plane link this node accepted
+	peerOut                 // a peering this node dialed to a node of its group
+	peerIn                  // a peering a node of the group dialed to this one
+)
+
+func (k connKind) isPeer() bool { return k == peerOut || k == peerIn }
+
+// stream is what both ends of LinkService.Link have in common.
+type stream interface {
+	Send(*nodev1.LinkFrame) error
+	Recv() (*nodev1.LinkFrame, error)
+}
+
+// Batching bounds: one stream send carries at most this many messages or bytes (but
+// always at least one message).
+const (
+	maxBatchMessages = 256
+	maxBatchBytes    = 256 << 10
+)
+
+// interest is one name this end asked the far end for (a route's subscription, or a
+// peering's offer), replayed on every new stream until removed.
+type interest struct {
+	id    uint64
+	local bool
+	done  func(error) // pending ack callback; nil once acked
+}
+
+// conn is one connection between two nodes: a control-plane link or a peering within
+// the group, dialed or accepted. It outlives the streams that carry it: a dialed conn
+// redials after a break, an accepted link waits LinkGrace for its dialer to come back,
+// and the queue and the interests carry over to the next stream.
+type conn struct {
+	n        *Node
+	id       dataplane.ConnID
+	kind     connKind
+	endpoint string // the endpoint dialed (out), the dialer's node id (in)
+	dialed   string // in: the endpoint the dialer dialed (what a claim reports)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	msgs   chan *nodev1.Message
+	wake   chan struct{} // something was added to ctrl
+	mp     atomic.Pointer[connMetrics]
+
+	mu      sync.Mutex
+	linkID  string
+	remote  string // the far end's effective node id
+	up      bool
+	gen     uint64 // bumped for every stream attached
+	ctrl    []*nodev1.LinkFrame
+	out     map[dataplane.Name]*interest
+	nextInt uint64
+	in      map[uint64]dataplane.Name // interests the far end sent us, by its id
+	closed  bool
+	graceT  *time.Timer
+
+	dropped atomic.Uint64
+}
+
+func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
+	ctx, cancel := context.WithCancel(n.ctx)
+	c := &conn{
+		n: n, kind: kind, endpoint: endpoint, linkID: linkID, remote: remote,
+		ctx: ctx, cancel: cancel,
+		msgs: make(chan *nodev1.Message, n.cfg.QueueLen),
+		wake: make(chan struct{}, 1),
+		out:  map[dataplane.Name]*interest{},
+		in:   map[uint64]dataplane.Name{},
+	}
+	c.setMetrics(n.metrics.forConn(c.label()))
+	return c
+}
+
+func (c *conn) met() *connMetrics          { return c.mp.Load() }
+func (c *conn) setMetrics(m *connMetrics) { c.mp.Store(m) }
+
+// label names the conn in metrics and logs.
+func (c *conn) label() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kind.isPeer() {
+		return "peer:" + c.remote
+	}
+	return c.linkID
+}
+
+func (c *conn) info() dataplane.ConnInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return dataplane.ConnInfo{ID: c.id, LinkID: c.linkID, Endpoint: c.endpoint, Inbound: c.kind == linkIn || c.kind == peerIn}
+}
+
+func (c *conn) isUp() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.up
+}
+
+// enqueue hands m to the conn's queue; a full queue waits up to wait (0: not at all)
+// and then drops the copy, counted.
+func (c *conn) enqueue(m *nodev1.Message, wait time.Duration) bool {
+	if c.ctx.Err() != nil {
+		c.drop(reasonLinkClosed, 1)
+		return false
+	}
+	select {
+	case c.msgs <- m:
+		return true
+	default:
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case c.msgs <- m:
+			return true
+		case <-t.C:
+		case <-c.ctx.Done():
+		}
+	}
+	c.drop(reasonQueueFull, 1)
+	return false
+}
+
+func (c *conn) drop(reason string, k int) {
+	c.dropped.Add(uint64(k))
+	c.met().dropped(reason).Add(float64(k))
+}
+
+// pushCtrl queues a control frame for the current stream (or the next one). Control
+// frames are few and never dropped. Callers hold c.mu.
+func (c *conn) pushCtrlLocked(f *nodev1.LinkFrame) {
+	c.ctrl = append(c.ctrl, f)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setInterest asks the far end for name (or changes its local flag); done, when not
+// nil, gets the far end's ack. It reports whether the interest is new.
+func (c *conn) setInterest(name dataplane.Name, local bool, done func(error)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		if done != nil {
+			go done(dataplane.ErrConnNotFound)
+		}
+		return false
+	}
+	it, ok := c.out[name]
+	if ok && it.local == local {
+		if done != nil {
+			if it.done == nil {
+				go done(nil)
+			} else {
+				prev := it.done
+				it.done = func(err error) { prev(err); done(err) }
+			}
+		}
+		return false
+	}
+	c.nextInt++
+	it = &interest{id: c.nextInt, local: local, done: done}
+	c.out[name] = it
+	c.pushCtrlLocked(subscribeFrame(it, name))
+	return !ok
+}
+
+func subscribeFrame(it *interest, name dataplane.Name) *nodev1.LinkFrame {
+	return &nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Subscribe{Subscribe: &nodev1.Interest{Id: it.id, Name: NameProto(name), Local: it.local}}}
+}
+
+// dropInterest withdraws name from the far end.
+func (c *conn) dropInterest(name dataplane.Name) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it, ok := c.out[name]
+	if !ok {
+		return false
+	}
+	delete(c.out, name)
+	if it.done != nil {
+		go it.done(dataplane.ErrSubNotFound)
+	}
+	c.pushCtrlLocked(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Unsubscribe{Unsubscribe: &nodev1.Interest{Id: it.id, Name: NameProto(name)}}})
+	return true
+}
+
+// acked resolves the interest the far end answered.
+func (c *conn) acked(a *nodev1.InterestAck) {
+	c.mu.Lock()
+	var done func(error)
+	for _, it := range c.out {
+		if it.id == a.GetId() && it.done != nil {
+			done, it.done = it.done, nil
+		}
+	}
+	c.mu.Unlock()
+	if done == nil {
+		return
+	}
+	if a.GetError() != "" {
+		done(errors.New(a.GetError()))
+		return
+	}
+	done(nil)
+}
+
+// attach starts a new stream generation: control frames queued for the old stream are
+// replaced by the replay of every interest, so the far end learns the full state once.
+func (c *conn) attach() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.up = true
+	if c.graceT != nil {
+		c.graceT.Stop()
+		c.graceT = nil
+	}
+	c.ctrl = c.ctrl[:0]
+	for name, it := range c.out {
+		c.pushCtrlLocked(subscribeFrame(it, name))
+	}
+	c.in = map[uint64]dataplane.Name{}
+	return c.gen
+}
+
+// detach ends stream generation gen, if it is still the current one.
+func (c *conn) detach(gen uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return false
+	}
+	c.up = false
+	return true
+}
+
+// serve runs one stream until it breaks, a newer stream replaces it or the conn
+// closes: a reader goroutine, and this one writing. It returns the error that ended
+// the stream (io.EOF when the far end closed its side cleanly; nil when the conn
+// closed, after onClose, when not nil, had the chance to end the stream politely —
+// it gets the reader's result channel to wait on).
+func (c *conn) serve(s stream, gen uint64, onClose func(reader <-chan error)) error {
+	reader := make(chan error, 1)
+	c.n.wg.Go(func() { reader <- c.read(s) })
+	if err := c.write(s, gen, reader); err != nil {
+		return err
+	}
+	if c.ctx.Err() != nil {
+		if onClose != nil {
+			onClose(reader)
+		}
+		return nil
+	}
+	return <-reader
+}
+
+// errSuperseded ends a writer whose stream a newer one replaced.
+var errSuperseded = errors.New("stream replaced by a newer one")
+
+// write sends control frames first, then batches of messages, until the conn closes
+// (nil), the stream fails, a newer stream takes over, or the reader ends (nil; its
+// error stays in reader).
+func (c *conn) write(s stream, gen uint64, reader chan error) error {
+	batch := make([]*nodev1.Message, 0, maxBatchMessages)
+	for {
+		if err := c.sendCtrl(s, gen); err != nil {
+			return err
+		}
+		select {
+		case <-c.ctx.Done():
+			return nil
+		case err := <-reader:
+			reader <- err
+			return nil
+		case <-c.wake:
+		case m := <-c.msgs:
+			batch = c.fill(append(batch[:0], m))
+			if err := s.Send(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Batch{Batch: &nodev1.Batch{Messages: batch}}}); err != nil {
+				c.drop(reasonLinkBroken, len(batch))
+				return err
+			}
+			c.met().out.Add(float64(len(batch)))
+			clear(batch)
+		}
+	}
+}
+
+// fill adds queued messages to batch up to the batching bounds, without waiting.
+func (c *conn) fill(batch []*nodev1.Message) []*nodev1.Message {
+	size := len(batch[0].GetPayload())
+	for len(batch) < maxBatchMessages && size < maxBatchBytes {
+		select {
+		case m := <-c.msgs:
+			batch = append(batch, m)
+			size += len(m.GetPayload())
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (c *conn) sendCtrl(s stream, gen uint64) error {
+	for {
+		c.mu.Lock()
+		if c.gen != gen {
+			c.mu.Unlock()
+			return errSuperseded
+		}
+		if len(c.ctrl) == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		f := c.ctrl[0]
+		c.ctrl = c.ctrl[1:]
+		c.mu.Unlock()
+		if err := s.Send(f); err != nil {
+			return err
+		}
+	}
+}
+
+// read handles frames from the far end until the stream ends.
+func (c *conn) read(s stream) error {
+	for {
+		f, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		switch fr := f.GetFrame().(type) {
+		case *nodev1.LinkFrame_Batch:
+			msgs := fr.Batch.GetMessages()
+			c.met().in.Add(float64(len(msgs)))
+			for _, m := range msgs {
+				c.n.receive(m, c)
+			}
+		case *nodev1.LinkFrame_Subscribe:
+			c.remoteSubscribe(fr.Subscribe)
+		case *nodev1.LinkFrame_Unsubscribe:
+			c.remoteUnsubscribe(fr.Unsubscribe)
+		case *nodev1.LinkFrame_Ack:
+			c.acked(fr.Ack)
+		case *nodev1.LinkFrame_Relink:
+			c.n.relinked(c, fr.Relink.GetLinkId())
+		}
+	}
+}
+
+// remoteSubscribe records the far end's interest and acks it. Over a peering it is an
+// offer the forwarding table uses; over a link, the far end's route, recorded for
+// listing.
+func (c *conn) remoteSubscribe(in *nodev1.Interest) {
+	name, err := nameFromProto(in.GetName())
+	ack := &nodev1.InterestAck{Id: in.GetId()}
+	if err != nil {
+		ack.Error = err.Error()
+	} else {
+		c.mu.Lock()
+		for id, old := range c.in {
+			if old == name {
+				delete(c.in, id)
+			}
+		}
+		c.in[in.GetId()] = name
+		c.mu.Unlock()
+		if c.kind == peerIn {
+			c.n.tab.setPeer(name, c, in.GetLocal())
+		}
+	}
+	c.mu.Lock()
+	c.pushCtrlLocked(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Ack{Ack: ack}})
+	c.mu.Unlock()
+}
+
+func (c *conn) remoteUnsubscribe(in *nodev1.Interest) {
+	c.mu.Lock()
+	name, ok := c.in[in.GetId()]
+	delete(c.in, in.GetId())
+	c.mu.Unlock()
+	if ok && c.kind == peerIn {
+		c.n.tab.dropPeer(name, c)
+	}
+}
+
+// close ends the conn for good: its streams stop, queued messages are counted as
+// dropped and pending acks fail.
+func (c *conn) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.up = true, false
+	if c.graceT != nil {
+		c.graceT.Stop()
+	}
+	var pending []func(error)
+	for _, it := range c.out {
+		if it.done != nil {
+			pending = append(pending, it.done)
+			it.done = nil
+		}
+	}
+	c.mu.Unlock()
+	c.cancel()
+	for _, done := range pending {
+		done(dataplane.ErrConnNotFound)
+	}
+	for k := 0; ; k++ {
+		select {
+		case <-c.msgs:
+		default:
+			if k > 0 {
+				c.drop(reasonLinkClosed, k)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// Metadata keys of a LinkService.Link stream.
+const (
+	mdLinkID   = "sb-link-id"
+	mdNode     = "sb-node"
+	mdGroup    = "sb-group"
+	mdEndpoint = "sb-endpoint"
+)
+
+// Connect dials endpoint for link linkID. It returns once the first stream is up (or
+// fails within DialTimeout); afterwards the link redials by itself whenever its stream
+// breaks, until Disconnect.
+func (n *Node) Connect(ctx context.Context, linkID, endpoint string, _ json.RawMessage) (dataplane.ConnID, error) {
+	if n.ctx.Err() != nil {
+		return 0, errors.New("node is stopping")
+	}
+	c := n.newConn(linkOut, linkID, endpoint, "")
+	n.addConn(c)
+	first := make(chan error, 1)
+	n.wg.Go(func() { n.dialLoop(c, first) })
+	t := time.NewTimer(n.cfg.DialTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-first:
+	case <-t.C:
+		err = fmt.Errorf("no stream within %s", n.cfg.DialTimeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		n.removeConn(c)
+		return 0, err
+	}
+	return c.id, nil
+}
+
+// dialLoop keeps a dialed conn's stream up until the conn closes. first, when not nil,
+// gets the outcome of the first attempt, which is not retried.
+func (n *Node) dialLoop(c *conn, first chan<- error) {
+	cc, err := grpc.NewClient(c.endpoint, n.dialOpt...)
+	if err != nil {
+		if first != nil {
+			first <- err
+		}
+		return
+	}
+	defer func() { _ = cc.Close() }()
+	client := nodev1.NewLinkServiceClient(cc)
+	attempt := 0
+	for c.ctx.Err() == nil {
+		start := time.Now()
+		err := n.runStream(c, client, &first)
+		if first != nil {
+			first <- err
+			return
+		}
+		if c.ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > n.cfg.Backoff.HealthyAfter {
+			attempt = 0
+		}
+		wait := n.backoff(attempt)
+		attempt++
+		n.cfg.Logger.Debug("link stream ended; redialling", "node", n.id, "link", c.label(), "endpoint", c.endpoint, "err", err, "wait", wait)
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// backoff is the full-jitter wait before redial attempt k.
+func (n *Node) backoff(k int) time.Duration {
+	ceil := n.cfg.Backoff.Base
+	for i := 0; i < k && ceil < n.cfg.Backoff.Max; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, n.cfg.Backoff.Max)
+	return time.Duration(rand.Int64N(int64(ceil))) + time.Millisecond
+}
+
+// runStream opens one stream and serves it. Once the far end has answered, *first
+// gets nil and is cleared, so that later failures are retried.
+func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<- error) error {
+	c.mu.Lock()
+	md := metadata.Pairs(mdNode, n.id, mdGroup, n.cfg.Group, mdEndpoint, c.endpoint)
+	if c.linkID != "" {
+		md.Append(mdLinkID, c.linkID)
+	}
+	c.mu.Unlock()
+	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(n.ctx, md))
+	defer cancel()
+	s, err := client.Link(sctx)
+	if err != nil {
+		return err
+	}
+	// The header comes back once the far end accepted the stream.
+	if _, err := s.Header(); err != nil {
+		return err
+	}
+	if *first != nil {
+		*first <- nil
+		*first = nil
+	}
+	gen := c.attach()
+	defer c.detach(gen)
+	return c.serve(s, gen, func(reader <-chan error) {
+		// Closed on purpose: tell the far end with a clean end of stream, so it drops
+		// its side at once instead of waiting for a redial.
+		_ = s.CloseSend()
+		select {
+		case <-reader:
+		case <-time.After(time.Second):
+		}
+	})
+}
+
+// Disconnect closes conn for good.
+func (n *Node) Disconnect(_ context.Context, id dataplane.ConnID) error {
+	c := n.conn(id)
+	if c == nil {
+		return fmt.Errorf("node: conn %d: %w", id, dataplane.ErrConnNotFound)
+	}
+	n.removeConn(c)
+	return nil
+}
+
+func (n *Node) conn(id dataplane.ConnID) *conn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.conns[id]
+}
+
+// Relink hands a dialed link over to another link id: the far end learns it over the
+// stream (or from the metadata of the next one) and claims the new link.
+func (n *Node) Relink(_ context.Context, id dataplane.ConnID, link string) error {
+	c := n.conn(id)
+	if c == nil || c.kind != linkOut {
+		return fmt.Errorf("node: conn %d: %w", id, dataplane.ErrConnNotFound)
+	}
+	c.mu.Lock()
+	c.linkID = link
+	c.pushCtrlLocked(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Relink{Relink: &nodev1.Relink{LinkId: link}}})
+	c.mu.Unlock()
+	c.setMetrics(n.metrics.forConn(link))
+	return nil
+}
+
+// relinked is the accepting side of a hand-over.
+func (n *Node) relinked(c *conn, link string) {
+	if c.kind != linkIn || link == "" {
+		return
+	}
+	n.mu.Lock()
+	c.mu.Lock()
+	old := c.linkID
+	c.linkID = link
+	c.mu.Unlock()
+	if n.inLinks[old] == c {
+		delete(n.inLinks, old)
+	}
+	if prev := n.inLinks[link]; prev != nil && prev != c {
+		// A stream for the new id came first; this one carries on under it.
+		n.mu.Unlock()
+		n.removeConn(prev)
+		n.mu.Lock()
+	}
+	n.inLinks[link] = c
+	n.mu.Unlock()
+	c.setMetrics(n.metrics.forConn(link))
+	if n.ctrl != nil {
+		n.ctrl.ReleaseClaim(old)
+		c.mu.Lock()
+		claim := dataplane.Claim{LinkID: link, Endpoint: c.dialed, RemoteNodeID: c.remote}
+		c.mu.Unlock()
+		_ = n.ctrl.ClaimLink(claim)
+	}
+}
+
+// Subscribe installs a control-plane route: name is forwarded over conn, and the far
+// end is told over the link, its ack resolving done.
+func (n *Node) Subscribe(_ context.Context, id dataplane.ConnID, name dataplane.Name, done func(error)) (dataplane.SubID, error) {
+	if err := checkComponents(name); err != nil {
+		return 0, fmt.Errorf("%w %q: %w", ErrBadName, name, err)
+	}
+	n.annMu.Lock()
+	n.mu.Lock()
+	c := n.conns[id]
+	if c == nil || c.kind.isPeer() {
+		n.mu.Unlock()
+		n.annMu.Unlock()
+		return 0, fmt.Errorf("node: conn %d: %w", id, dataplane.ErrConnNotFound)
+	}
+	key := route{conn: id, name: name}
+	sub, exists := n.routeByKey[key]
+	if !exists {
+		n.nextSub++
+		sub = n.nextSub
+		n.routes[sub], n.routeByKey[key] = key, sub
+		n.tab.addRoute(name, c)
+		n.changeOfferLocked(name, 0, 1)
+	}
+	n.mu.Unlock()
+	n.annMu.Unlock()
+	c.setInterest(name, false, done)
+	return sub, nil
+}
+
+// Unsubscribe removes a route.
+func (n *Node) Unsubscribe(_ context.Context, id dataplane.ConnID, sub dataplane.SubID) error {
+	n.annMu.Lock()
+	defer n.annMu.Unlock()
+	n.mu.Lock()
+	c := n.conns[id]
+	r, ok := n.routes[sub]
+	switch {
+	case c == nil:
+		n.mu.Unlock()
+		return fmt.Errorf("node: conn %d: %w", id, dataplane.ErrConnNotFound)
+	case !ok || r.conn != id:
+		n.mu.Unlock()
+		return fmt.Errorf("node: subscription %d: %w", sub, dataplane.ErrSubNotFound)
+	}
+	delete(n.routes, sub)
+	delete(n.routeByKey, r)
+	n.tab.removeRoute(r.name, c)
+	n.changeOfferLocked(r.name, 0, -1)
+	n.mu.Unlock()
+	c.dropInterest(r.name)
+	return nil
+}
+
+// Connections lists the control-plane links (peerings within the group are the
+// node's own business and not reported).
+func (n *Node) Connections() []dataplane.ConnInfo {
+	var out []dataplane.ConnInfo
+	for _, c := range n.allConns() {
+		if !c.kind.isPeer() {
+			out = append(out, c.info())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Subscriptions lists the control-plane routes.
+func (n *Node) Subscriptions() []dataplane.SubInfo {
+	n.mu.Lock()
+	out := make([]dataplane.SubInfo, 0, len(n.routes))
+	for id, r := range n.routes {
+		out = append(out, dataplane.SubInfo{ID: id, Conn: r.conn, Name: r.name})
+	}
+	n.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// isEOF reports a clean end of stream from the far end.
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

@@ -1,0 +1,205 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// Why a message copy was dropped (the "reason" label).
+const (
+	reasonQueueFull  = "queue_full"  // the link's or subscriber's queue was full
+	reasonLinkBroken = "link_broken" // the stream failed while sending it
+	reasonLinkClosed = "link_closed" // the link was deleted with the copy still queued
+	reasonHops       = "hop_limit"   // its hop count ran out
+	reasonNoRoute    = "no_route"    // nobody reachable subscribes to its name
+	reasonMalformed  = "malformed"   // a peer sent a message with a bad name
+)
+
+// localSub is one local client's subscription.
+type localSub struct {
+	id   uint64
+	name dataplane.Name
+	ch   chan *nodev1.Message
+	done chan struct{} // closed by unsubscribe
+	once sync.Once
+	m    *connMetrics
+}
+
+func (s *localSub) end() { s.once.Do(func() { close(s.done) }) }
+
+func (s *localSub) tryDeliver(m *nodev1.Message) bool {
+	select {
+	case s.ch <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// deliver hands m to the subscriber, waiting up to wait for room; a copy that finds
+// no room is dropped, counted.
+func (s *localSub) deliver(m *nodev1.Message, wait time.Duration) bool {
+	if s.tryDeliver(m) {
+		return true
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case s.ch <- m:
+			return true
+		case <-t.C:
+		case <-s.done:
+		}
+	}
+	s.m.dropped(reasonQueueFull).Inc()
+	return false
+}
+
+func (c *conn) tryEnqueue(m *nodev1.Message) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case c.msgs <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// outcome counts what became of one message.
+type outcome struct {
+	forwarded, dropped int
+	routable           bool
+}
+
+// receive forwards a message that arrived over conn from.
+func (n *Node) receive(m *nodev1.Message, from *conn) {
+	name, err := nameFromProto(m.GetName())
+	if err != nil {
+		from.drop(reasonMalformed, 1)
+		return
+	}
+	// The copy is ours now: spend one hop on it before anyone else sees it.
+	if m.Ttl > 0 {
+		m.Ttl--
+	}
+	o := n.forward(m, name, from, 0)
+	if !o.routable {
+		n.metrics.dropped(reasonNoRoute).Inc()
+	}
+}
+
+// forward sends m toward name's subscribers: every one of them for a broadcast, else
+// one — a local subscriber first, then a peer with a local subscriber, then a route
+// (a link, or a peer holding the link). wait is how long a full queue may hold the
+// caller up (only local publishers wait).
+func (n *Node) forward(m *nodev1.Message, name dataplane.Name, from *conn, wait time.Duration) outcome {
+	tg := n.tab.lookup(name, from)
+	tg.routes = without(tg.routes, from)
+	hopsLeft := m.GetTtl() > 0
+	if !hopsLeft {
+		if len(tg.peersLocal)+len(tg.routes)+len(tg.peersRouted) > 0 && len(tg.local) == 0 {
+			n.metrics.dropped(reasonHops).Inc()
+			return outcome{dropped: 1, routable: true}
+		}
+		tg.peersLocal, tg.routes, tg.peersRouted = nil, nil, nil
+	}
+	if m.GetBroadcast() {
+		return n.broadcast(m, tg, wait)
+	}
+	var o outcome
+	switch {
+	case len(tg.local) > 0:
+		o = anyLocal(m, tg.local, &n.rr, wait)
+	case len(tg.peersLocal) > 0:
+		o = anyConn(m, tg.peersLocal, nil, &n.rr, wait)
+	case len(tg.routes)+len(tg.peersRouted) > 0:
+		o = anyConn(m, tg.routes, tg.peersRouted, &n.rr, wait)
+	default:
+		return outcome{}
+	}
+	n.count(o)
+	return o
+}
+
+func (n *Node) count(o outcome) {
+	if o.forwarded > 0 {
+		n.metrics.forwarded.Add(float64(o.forwarded))
+	}
+}
+
+func (n *Node) broadcast(m *nodev1.Message, tg targets, wait time.Duration) outcome {
+	var o outcome
+	for _, s := range tg.local {
+		o.tally(s.deliver(m, wait))
+	}
+	for _, set := range [][]*conn{tg.peersLocal, tg.peersRouted, tg.routes} {
+		for _, c := range set {
+			o.tally(c.enqueue(m, wait))
+		}
+	}
+	n.count(o)
+	return o
+}
+
+func (o *outcome) tally(ok bool) {
+	o.routable = true
+	if ok {
+		o.forwarded++
+	} else {
+		o.dropped++
+	}
+}
+
+// anyLocal gives m to one subscriber, round robin, skipping full ones; when all are
+// full, the one whose turn it was waits (and drops, counted).
+func anyLocal(m *nodev1.Message, subs []*localSub, rr *atomic.Uint64, wait time.Duration) outcome {
+	start := int(rr.Add(1) % uint64(len(subs)))
+	for i := range subs {
+		if subs[(start+i)%len(subs)].tryDeliver(m) {
+			return outcome{forwarded: 1, routable: true}
+		}
+	}
+	var o outcome
+	o.tally(subs[start].deliver(m, wait))
+	return o
+}
+
+// anyConn is anyLocal for connections, over a and b together.
+func anyConn(m *nodev1.Message, a, b []*conn, rr *atomic.Uint64, wait time.Duration) outcome {
+	k := len(a) + len(b)
+	at := func(i int) *conn {
+		if i < len(a) {
+			return a[i]
+		}
+		return b[i-len(a)]
+	}
+	start := int(rr.Add(1) % uint64(k))
+	for i := range k {
+		if at((start + i) % k).tryEnqueue(m) {
+			return outcome{forwarded: 1, routable: true}
+		}
+	}
+	var o outcome
+	o.tally(at(start).enqueue(m, wait))
+	return o
+}
+
+func without(cs []*conn, c *conn) []*conn {
+	if c == nil {
+		return cs
+	}
+	for i, x := range cs {
+		if x == c {
+			out := make([]*conn, 0, len(cs)-1)
+			return append(append(out, cs[:i]...), cs[i+1:]...)
+		}
+	}
+	return cs
+}

@@ -1,0 +1,384 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// Node is the reference data-plane node. Create it with New, run it with Run.
+type Node struct {
+	cfg     Config
+	id      string
+	ctx     context.Context // ends when the node stops; every conn derives from it
+	cancel  context.CancelFunc
+	metrics *metrics
+	tab     *table
+	ctrl    *dataplane.Controller
+	lis     net.Listener
+	srv     *grpc.Server
+	dialOpt []grpc.DialOption
+	rr      atomic.Uint64
+	seq     atomic.Uint64
+	killed  atomic.Bool
+	running atomic.Bool
+	wg      sync.WaitGroup
+
+	// annMu orders changes of what the node offers (its group peers, the control
+	// plane's announcements), so that an offer and its withdrawal never swap.
+	annMu sync.Mutex
+
+	mu         sync.Mutex
+	nextConn   dataplane.ConnID
+	conns      map[dataplane.ConnID]*conn
+	inLinks    map[string]*conn // accepted links by link id
+	peers      map[string]*conn // dialed peerings by node id
+	nextSub    dataplane.SubID
+	routes     map[dataplane.SubID]route
+	routeByKey map[route]dataplane.SubID
+	nextLocal  uint64
+	locals     map[uint64]*localSub
+	offers     map[dataplane.Name]*offer
+}
+
+// route is a control-plane route: a name sent over a conn.
+type route struct {
+	conn dataplane.ConnID
+	name dataplane.Name
+}
+
+// offer counts why the node takes a name: local subscribers, and routes it forwards
+// the name over. Peers in the group learn the name, flagged local when any subscriber
+// is local.
+type offer struct{ local, routed int }
+
+var (
+	_ dataplane.Datapath = (*Node)(nil)
+	_ dataplane.Relinker = (*Node)(nil)
+)
+
+// New validates cfg, opens the listener and builds the node; nothing runs until Run.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.applyDefaults()
+	n := &Node{
+		cfg: cfg, id: cfg.Group + "/" + cfg.NodeID, tab: newTable(),
+		conns: map[dataplane.ConnID]*conn{}, inLinks: map[string]*conn{}, peers: map[string]*conn{},
+		routes: map[dataplane.SubID]route{}, routeByKey: map[route]dataplane.SubID{},
+		locals: map[uint64]*localSub{}, offers: map[dataplane.Name]*offer{},
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.metrics = newMetrics(cfg.Metrics, n)
+	n.lis = cfg.Listener
+	if n.lis == nil {
+		lis, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			n.cancel()
+			return nil, fmt.Errorf("node: listen on %s: %w", cfg.Listen, err)
+		}
+		n.lis = lis
+	}
+	if n.cfg.Endpoint == "" {
+		n.cfg.Endpoint = n.lis.Addr().String()
+	}
+	n.srv, n.dialOpt = n.grpcServer(), n.linkDialOptions()
+	if err := n.newController(); err != nil {
+		_ = n.lis.Close()
+		n.cancel()
+		return nil, err
+	}
+	return n, nil
+}
+
+// msgLimit is the gRPC message size limit: a whole batch of the largest messages.
+func (n *Node) msgLimit() int { return n.cfg.MaxMessageBytes + maxBatchBytes + 64<<10 }
+
+func (n *Node) grpcServer() *grpc.Server {
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit())}
+	if n.cfg.ServerTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.ServerTLS)))
+	}
+	srv := grpc.NewServer(opts...)
+	nodev1.RegisterLinkServiceServer(srv, linkServer{n: n})
+	nodev1.RegisterNodeServiceServer(srv, clientServer{n: n})
+	return srv
+}
+
+func (n *Node) linkDialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if n.cfg.LinkTLS != nil {
+		creds = credentials.NewTLS(n.cfg.LinkTLS)
+	}
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.msgLimit()), grpc.MaxCallSendMsgSize(n.msgLimit())),
+	}
+}
+
+func (n *Node) newController() error {
+	if len(n.cfg.ControlPlane) == 0 {
+		return nil
+	}
+	opts := n.cfg.ControlPlaneDialOptions
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	target := n.cfg.ControlPlane[0]
+	if len(n.cfg.ControlPlane) > 1 {
+		// Several control-plane addresses: the channel tries them in order.
+		r := manual.NewBuilderWithScheme("switchboard-cp")
+		addrs := make([]resolver.Address, len(n.cfg.ControlPlane))
+		for i, a := range n.cfg.ControlPlane {
+			addrs[i] = resolver.Address{Addr: a}
+		}
+		r.InitialState(resolver.State{Addresses: addrs})
+		opts = append(append([]grpc.DialOption(nil), opts...), grpc.WithResolvers(r))
+		target = "switchboard-cp:///control-plane"
+	}
+	ctrl, err := dataplane.New(dataplane.Config{
+		NodeID: n.cfg.NodeID, Group: n.cfg.Group,
+		Details:     []dataplane.ConnectionDetails{{Endpoint: n.cfg.Endpoint, ExternalEndpoint: n.cfg.ExternalEndpoint}},
+		Target:      target,
+		DialOptions: opts, Tokens: n.cfg.Tokens, Datapath: n, AckTimeout: n.cfg.AckTimeout,
+		Backoff: n.cfg.Backoff, Logger: n.cfg.Logger.With("component", "controller"),
+	})
+	if err != nil {
+		return err
+	}
+	n.ctrl = ctrl
+	return nil
+}
+
+// ID is the node's effective id, "{group}/{node}".
+func (n *Node) ID() string { return n.id }
+
+// Addr is the address the node listens on.
+func (n *Node) Addr() string { return n.lis.Addr().String() }
+
+// Controller is the node's control-plane client (nil without a control plane).
+func (n *Node) Controller() *dataplane.Controller { return n.ctrl }
+
+// Run serves until ctx ends, then leaves gracefully: it deregisters from the control
+// plane and the registry, closes its links and ends its clients' streams. After Kill
+// it leaves at once instead, as a crash would.
+func (n *Node) Run(ctx context.Context) error {
+	if !n.running.CompareAndSwap(false, true) {
+		return errors.New("node: Run called twice")
+	}
+	serveErr := make(chan error, 1)
+	n.wg.Go(func() { serveErr <- n.srv.Serve(n.lis) })
+	stopHTTP, err := n.serveHealth()
+	if err != nil {
+		n.srv.Stop()
+		n.cancel()
+		n.wg.Wait()
+		return err
+	}
+	runCtx, stopRun := context.WithCancel(n.ctx)
+	var helpers sync.WaitGroup
+	if n.ctrl != nil {
+		helpers.Go(func() { _ = n.ctrl.Run(runCtx) })
+	}
+	if n.cfg.Registry != nil {
+		helpers.Go(func() { n.discover(runCtx) })
+	}
+	n.cfg.Logger.Info("node running", "node", n.id, "listen", n.Addr(), "external", n.cfg.ExternalEndpoint)
+	select {
+	case <-ctx.Done():
+	case <-n.ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("node: serve: %w", err)
+	}
+	n.shutdown(stopRun, &helpers)
+	stopHTTP()
+	n.wg.Wait()
+	return err
+}
+
+// Kill makes Run return as if the process had crashed: no deregistration, streams cut.
+func (n *Node) Kill() {
+	n.killed.Store(true)
+	n.cancel()
+}
+
+func (n *Node) shutdown(stopRun context.CancelFunc, helpers *sync.WaitGroup) {
+	graceful := !n.killed.Load()
+	if graceful && n.ctrl != nil && n.ctrl.Registered() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := n.ctrl.Deregister(ctx); err != nil {
+			n.cfg.Logger.Warn("deregistration failed", "node", n.id, "err", err)
+		}
+		cancel()
+	}
+	stopRun()
+	helpers.Wait()
+	if graceful && n.cfg.Registry != nil {
+		n.unregisterSelf()
+	}
+	for _, c := range n.allConns() {
+		n.removeConn(c)
+	}
+	n.endLocals()
+	n.cancel()
+	if graceful {
+		done := make(chan struct{})
+		go func() { n.srv.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	n.srv.Stop()
+}
+
+// serveHealth serves /healthz, /readyz and /metrics when HealthListen is set.
+func (n *Node) serveHealth() (func(), error) {
+	if n.cfg.HealthListen == "" {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", n.cfg.HealthListen)
+	if err != nil {
+		return nil, fmt.Errorf("node: health listen on %s: %w", n.cfg.HealthListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if n.ctrl != nil && !n.ctrl.Registered() {
+			http.Error(w, "not ready: not registered with the control plane", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.cfg.Metrics, promhttp.HandlerOpts{}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.wg.Go(func() { _ = hs.Serve(lis) })
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}, nil
+}
+
+// HealthAddr is the address of the HTTP health endpoint ("" when not served).
+func (n *Node) HealthAddr() string { return n.cfg.HealthListen }
+
+func (n *Node) allConns() []*conn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*conn, 0, len(n.conns))
+	for _, c := range n.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (n *Node) addConn(c *conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nextConn++
+	c.id = n.nextConn
+	n.conns[c.id] = c
+}
+
+// removeConn closes c and forgets it, its routes and its peer offers.
+func (n *Node) removeConn(c *conn) {
+	n.annMu.Lock()
+	n.mu.Lock()
+	if n.conns[c.id] != c {
+		n.mu.Unlock()
+		n.annMu.Unlock()
+		return
+	}
+	delete(n.conns, c.id)
+	info := c.info()
+	if c.kind == linkIn && n.inLinks[info.LinkID] == c {
+		delete(n.inLinks, info.LinkID)
+	}
+	if c.kind == peerOut && n.peers[c.remote] == c {
+		delete(n.peers, c.remote)
+	}
+	var gone []dataplane.Name
+	for id, r := range n.routes {
+		if r.conn == c.id {
+			delete(n.routes, id)
+			delete(n.routeByKey, r)
+			gone = append(gone, r.name)
+		}
+	}
+	for _, name := range gone {
+		n.changeOfferLocked(name, 0, -1)
+	}
+	n.mu.Unlock()
+	n.annMu.Unlock()
+	n.tab.forgetConn(c)
+	c.close()
+	if c.kind == linkIn && n.ctrl != nil {
+		n.ctrl.ReleaseClaim(info.LinkID)
+	}
+}
+
+// changeOffer updates why the node takes name and tells its peers and the control
+// plane when that changes the answer. Callers hold annMu.
+func (n *Node) changeOffer(name dataplane.Name, dLocal, dRouted int) {
+	n.mu.Lock()
+	announce := n.changeOfferLocked(name, dLocal, dRouted)
+	n.mu.Unlock()
+	if n.ctrl == nil || announce == 0 {
+		return
+	}
+	if announce > 0 {
+		_ = n.ctrl.Announce(name)
+	} else {
+		_ = n.ctrl.Withdraw(name)
+	}
+}
+
+// changeOfferLocked is changeOffer under n.mu; it returns +1 when the control plane
+// is to be told of a first local subscriber, -1 of the last one gone.
+func (n *Node) changeOfferLocked(name dataplane.Name, dLocal, dRouted int) int {
+	o := n.offers[name]
+	if o == nil {
+		o = &offer{}
+		n.offers[name] = o
+	}
+	before := *o
+	o.local += dLocal
+	o.routed += dRouted
+	after := *o
+	if after.local == 0 && after.routed == 0 {
+		delete(n.offers, name)
+	}
+	if (before.local > 0) != (after.local > 0) || (before.routed > 0) != (after.routed > 0) {
+		for _, p := range n.peers {
+			if after.local == 0 && after.routed == 0 {
+				p.dropInterest(name)
+			} else {
+				p.setInterest(name, after.local > 0, nil)
+			}
+		}
+	}
+	switch {
+	case before.local == 0 && after.local > 0:
+		return 1
+	case before.local > 0 && after.local == 0:
+		return -1
+	}
+	return 0
+}
