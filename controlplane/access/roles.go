@@ -3,6 +3,10 @@ package access
 import (
 	"fmt"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 )
@@ -60,4 +64,18 @@ var MethodRoles = map[string]Role{
 	controlplanev1.ControlPlaneService_AddGroupSecret_FullMethodName:        Admin,
 	controlplanev1.ControlPlaneService_RotateGroupSecret_FullMethodName:     Admin,
 	controlplanev1.ControlPlaneService_RemoveGroupSecret_FullMethodName:     Admin,
+}
+
+// openMethods need no credentials: the gRPC health check, which kubelets and load
+// balancers call without any, and which tells no more than whether the port serves.
+var openMethods = map[string]bool{
+	healthpb.Health_Check_FullMethodName: true,
+	healthpb.Health_Watch_FullMethodName: true,
+}
+
+// introspectionRoles are the standard services beside the API: server reflection
+// describes every method and message, so it needs what listing needs.
+var introspectionRoles = map[string]Role{
+	reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName:      Viewer,
+	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: Viewer,
 }

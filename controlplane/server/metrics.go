@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -24,7 +25,10 @@ type metrics struct {
 
 func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 	if reg == nil {
+		// The runtime's own series (heap, GC, goroutines, file descriptors) come with
+		// a registry the server makes, as the registrar's and the agent's do.
 		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m := &metrics{
 		reg: reg,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 )
@@ -47,6 +48,7 @@ func (s *Server) run(ctx context.Context) error {
 		serve("metrics", func() error { return s.http.Serve(s.hlis) })
 	}
 	s.ready.Store(true)
+	setHealth(s.health, healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("control plane serving", "mode", s.svc.Mode().String(), "southbound", s.SouthboundAddr(),
 		"northbound", s.NorthboundAddr(), "metrics", s.MetricsAddr())
 
@@ -66,6 +68,8 @@ func (s *Server) run(ctx context.Context) error {
 // end without counting as crashes.
 func (s *Server) shutdown() {
 	s.ready.Store(false)
+	// Probes see NOT_SERVING while calls drain; Shutdown also holds it there.
+	s.health.Shutdown()
 	s.log.Info("control plane shutting down")
 	timeout := s.o.StopTimeout
 	if timeout <= 0 {

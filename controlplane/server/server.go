@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
@@ -75,6 +76,7 @@ type Server struct {
 	sgrpc, ngrpc     *grpc.Server
 	slis, nlis, hlis net.Listener
 	http             *http.Server
+	health           *health.Server
 
 	ready   atomic.Bool
 	runOnce sync.Once
@@ -175,6 +177,8 @@ func (s *Server) buildServers() error {
 		Logger: s.log.With("component", "southbound"),
 	})
 	s.south.Register(s.sgrpc)
+	s.health = newHealth()
+	introspect(s.sgrpc, s.health)
 	nopts, err := serverOptions(cfg.Northbound.TLS)
 	if err != nil {
 		return fmt.Errorf("northbound: %w", err)
@@ -182,6 +186,7 @@ func (s *Server) buildServers() error {
 	s.ngrpc = grpc.NewServer(append(nopts, s.access.ServerOptions()...)...)
 	controlplanev1.RegisterControlPlaneServiceServer(s.ngrpc,
 		northbound.New(s.svc, s.streams, s.Enqueue, s.log.With("component", "northbound"), northbound.WithGroupSecrets(s.secrets)))
+	introspect(s.ngrpc, s.health)
 	return nil
 }
 
