@@ -225,9 +225,21 @@ func (r *Registrar) writeOps(in []*registryv1.Endpoint, kind registry.OpKind) ([
 	return ops, nil
 }
 
+// defaultPriority is the priority of an endpoint registered without one.
+const defaultPriority = 1
+
 func toEndpoint(p *registryv1.Endpoint, kind registry.OpKind) (endpoint.Endpoint, error) {
 	if kind == registry.OpRegister {
-		return endpoint.FromProto(p)
+		e, err := endpoint.FromProtoUnchecked(p)
+		if err != nil {
+			return e, err
+		}
+		// proto3 sends an unset priority as 0, which no endpoint may have: it means
+		// the default, as an absent --priority or manifest key does.
+		if e.Priority == 0 {
+			e.Priority = defaultPriority
+		}
+		return e, e.Validate()
 	}
 	e, err := endpoint.FromProtoUnchecked(p)
 	if err != nil {

@@ -39,7 +39,8 @@ func TestRejectsBadWritesAndStoresNothing(t *testing.T) {
 		{"address", []*registryv1.Endpoint{good.ToProto(), bad(func(p *registryv1.Endpoint) { p.Address = "10.0.0.300" })}, codes.InvalidArgument, "endpoints[1]: invalid endpoint: address"},
 		{"service", []*registryv1.Endpoint{bad(func(p *registryv1.Endpoint) { p.Service = "9web" })}, codes.InvalidArgument, "service"},
 		{"port", []*registryv1.Endpoint{bad(func(p *registryv1.Endpoint) { p.Port = 70000 })}, codes.InvalidArgument, "port"},
-		{"priority", []*registryv1.Endpoint{bad(func(p *registryv1.Endpoint) { p.Priority = 0 })}, codes.InvalidArgument, "priority"},
+		// An unset priority (0) means the default: TestRegisterWithoutPriority.
+		{"priority", []*registryv1.Endpoint{bad(func(p *registryv1.Endpoint) { p.Priority = 256 })}, codes.InvalidArgument, "priority"},
 		{"annotation", []*registryv1.Endpoint{bad(func(p *registryv1.Endpoint) { p.Annotations = map[string]string{"bad key": "v"} })}, codes.InvalidArgument, "annotations"},
 		{"wrong cluster", []*registryv1.Endpoint{good.ToProto(), ep("west", "web", "10.0.0.3", 80).ToProto()}, codes.PermissionDenied, `endpoints[1].cluster "west"`},
 	}
