@@ -39,9 +39,10 @@ func newCtlCmd(a *app) *cobra.Command {
 	o := &ctlOptions{}
 	cmd := &cobra.Command{
 		Use:   "ctl",
-		Short: "Manage a control plane: nodes, links, routes, segments",
+		Short: "Manage a control plane: groups, nodes, links, routes, segments",
 		Long: `Talk to a control plane's northbound API. Topology changes (segment and link
 add/remove) are refused when the control plane takes its topology from its config file.
+Link and route lists show applied ones; --all shows every state.
 
 Credentials: a client certificate (--tls-cert, --tls-key) whose identity the control
 plane binds to a role, or a bearer token, taken from the first of
@@ -54,21 +55,18 @@ list; admins may also change segments, links and routes.`,
 			if err := a.validateLogFlags(); err != nil {
 				return err
 			}
-			if o.output != "table" && o.output != "json" {
-				return usagef("--output %q: want table or json", o.output)
-			}
-			return nil
+			return o.checkOutput(cmd)
 		},
 	}
 	cmd.PersistentFlags().StringVar(&o.server, "server", "127.0.0.1:50051", "control plane northbound address")
-	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml (topology: dot or mermaid)")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 15*time.Second, "how long one request may take")
 	o.tls.register(cmd.PersistentFlags(), "")
 	cmd.PersistentFlags().StringVar(&o.token, "token", "", "bearer token (precedence: --token, then $"+tokenEnv+", then --token-file)")
 	cmd.PersistentFlags().StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token (used when neither --token nor $"+tokenEnv+" is set)")
 	cmd.AddCommand(
-		ctlNodeCmd(a, o), ctlLinkCmd(a, o), ctlSegmentCmd(a, o), ctlRouteCmd(a, o),
-		ctlConnectionCmd(a, o), ctlSubscriptionCmd(a, o), ctlTokenCmd(a),
+		ctlGroupCmd(a, o), ctlNodeCmd(a, o), ctlLinkCmd(a, o), ctlSegmentCmd(a, o), ctlRouteCmd(a, o),
+		ctlConnectionCmd(a, o), ctlSubscriptionCmd(a, o), ctlTopologyCmd(a, o), ctlTokenCmd(a),
 	)
 	return cmd
 }
@@ -222,11 +220,12 @@ func ctlNodeCmd(a *app, o *ctlOptions) *cobra.Command {
 func ctlLinkCmd(a *app, o *ctlOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "link", Short: "Links between nodes, and topology links between groups"}
 	var src, dst, segment string
+	var states stateFlags
 	list := &cobra.Command{
-		Use: "list", Short: "List links (node to node connections)", Args: cobra.NoArgs,
+		Use: "list", Short: "List links (node to node connections); applied ones unless --all or --status", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
-				resp, err := c.ListLinks(ctx, &controlplanev1.ListLinksRequest{SourceNodeId: src, DestNodeId: dst})
+				resp, err := c.ListLinks(ctx, &controlplanev1.ListLinksRequest{SourceNodeId: src, DestNodeId: dst, Statuses: states.statuses()})
 				if err != nil {
 					return err
 				}
@@ -239,9 +238,11 @@ func ctlLinkCmd(a *app, o *ctlOptions) *cobra.Command {
 	}
 	list.Flags().StringVar(&src, "source", "", "only links from this node")
 	list.Flags().StringVar(&dst, "dest", "", "only links to this node")
+	states.register(list, "pending, connecting, applied, failed, deleted")
 	mutate := func(use, short string, add bool) *cobra.Command {
 		c := &cobra.Command{
 			Use: use + " GROUP_A GROUP_B", Short: short, Args: cobra.ExactArgs(2),
+			Example: "  switchboard ctl link " + use + " cloud edge\n  switchboard ctl link " + use + " --segment tenants cloud customer-a",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				req := &controlplanev1.TopologyLinkRequest{Segment: segment, GroupA: args[0], GroupB: args[1]}
 				return o.mutate(cmd.Context(), a.out, func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) (*controlplanev1.MutationResponse, error) {
@@ -252,8 +253,7 @@ func ctlLinkCmd(a *app, o *ctlOptions) *cobra.Command {
 				})
 			},
 		}
-		c.Flags().StringVar(&segment, "segment", "", "segment the topology link belongs to (required)")
-		_ = c.MarkFlagRequired("segment")
+		c.Flags().StringVar(&segment, "segment", "", "segment the topology link belongs to (default: the segment \"default\", made on first use)")
 		return c
 	}
 	cmd.AddCommand(list, mutate("add", "Connect two groups in a segment (API mode)", true), mutate("remove", "Disconnect two groups in a segment (API mode)", false))
@@ -262,11 +262,12 @@ func ctlLinkCmd(a *app, o *ctlOptions) *cobra.Command {
 
 func ctlSegmentCmd(a *app, o *ctlOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "segment", Short: "Segments: isolated routing domains"}
-	cmd.AddCommand(&cobra.Command{
+	var resolved bool
+	list := &cobra.Command{
 		Use: "list", Short: "List segments and their topology links", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
-				resp, err := c.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{})
+				resp, err := c.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{Resolved: resolved})
 				if err != nil {
 					return err
 				}
@@ -280,7 +281,9 @@ func ctlSegmentCmd(a *app, o *ctlOptions) *cobra.Command {
 				})
 			})
 		},
-	})
+	}
+	list.Flags().BoolVar(&resolved, "resolved", false, "show the group pairs each segment connects now (\"*\" and \"$group\" expanded over the registered groups)")
+	cmd.AddCommand(list)
 	for _, add := range []bool{true, false} {
 		use, short := "remove NAME", "Remove a segment and its links (API mode)"
 		if add {
@@ -304,11 +307,17 @@ func ctlSegmentCmd(a *app, o *ctlOptions) *cobra.Command {
 func ctlRouteCmd(a *app, o *ctlOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "route", Short: "Routes: subscriptions for a name over a link"}
 	var node, dest string
+	var states stateFlags
 	list := &cobra.Command{
-		Use: "list", Short: "List routes (templates have source *)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use: "list [NODE]", Short: "List routes (templates have source *); applied ones unless --all or --status", Args: cobra.MaximumNArgs(1),
+		Example: "  switchboard ctl route list\n  switchboard ctl route list cloud/node-1 --all",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node, err := positionalOrFlag(args, node, "--node")
+			if err != nil {
+				return err
+			}
 			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
-				resp, err := c.ListRoutes(ctx, &controlplanev1.ListRoutesRequest{SourceNodeId: node, DestNodeId: dest})
+				resp, err := c.ListRoutes(ctx, &controlplanev1.ListRoutesRequest{SourceNodeId: node, DestNodeId: dest, Statuses: states.statuses()})
 				if err != nil {
 					return err
 				}
@@ -325,17 +334,25 @@ func ctlRouteCmd(a *app, o *ctlOptions) *cobra.Command {
 	}
 	list.Flags().StringVar(&node, "node", "", "only routes installed on this node")
 	list.Flags().StringVar(&dest, "dest", "", "only routes toward this node")
+	states.register(list, "pending, applied, failed, deleted")
 	var componentID int64 = -1
 	var destNode string
 	mutate := func(use, short string, add bool) *cobra.Command {
 		c := &cobra.Command{
-			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
-			Example: "  switchboard ctl route " + use + " org/ns/service --dest cloud/node-1",
+			Use: use + " NAME [DEST_NODE]", Short: short, Args: cobra.RangeArgs(1, 2),
+			Example: "  switchboard ctl route " + use + " org/ns/service cloud/node-1",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if strings.Count(args[0], "/") != 2 {
 					return usagef("route name %q: want three components c0/c1/c2", args[0])
 				}
-				req := &controlplanev1.RouteRequest{Name: args[0], DestNodeId: destNode}
+				dest, err := positionalOrFlag(args[1:], destNode, "--dest")
+				if err != nil {
+					return err
+				}
+				if dest == "" {
+					return usagef("the node that serves the name is required: %s NAME DEST_NODE", use)
+				}
+				req := &controlplanev1.RouteRequest{Name: args[0], DestNodeId: dest}
 				if componentID >= 0 {
 					id := uint64(componentID)
 					req.ComponentId = &id
@@ -348,13 +365,16 @@ func ctlRouteCmd(a *app, o *ctlOptions) *cobra.Command {
 				})
 			},
 		}
-		c.Flags().StringVar(&destNode, "dest", "", "the node that serves the name, {group}/{node} (required)")
+		c.Flags().StringVar(&destNode, "dest", "", "the node that serves the name, {group}/{node} (or the second argument)")
 		c.Flags().Int64Var(&componentID, "component-id", -1, "optional component id (-1: none)")
-		_ = c.MarkFlagRequired("dest")
 		return c
 	}
+	// "delete" was this command's name before every ctl command said "remove": it
+	// still works, unlisted, for scripts written then.
+	oldDelete := mutate("delete", "Withdraw a wildcard route (old name of remove)", false)
+	oldDelete.Hidden = true
 	cmd.AddCommand(list, mutate("add", "Announce a name: a wildcard route every reachable node gets", true),
-		mutate("delete", "Withdraw a wildcard route", false))
+		mutate("remove", "Withdraw a wildcard route", false), oldDelete)
 	return cmd
 }
 
@@ -362,8 +382,13 @@ func ctlConnectionCmd(a *app, o *ctlOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "connection", Short: "Connections live on a node (asked from the node)"}
 	var node string
 	list := &cobra.Command{
-		Use: "list", Short: "List a node's live connections", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use: "list NODE", Short: "List a node's live connections", Args: cobra.MaximumNArgs(1),
+		Example: "  switchboard ctl connection list cloud/node-1",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node, err := requiredNode(args, node)
+			if err != nil {
+				return err
+			}
 			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
 				resp, err := c.ListNodeConnections(ctx, &controlplanev1.NodeRequest{NodeId: node})
 				if err != nil {
@@ -376,8 +401,7 @@ func ctlConnectionCmd(a *app, o *ctlOptions) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (required)")
-	_ = list.MarkFlagRequired("node")
+	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (or the argument)")
 	cmd.AddCommand(list)
 	return cmd
 }
@@ -386,8 +410,13 @@ func ctlSubscriptionCmd(a *app, o *ctlOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "subscription", Short: "Subscriptions live on a node (asked from the node)"}
 	var node string
 	list := &cobra.Command{
-		Use: "list", Short: "List a node's live subscriptions", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use: "list NODE", Short: "List a node's live subscriptions", Args: cobra.MaximumNArgs(1),
+		Example: "  switchboard ctl subscription list cloud/node-1",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node, err := requiredNode(args, node)
+			if err != nil {
+				return err
+			}
 			return o.call(cmd.Context(), func(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) error {
 				resp, err := c.ListNodeSubscriptions(ctx, &controlplanev1.NodeRequest{NodeId: node})
 				if err != nil {
@@ -404,8 +433,7 @@ func ctlSubscriptionCmd(a *app, o *ctlOptions) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (required)")
-	_ = list.MarkFlagRequired("node")
+	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (or the argument)")
 	cmd.AddCommand(list)
 	return cmd
 }
@@ -416,18 +444,18 @@ func (o *ctlOptions) mutate(ctx context.Context, out io.Writer, fn func(context.
 		if err != nil {
 			return err
 		}
-		if o.output == "json" {
-			return writeProtoJSON(out, resp)
+		if o.output != "table" {
+			return o.writeStructured(out, resp)
 		}
 		_, err = fmt.Fprintln(out, resp.GetMessage())
 		return err
 	})
 }
 
-// print writes a response as JSON, or as a table of n rows built by row.
+// print writes a response as JSON or YAML, or as a table of n rows built by row.
 func (o *ctlOptions) print(out io.Writer, resp proto.Message, header []string, n int, row func(int) []string) error {
-	if o.output == "json" {
-		return writeProtoJSON(out, resp)
+	if o.output != "table" {
+		return o.writeStructured(out, resp)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))

@@ -193,15 +193,15 @@ func (s *Server) RemoveSegment(ctx context.Context, req *controlplanev1.SegmentR
 }
 
 func (s *Server) AddTopologyLink(ctx context.Context, req *controlplanev1.TopologyLinkRequest) (*controlplanev1.MutationResponse, error) {
-	return s.mutate(s.tracked(ctx, s.segmentState(ctx, req.GetSegment()), func() (controlplane.Result, error) {
+	return s.mutate(s.tracked(ctx, s.segmentState(ctx, segmentName(req)), func() (controlplane.Result, error) {
 		return s.svc.AddSegmentLink(ctx, req.GetSegment(), req.GetGroupA(), req.GetGroupB())
-	}))("link %s <-> %s added to segment %s", req.GetGroupA(), req.GetGroupB(), req.GetSegment())
+	}))("link %s <-> %s added to segment %s", req.GetGroupA(), req.GetGroupB(), segmentName(req))
 }
 
 func (s *Server) RemoveTopologyLink(ctx context.Context, req *controlplanev1.TopologyLinkRequest) (*controlplanev1.MutationResponse, error) {
-	return s.mutate(s.tracked(ctx, s.segmentState(ctx, req.GetSegment()), func() (controlplane.Result, error) {
+	return s.mutate(s.tracked(ctx, s.segmentState(ctx, segmentName(req)), func() (controlplane.Result, error) {
 		return s.svc.RemoveSegmentLink(ctx, req.GetSegment(), req.GetGroupA(), req.GetGroupB())
-	}))("link %s <-> %s removed from segment %s", req.GetGroupA(), req.GetGroupB(), req.GetSegment())
+	}))("link %s <-> %s removed from segment %s", req.GetGroupA(), req.GetGroupB(), segmentName(req))
 }
 
 func (s *Server) AddRoute(ctx context.Context, req *controlplanev1.RouteRequest) (*controlplanev1.MutationResponse, error) {
@@ -288,6 +288,15 @@ func (s *Server) mutate(res controlplane.Result, err error) func(format string, 
 		}
 		return &controlplanev1.MutationResponse{Message: msg}, nil
 	}
+}
+
+// segmentName is the segment a topology link request changes: the default one when
+// it names none.
+func segmentName(req *controlplanev1.TopologyLinkRequest) string {
+	if req.GetSegment() == "" {
+		return controlplane.DefaultSegment
+	}
+	return req.GetSegment()
 }
 
 func routeName(req *controlplanev1.RouteRequest) (store.Name, error) {
