@@ -90,7 +90,7 @@ func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
 	return c
 }
 
-func (c *conn) met() *connMetrics          { return c.mp.Load() }
+func (c *conn) met() *connMetrics         { return c.mp.Load() }
 func (c *conn) setMetrics(m *connMetrics) { c.mp.Store(m) }
 
 // label names the conn in metrics and logs.

@@ -139,22 +139,6 @@ func (c *client) publish(ctx context.Context, name, payload string, broadcast bo
 	return c.Publish(ctx, &nodev1.PublishRequest{Name: node.NameProto(n), Payload: []byte(payload), Broadcast: broadcast})
 }
 
-// publishUntil publishes payload to name until it is routable (the routes are in
-// place) or ctx ends.
-func (c *client) publishUntil(ctx context.Context, name, payload string, broadcast bool) error {
-	for {
-		_, err := c.publish(ctx, name, payload, broadcast)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("publish %s never routable: %w", name, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // next waits for s's next message.
 func (s *sub) next(ctx context.Context) (*nodev1.Message, error) {
 	select {

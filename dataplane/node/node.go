@@ -31,6 +31,7 @@ type Node struct {
 	tab     *table
 	ctrl    *dataplane.Controller
 	lis     net.Listener
+	hlis    net.Listener // health and metrics; nil when not served
 	srv     *grpc.Server
 	dialOpt []grpc.DialOption
 	rr      atomic.Uint64
@@ -95,12 +96,24 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.lis = lis
 	}
+	if cfg.HealthListen != "" {
+		hlis, err := net.Listen("tcp", cfg.HealthListen)
+		if err != nil {
+			_ = n.lis.Close()
+			n.cancel()
+			return nil, fmt.Errorf("node: health listen on %s: %w", cfg.HealthListen, err)
+		}
+		n.hlis = hlis
+	}
 	if n.cfg.Endpoint == "" {
 		n.cfg.Endpoint = n.lis.Addr().String()
 	}
 	n.srv, n.dialOpt = n.grpcServer(), n.linkDialOptions()
 	if err := n.newController(); err != nil {
 		_ = n.lis.Close()
+		if n.hlis != nil {
+			_ = n.hlis.Close()
+		}
 		n.cancel()
 		return nil, err
 	}
@@ -184,13 +197,8 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	n.wg.Go(func() { serveErr <- n.srv.Serve(n.lis) })
-	stopHTTP, err := n.serveHealth()
-	if err != nil {
-		n.srv.Stop()
-		n.cancel()
-		n.wg.Wait()
-		return err
-	}
+	stopHTTP := n.serveHealth()
+	var err error
 	runCtx, stopRun := context.WithCancel(n.ctx)
 	var helpers sync.WaitGroup
 	if n.ctrl != nil {
@@ -249,13 +257,9 @@ func (n *Node) shutdown(stopRun context.CancelFunc, helpers *sync.WaitGroup) {
 }
 
 // serveHealth serves /healthz, /readyz and /metrics when HealthListen is set.
-func (n *Node) serveHealth() (func(), error) {
-	if n.cfg.HealthListen == "" {
-		return func() {}, nil
-	}
-	lis, err := net.Listen("tcp", n.cfg.HealthListen)
-	if err != nil {
-		return nil, fmt.Errorf("node: health listen on %s: %w", n.cfg.HealthListen, err)
+func (n *Node) serveHealth() func() {
+	if n.hlis == nil {
+		return func() {}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -268,16 +272,21 @@ func (n *Node) serveHealth() (func(), error) {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.cfg.Metrics, promhttp.HandlerOpts{}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	n.wg.Go(func() { _ = hs.Serve(lis) })
+	n.wg.Go(func() { _ = hs.Serve(n.hlis) })
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
-	}, nil
+	}
 }
 
 // HealthAddr is the address of the HTTP health endpoint ("" when not served).
-func (n *Node) HealthAddr() string { return n.cfg.HealthListen }
+func (n *Node) HealthAddr() string {
+	if n.hlis == nil {
+		return ""
+	}
+	return n.hlis.Addr().String()
+}
 
 func (n *Node) allConns() []*conn {
 	n.mu.Lock()
