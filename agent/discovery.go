@@ -12,8 +12,8 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// Output is a file kept current from the registry's endpoints: a rendered template
-// (render.Output) or a Prometheus file_sd file (filesd.Output).
+// Output is kept current from the registry's endpoints: a rendered template
+// (render.Output), a Prometheus file_sd file (filesd.Output), or a discovery Server.
 type Output interface {
 	// Name identifies the output in logs and metrics.
 	Name() string

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,9 @@ type Config struct {
 	Registry registry.Registry
 	// Outputs are kept current from the registry.
 	Outputs []Output
+	// Servers are fed like Outputs and serve their clients while Run runs; a server
+	// that is a prometheus.Collector exports its series on the agent's /metrics.
+	Servers []Server
 	// Agent options; Publisher, Logger and Metrics are filled in by Run.
 	Agent     Options
 	Discovery DiscoveryOptions
@@ -41,8 +45,12 @@ type Config struct {
 // publish gate, keeps the outputs current, and serves metrics. On the way out it
 // removes what it registered.
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Registry == nil && len(cfg.Outputs) > 0 {
-		return errors.New("rendered outputs read the registry: a registry backend is required")
+	outputs := slices.Clip(cfg.Outputs)
+	for _, s := range cfg.Servers {
+		outputs = append(outputs, s)
+	}
+	if cfg.Registry == nil && len(outputs) > 0 {
+		return errors.New("rendered outputs and discovery servers read the registry: a registry backend is required")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -55,6 +63,11 @@ func Run(ctx context.Context, cfg Config) error {
 		// reconnects) exports them on the agent's /metrics.
 		reg.MustRegister(c)
 	}
+	for _, s := range cfg.Servers {
+		if c, ok := s.(prometheus.Collector); ok {
+			reg.MustRegister(c)
+		}
+	}
 	metrics := NewMetrics(reg)
 
 	ao := cfg.Agent
@@ -64,10 +77,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ag := New(cfg.Manifest, ao)
 	var disc *Discovery
-	if len(cfg.Outputs) > 0 {
+	if len(outputs) > 0 {
 		do := cfg.Discovery
 		do.Logger, do.Metrics = log, metrics
-		disc = NewDiscovery(cfg.Registry, cfg.Outputs, do)
+		disc = NewDiscovery(cfg.Registry, outputs, do)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -76,6 +89,9 @@ func Run(ctx context.Context, cfg Config) error {
 	g.spawn(cancel, func() error { return ag.Run(ctx) })
 	if disc != nil {
 		g.spawn(cancel, func() error { return disc.Run(ctx) })
+	}
+	for _, s := range cfg.Servers {
+		g.spawn(cancel, func() error { return s.Serve(ctx) })
 	}
 	if cfg.HTTP != nil {
 		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg)) })

@@ -1,0 +1,62 @@
+package xds
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the xDS server's series; the Server exports them as a Collector.
+type metrics struct {
+	pushes    *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	streams   prometheus.Gauge
+	proxies   prometheus.Gauge
+	resources *prometheus.GaugeVec
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_xds_pushes_total",
+			Help: "xDS responses sent, SotW and delta, by resource type."}, []string{"type"}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_xds_nacks_total",
+			Help: "xDS responses a client rejected (NACK), by resource type."}, []string{"type"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_xds_streams",
+			Help: "Open xDS streams."}),
+		proxies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_xds_connected_proxies",
+			Help: "Distinct xDS clients (node ids) with an open stream."}),
+		resources: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_agent_xds_resources",
+			Help: "Resources in the served snapshot, by type."}, []string{"type"}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.pushes, m.nacks, m.streams, m.proxies, m.resources}
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func (m *metrics) setResources(r resources) {
+	for _, t := range typeURLs {
+		m.resources.WithLabelValues(shortType(t)).Set(float64(len(r.byType(t))))
+	}
+}
+
+// shortType turns a type URL into a label value: "Cluster" for
+// type.googleapis.com/envoy.config.cluster.v3.Cluster.
+func shortType(typeURL string) string {
+	for i := len(typeURL) - 1; i >= 0; i-- {
+		if typeURL[i] == '.' {
+			return typeURL[i+1:]
+		}
+	}
+	return typeURL
+}

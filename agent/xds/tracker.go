@@ -1,0 +1,223 @@
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+)
+
+// tracker follows the open streams through go-control-plane's callbacks: what each
+// asked for (the demand), what it was last sent (to settle NACKs), and the metrics.
+type tracker struct {
+	m       *metrics
+	log     *slog.Logger
+	changed chan struct{}
+
+	mu      sync.Mutex
+	streams map[int64]*stream
+	nodes   map[string]int // node id → open streams
+	last    []string       // the last demand reported, all first
+}
+
+type stream struct {
+	node string
+	subs map[string]*subscription // by type URL
+	sent map[string]string        // type URL → version of the last SotW response
+}
+
+// subscription is what one stream asked for of one type.
+type subscription struct {
+	wildcard bool
+	names    map[string]bool
+}
+
+func newTracker(m *metrics, log *slog.Logger) *tracker {
+	return &tracker{m: m, log: log, changed: make(chan struct{}, 1), streams: map[int64]*stream{}, nodes: map[string]int{}}
+}
+
+func (t *tracker) callbacks() serverv3.CallbackFuncs {
+	return serverv3.CallbackFuncs{
+		StreamOpenFunc:      func(context.Context, int64, string) error { t.m.streams.Inc(); return nil },
+		DeltaStreamOpenFunc: func(context.Context, int64, string) error { t.m.streams.Inc(); return nil },
+		StreamClosedFunc:    func(id int64, _ *corev3.Node) { t.closed(id) },
+		DeltaStreamClosedFunc: func(id int64, _ *corev3.Node) {
+			t.closed(id)
+		},
+		StreamRequestFunc:      t.request,
+		StreamDeltaRequestFunc: t.deltaRequest,
+		StreamResponseFunc: func(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+			t.m.pushes.WithLabelValues(shortType(resp.GetTypeUrl())).Inc()
+			t.mu.Lock()
+			if s := t.streams[id]; s != nil {
+				s.sent[resp.GetTypeUrl()] = resp.GetVersionInfo()
+			}
+			t.mu.Unlock()
+		},
+		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+			t.m.pushes.WithLabelValues(shortType(resp.GetTypeUrl())).Inc()
+		},
+	}
+}
+
+// stream returns the state of stream id, created on its first request; t.mu is held.
+func (t *tracker) stream(id int64, node *corev3.Node) *stream {
+	s := t.streams[id]
+	if s == nil {
+		s = &stream{subs: map[string]*subscription{}, sent: map[string]string{}}
+		t.streams[id] = s
+	}
+	if s.node == "" && node.GetId() != "" {
+		s.node = node.GetId()
+		t.nodes[s.node]++
+		t.m.proxies.Set(float64(len(t.nodes)))
+	}
+	return s
+}
+
+func (t *tracker) closed(id int64) {
+	t.m.streams.Dec()
+	t.mu.Lock()
+	if s := t.streams[id]; s != nil {
+		delete(t.streams, id)
+		if s.node != "" {
+			if t.nodes[s.node]--; t.nodes[s.node] <= 0 {
+				delete(t.nodes, s.node)
+			}
+			t.m.proxies.Set(float64(len(t.nodes)))
+		}
+	}
+	t.mu.Unlock()
+	t.demandMayHaveChanged()
+}
+
+// request records a SotW request. A NACK is counted and logged, and its version is
+// set to the one rejected: the snapshot cache resends whenever a request's version
+// differs from the snapshot's, and would otherwise push the rejected resources again
+// at once, over and over. The client gets the next change instead.
+func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
+	t.mu.Lock()
+	s := t.stream(id, req.GetNode())
+	typ := req.GetTypeUrl()
+	if req.GetErrorDetail() != nil {
+		t.m.nacks.WithLabelValues(shortType(typ)).Inc()
+		t.log.Warn("xDS client rejected a response (NACK)", "node", s.node, "type", shortType(typ),
+			"version", s.sent[typ], "err", req.GetErrorDetail().GetMessage())
+		if v, ok := s.sent[typ]; ok {
+			req.VersionInfo = v
+		}
+	}
+	names := req.GetResourceNames()
+	s.subs[typ] = &subscription{wildcard: isWildcard(typ, names), names: toSet(names)}
+	t.mu.Unlock()
+	t.demandMayHaveChanged()
+	return nil
+}
+
+// deltaRequest records a delta request; delta clients name what they add and drop.
+func (t *tracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+	t.mu.Lock()
+	s := t.stream(id, req.GetNode())
+	typ := req.GetTypeUrl()
+	if req.GetErrorDetail() != nil {
+		t.m.nacks.WithLabelValues(shortType(typ)).Inc()
+		t.log.Warn("xDS client rejected a delta response (NACK)", "node", s.node, "type", shortType(typ),
+			"err", req.GetErrorDetail().GetMessage())
+	}
+	sub := s.subs[typ]
+	if sub == nil {
+		// The first request of a type: no names means a wildcard (LDS and CDS only).
+		sub = &subscription{wildcard: isWildcard(typ, req.GetResourceNamesSubscribe()), names: map[string]bool{}}
+		s.subs[typ] = sub
+	}
+	for _, n := range req.GetResourceNamesSubscribe() {
+		if n == "*" {
+			sub.wildcard = true
+		} else {
+			sub.names[n] = true
+		}
+	}
+	for _, n := range req.GetResourceNamesUnsubscribe() {
+		if n == "*" {
+			sub.wildcard = false
+		}
+		delete(sub.names, n)
+	}
+	t.mu.Unlock()
+	t.demandMayHaveChanged()
+	return nil
+}
+
+// isWildcard says whether a subscription to names asks for every resource: "*" does,
+// and so does an empty list for listeners and clusters (xDS's legacy wildcard).
+func isWildcard(typeURL string, names []string) bool {
+	if slices.Contains(names, "*") {
+		return true
+	}
+	return len(names) == 0 && (typeURL == resource.ListenerType || typeURL == resource.ClusterType)
+}
+
+func toSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		if n != "*" {
+			set[n] = true
+		}
+	}
+	return set
+}
+
+// serviceOf maps a resource name back to its service: listeners and routes are
+// named after the service, clusters and load assignments after service|protocol.
+func serviceOf(name string) string {
+	if i := strings.IndexByte(name, '|'); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// demand is the union of what the open streams asked for.
+func (t *tracker) demand() (services []string, all bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	set := map[string]bool{}
+	for _, s := range t.streams {
+		for _, sub := range s.subs {
+			if sub.wildcard {
+				return nil, true
+			}
+			for n := range sub.names {
+				set[serviceOf(n)] = true
+			}
+		}
+	}
+	for n := range set {
+		services = append(services, n)
+	}
+	slices.Sort(services)
+	return services, false
+}
+
+// demandMayHaveChanged signals DemandChanged when the demand differs from the last
+// one signalled.
+func (t *tracker) demandMayHaveChanged() {
+	services, all := t.demand()
+	now := append([]string{map[bool]string{true: "*", false: ""}[all]}, services...)
+	t.mu.Lock()
+	same := slices.Equal(now, t.last)
+	t.last = now
+	t.mu.Unlock()
+	if same {
+		return
+	}
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
