@@ -33,6 +33,11 @@ type Options struct {
 	ControlPlane *config.Config
 	// Registry is shared by the nodes; default: an in-memory one the fabric closes.
 	Registry registry.Registry
+	// Southbound, when set, is an existing control plane's southbound address: the
+	// fabric starts none of its own.
+	Southbound string
+	// Listen picks the address of a node (default 127.0.0.1:0).
+	Listen func(group, id string) string
 	// Node adjusts every node's config before it starts.
 	Node   func(*node.Config)
 	Logger *slog.Logger
@@ -66,6 +71,9 @@ func Start(ctx context.Context, o Options) (*Fabric, error) {
 	f := &Fabric{o: o, nodes: map[string]*Running{}}
 	if f.o.Registry == nil {
 		f.o.Registry, f.ownReg = memory.New(), true
+	}
+	if o.Southbound != "" {
+		return f, nil
 	}
 	cfg := o.ControlPlane
 	if cfg == nil {
@@ -104,7 +112,7 @@ func indent(s string) string {
 	return out
 }
 
-// ControlPlane is the running control plane.
+// ControlPlane is the running control plane (nil with Options.Southbound).
 func (f *Fabric) ControlPlane() *server.Server { return f.cp }
 
 // Registry is the registry the nodes share.
@@ -113,13 +121,21 @@ func (f *Fabric) Registry() registry.Registry { return f.o.Registry }
 // StartNode starts node id of group and returns once it registered with the control
 // plane (or ctx ends).
 func (f *Fabric) StartNode(ctx context.Context, group, id string) (*Running, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if f.o.Listen != nil {
+		addr = f.o.Listen(group, id)
+	}
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %s/%s: %w", group, id, err)
+	}
+	south := f.o.Southbound
+	if south == "" {
+		south = f.cp.SouthboundAddr()
 	}
 	cfg := node.Config{
 		NodeID: id, Group: group, Listener: lis, ExternalEndpoint: lis.Addr().String(),
-		ControlPlane: []string{f.cp.SouthboundAddr()}, Registry: f.o.Registry,
+		ControlPlane: []string{south}, Registry: f.o.Registry,
 		RegistrationTTL: 10 * time.Second, LinkGrace: 3 * time.Second,
 		Backoff: dataplane.Backoff{Base: 20 * time.Millisecond, Max: 500 * time.Millisecond, HealthyAfter: time.Second},
 		Logger:  f.o.Logger.With("node", group+"/"+id),
@@ -208,8 +224,10 @@ func (f *Fabric) Close() error {
 	for _, r := range f.Nodes() {
 		errs = append(errs, f.StopNode(r.ID(), false))
 	}
-	f.cpStop()
-	errs = append(errs, <-f.cpDone)
+	if f.cp != nil {
+		f.cpStop()
+		errs = append(errs, <-f.cpDone)
+	}
 	if f.ownReg {
 		errs = append(errs, f.o.Registry.Close())
 	}

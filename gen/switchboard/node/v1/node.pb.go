@@ -589,6 +589,50 @@ func (x *PublishRequest) GetBroadcast() bool {
 	return false
 }
 
+type PublishBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*PublishRequest      `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishBatch) Reset() {
+	*x = PublishBatch{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishBatch) ProtoMessage() {}
+
+func (x *PublishBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishBatch.ProtoReflect.Descriptor instead.
+func (*PublishBatch) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PublishBatch) GetMessages() []*PublishRequest {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 type PublishResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Copies handed to subscribers or links (several for a broadcast).
@@ -601,7 +645,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +657,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +670,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PublishResponse) GetForwarded() uint32 {
@@ -655,7 +699,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +711,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +724,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PublishStreamResponse) GetAccepted() uint64 {
@@ -720,7 +764,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +776,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +789,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubscribeRequest) GetName() *Name {
@@ -757,16 +801,17 @@ func (x *SubscribeRequest) GetName() *Name {
 
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Set in the first response only.
-	SubscriptionId uint64   `protobuf:"varint,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
-	Message        *Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set in the first response only, which carries no messages.
+	SubscriptionId uint64 `protobuf:"varint,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	// Messages in arrival order; several when they arrive faster than the stream sends.
+	Messages      []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +823,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +836,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubscribeResponse) GetSubscriptionId() uint64 {
@@ -801,9 +846,9 @@ func (x *SubscribeResponse) GetSubscriptionId() uint64 {
 	return 0
 }
 
-func (x *SubscribeResponse) GetMessage() *Message {
+func (x *SubscribeResponse) GetMessages() []*Message {
 	if x != nil {
-		return x.Message
+		return x.Messages
 	}
 	return nil
 }
@@ -817,7 +862,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +874,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +887,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UnsubscribeRequest) GetSubscriptionId() uint64 {
@@ -860,7 +905,7 @@ type UnsubscribeResponse struct {
 
 func (x *UnsubscribeResponse) Reset() {
 	*x = UnsubscribeResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +917,7 @@ func (x *UnsubscribeResponse) String() string {
 func (*UnsubscribeResponse) ProtoMessage() {}
 
 func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +930,7 @@ func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
 func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 var File_switchboard_node_v1_node_proto protoreflect.FileDescriptor
@@ -928,7 +973,9 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\x0ePublishRequest\x12-\n" +
 	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1c\n" +
-	"\tbroadcast\x18\x03 \x01(\bR\tbroadcast\"I\n" +
+	"\tbroadcast\x18\x03 \x01(\bR\tbroadcast\"O\n" +
+	"\fPublishBatch\x12?\n" +
+	"\bmessages\x18\x01 \x03(\v2#.switchboard.node.v1.PublishRequestR\bmessages\"I\n" +
 	"\x0fPublishResponse\x12\x1c\n" +
 	"\tforwarded\x18\x01 \x01(\rR\tforwarded\x12\x18\n" +
 	"\adropped\x18\x02 \x01(\rR\adropped\"\x8b\x01\n" +
@@ -940,18 +987,18 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"unroutable\x18\x04 \x01(\x04R\n" +
 	"unroutable\"A\n" +
 	"\x10SubscribeRequest\x12-\n" +
-	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\"t\n" +
+	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\"v\n" +
 	"\x11SubscribeResponse\x12'\n" +
-	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\x126\n" +
-	"\amessage\x18\x02 \x01(\v2\x1c.switchboard.node.v1.MessageR\amessage\"=\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\x128\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1c.switchboard.node.v1.MessageR\bmessages\"=\n" +
 	"\x12UnsubscribeRequest\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\"\x15\n" +
 	"\x13UnsubscribeResponse2Y\n" +
 	"\vLinkService\x12J\n" +
-	"\x04Link\x12\x1e.switchboard.node.v1.LinkFrame\x1a\x1e.switchboard.node.v1.LinkFrame(\x010\x012\x87\x03\n" +
+	"\x04Link\x12\x1e.switchboard.node.v1.LinkFrame\x1a\x1e.switchboard.node.v1.LinkFrame(\x010\x012\x85\x03\n" +
 	"\vNodeService\x12T\n" +
-	"\aPublish\x12#.switchboard.node.v1.PublishRequest\x1a$.switchboard.node.v1.PublishResponse\x12b\n" +
-	"\rPublishStream\x12#.switchboard.node.v1.PublishRequest\x1a*.switchboard.node.v1.PublishStreamResponse(\x01\x12\\\n" +
+	"\aPublish\x12#.switchboard.node.v1.PublishRequest\x1a$.switchboard.node.v1.PublishResponse\x12`\n" +
+	"\rPublishStream\x12!.switchboard.node.v1.PublishBatch\x1a*.switchboard.node.v1.PublishStreamResponse(\x01\x12\\\n" +
 	"\tSubscribe\x12%.switchboard.node.v1.SubscribeRequest\x1a&.switchboard.node.v1.SubscribeResponse0\x01\x12`\n" +
 	"\vUnsubscribe\x12'.switchboard.node.v1.UnsubscribeRequest\x1a(.switchboard.node.v1.UnsubscribeResponseBHZFgithub.com/switchboard-mesh/switchboard/gen/switchboard/node/v1;nodev1b\x06proto3"
 
@@ -967,7 +1014,7 @@ func file_switchboard_node_v1_node_proto_rawDescGZIP() []byte {
 	return file_switchboard_node_v1_node_proto_rawDescData
 }
 
-var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*Name)(nil),                  // 0: switchboard.node.v1.Name
 	(*Message)(nil),               // 1: switchboard.node.v1.Message
@@ -977,12 +1024,13 @@ var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*InterestAck)(nil),           // 5: switchboard.node.v1.InterestAck
 	(*Relink)(nil),                // 6: switchboard.node.v1.Relink
 	(*PublishRequest)(nil),        // 7: switchboard.node.v1.PublishRequest
-	(*PublishResponse)(nil),       // 8: switchboard.node.v1.PublishResponse
-	(*PublishStreamResponse)(nil), // 9: switchboard.node.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),      // 10: switchboard.node.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),     // 11: switchboard.node.v1.SubscribeResponse
-	(*UnsubscribeRequest)(nil),    // 12: switchboard.node.v1.UnsubscribeRequest
-	(*UnsubscribeResponse)(nil),   // 13: switchboard.node.v1.UnsubscribeResponse
+	(*PublishBatch)(nil),          // 8: switchboard.node.v1.PublishBatch
+	(*PublishResponse)(nil),       // 9: switchboard.node.v1.PublishResponse
+	(*PublishStreamResponse)(nil), // 10: switchboard.node.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),      // 11: switchboard.node.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),     // 12: switchboard.node.v1.SubscribeResponse
+	(*UnsubscribeRequest)(nil),    // 13: switchboard.node.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil),   // 14: switchboard.node.v1.UnsubscribeResponse
 }
 var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	0,  // 0: switchboard.node.v1.Message.name:type_name -> switchboard.node.v1.Name
@@ -994,23 +1042,24 @@ var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	1,  // 6: switchboard.node.v1.Batch.messages:type_name -> switchboard.node.v1.Message
 	0,  // 7: switchboard.node.v1.Interest.name:type_name -> switchboard.node.v1.Name
 	0,  // 8: switchboard.node.v1.PublishRequest.name:type_name -> switchboard.node.v1.Name
-	0,  // 9: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
-	1,  // 10: switchboard.node.v1.SubscribeResponse.message:type_name -> switchboard.node.v1.Message
-	2,  // 11: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
-	7,  // 12: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
-	7,  // 13: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishRequest
-	10, // 14: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
-	12, // 15: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
-	2,  // 16: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
-	8,  // 17: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
-	9,  // 18: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
-	11, // 19: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
-	13, // 20: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 9: switchboard.node.v1.PublishBatch.messages:type_name -> switchboard.node.v1.PublishRequest
+	0,  // 10: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
+	1,  // 11: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
+	2,  // 12: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
+	7,  // 13: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
+	8,  // 14: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
+	11, // 15: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
+	13, // 16: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
+	2,  // 17: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
+	9,  // 18: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
+	10, // 19: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
+	12, // 20: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
+	14, // 21: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_node_v1_node_proto_init() }
@@ -1032,7 +1081,7 @@ func file_switchboard_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_node_v1_node_proto_rawDesc), len(file_switchboard_node_v1_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -138,9 +138,10 @@ type NodeServiceClient interface {
 	// Publish one message. RESOURCE_EXHAUSTED when every queue it was bound for is full;
 	// NOT_FOUND when nobody subscribes to the name (the message is counted as unroutable).
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
-	// Publish a stream of messages; the answer counts what happened to them. Messages
-	// nobody subscribes to, or that find their queue full, are counted, not refused.
-	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishRequest, PublishStreamResponse], error)
+	// Publish a stream of batches of messages; the answer counts what happened to them.
+	// Messages nobody subscribes to, or that find their queue full, are counted, not
+	// refused; a malformed one ends the stream with INVALID_ARGUMENT.
+	PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishBatch, PublishStreamResponse], error)
 	// Subscribe to a name; the first response carries the subscription id alone, then
 	// one response per message. Ends when the client cancels or Unsubscribe is called.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
@@ -165,18 +166,18 @@ func (c *nodeServiceClient) Publish(ctx context.Context, in *PublishRequest, opt
 	return out, nil
 }
 
-func (c *nodeServiceClient) PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishRequest, PublishStreamResponse], error) {
+func (c *nodeServiceClient) PublishStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PublishBatch, PublishStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[0], NodeService_PublishStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[PublishRequest, PublishStreamResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[PublishBatch, PublishStreamResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type NodeService_PublishStreamClient = grpc.ClientStreamingClient[PublishRequest, PublishStreamResponse]
+type NodeService_PublishStreamClient = grpc.ClientStreamingClient[PublishBatch, PublishStreamResponse]
 
 func (c *nodeServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -214,9 +215,10 @@ type NodeServiceServer interface {
 	// Publish one message. RESOURCE_EXHAUSTED when every queue it was bound for is full;
 	// NOT_FOUND when nobody subscribes to the name (the message is counted as unroutable).
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
-	// Publish a stream of messages; the answer counts what happened to them. Messages
-	// nobody subscribes to, or that find their queue full, are counted, not refused.
-	PublishStream(grpc.ClientStreamingServer[PublishRequest, PublishStreamResponse]) error
+	// Publish a stream of batches of messages; the answer counts what happened to them.
+	// Messages nobody subscribes to, or that find their queue full, are counted, not
+	// refused; a malformed one ends the stream with INVALID_ARGUMENT.
+	PublishStream(grpc.ClientStreamingServer[PublishBatch, PublishStreamResponse]) error
 	// Subscribe to a name; the first response carries the subscription id alone, then
 	// one response per message. Ends when the client cancels or Unsubscribe is called.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
@@ -234,7 +236,7 @@ type UnimplementedNodeServiceServer struct{}
 func (UnimplementedNodeServiceServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
 }
-func (UnimplementedNodeServiceServer) PublishStream(grpc.ClientStreamingServer[PublishRequest, PublishStreamResponse]) error {
+func (UnimplementedNodeServiceServer) PublishStream(grpc.ClientStreamingServer[PublishBatch, PublishStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method PublishStream not implemented")
 }
 func (UnimplementedNodeServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
@@ -283,11 +285,11 @@ func _NodeService_Publish_Handler(srv interface{}, ctx context.Context, dec func
 }
 
 func _NodeService_PublishStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(NodeServiceServer).PublishStream(&grpc.GenericServerStream[PublishRequest, PublishStreamResponse]{ServerStream: stream})
+	return srv.(NodeServiceServer).PublishStream(&grpc.GenericServerStream[PublishBatch, PublishStreamResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type NodeService_PublishStreamServer = grpc.ClientStreamingServer[PublishRequest, PublishStreamResponse]
+type NodeService_PublishStreamServer = grpc.ClientStreamingServer[PublishBatch, PublishStreamResponse]
 
 func _NodeService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(SubscribeRequest)
