@@ -66,7 +66,7 @@ func (p *parser) ttl(n *yaml.Node, path string, t *endpoint.TTL) error {
 		return err
 	}
 	if *t, err = endpoint.ParseTTL(s); err != nil {
-		return &Error{Line: n.Line, Path: path, Err: err}
+		return &Error{Line: n.Line, Column: n.Column, Path: path, Err: err}
 	}
 	return nil
 }
@@ -115,11 +115,11 @@ func (p *parser) check(n *yaml.Node, path string) (check.Spec, error) {
 		return check.Spec{}, err
 	}
 	if kinds != 1 {
-		return check.Spec{}, &Error{Line: n.Line, Path: path, Err: errors.New("want exactly one of http, tcp, grpc, exec")}
+		return check.Spec{}, &Error{Line: n.Line, Column: n.Column, Path: path, Err: errors.New("want exactly one of http, tcp, grpc, exec")}
 	}
 	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
-		return check.Spec{}, &Error{Line: n.Line, Path: path, Err: err}
+		return check.Spec{}, &Error{Line: n.Line, Column: n.Column, Path: path, Err: err}
 	}
 	return s, nil
 }
@@ -129,7 +129,7 @@ func (p *parser) check(n *yaml.Node, path string) (check.Spec, error) {
 func (p *parser) positive(n *yaml.Node, path string) (int, error) {
 	v, err := p.integer(n, path)
 	if err == nil && v < 1 {
-		err = &Error{Line: n.Line, Path: path, Err: fmt.Errorf("%d: must be at least 1", v)}
+		err = &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("%d: must be at least 1", v)}
 	}
 	return v, err
 }

@@ -69,7 +69,7 @@ func expandScalar(n *yaml.Node, lookup func(string) (string, bool)) error {
 		return v
 	})
 	if missing != "" {
-		return &Error{Line: n.Line, Err: fmt.Errorf("${%s} is not set in the environment", missing)}
+		return &Error{Line: n.Line, Column: n.Column, Err: fmt.Errorf("${%s} is not set in the environment", missing)}
 	}
 	n.Value = out
 	if n.Style == 0 || n.Style == yaml.FlowStyle {

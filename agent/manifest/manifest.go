@@ -29,9 +29,10 @@ var ErrInvalid = errors.New("invalid manifest")
 
 // Error locates a problem in the manifest.
 type Error struct {
-	Line int    // 1-based; 0 when the problem has no single place
-	Path string // e.g. "entries[2].checks[0].interval"
-	Err  error
+	Line   int    // 1-based; 0 when the problem has no single place
+	Column int    // 1-based; 0 when only the line is known
+	Path   string // e.g. "entries[2].checks[0].interval"
+	Err    error
 }
 
 func (e *Error) Error() string {
@@ -39,7 +40,10 @@ func (e *Error) Error() string {
 	if e.Path != "" {
 		msg = e.Path + ": " + msg
 	}
-	if e.Line > 0 {
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		msg = fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, msg)
+	case e.Line > 0:
 		msg = fmt.Sprintf("line %d: %s", e.Line, msg)
 	}
 	return msg

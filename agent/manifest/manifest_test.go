@@ -95,31 +95,31 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty", "", "empty: want a top-level entries: list"},
 		{"no entries key", "{}", "want a top-level entries: list"},
-		{"unknown top key", "entries: []\nextra: 1\n", `line 2: unknown key "extra"`},
+		{"unknown top key", "entries: []\nextra: 1\n", `line 2, column 1: unknown key "extra"`},
 		{"two documents", "entries: []\n---\nentries: []\n", "want one YAML document"},
 		{"syntax", "entries: [\n", "YAML:"},
-		{"entries not a list", "entries: {a: b}", "line 1: entries: want a list"},
-		{"entry not a mapping", "entries:\n  - web\n", `line 2: entries[0]: want a mapping, got "web"`},
-		{"unknown entry key", head + "    colour: blue\n", `line 6: entries[0]: unknown key "colour"`},
-		{"duplicate key", head + "    port: 1\n    port: 2\n", "line 7: entries[0].port: key appears twice"},
-		{"port not int", head + "    port: http\n", `line 6: entries[0].port: want an integer, got "http"`},
+		{"entries not a list", "entries: {a: b}", "line 1, column 10: entries: want a list"},
+		{"entry not a mapping", "entries:\n  - web\n", `line 2, column 5: entries[0]: want a mapping, got "web"`},
+		{"unknown entry key", head + "    colour: blue\n", `line 6, column 5: entries[0]: unknown key "colour"`},
+		{"duplicate key", head + "    port: 1\n    port: 2\n", "line 7, column 5: entries[0].port: key appears twice"},
+		{"port not int", head + "    port: http\n", `line 6, column 11: entries[0].port: want an integer, got "http"`},
 		{"port as float", head + "    port: 80.5\n", "entries[0].port: want an integer"},
 		{"port range", head + "    port: 70000\n", `line 2: entries[0]: invalid endpoint: port "70000"`},
 		{"priority zero", head + "    priority: 0\n", `entries[0]: invalid endpoint: priority "0"`},
 		{"missing service", "entries:\n  - cluster: prod\n    protocol: http\n    address: 10.0.0.1\n", `entries[0]: invalid endpoint: service "": is required`},
 		{"bad address", "entries:\n  - cluster: prod\n    service: web\n    protocol: http\n    address: 10.0.0.300\n", `entries[0]: invalid endpoint: address "10.0.0.300"`},
-		{"bad ttl", head + "    ttl: 500ms\n", "line 6: entries[0].ttl: ttl 500ms: must be at least 1s"},
+		{"bad ttl", head + "    ttl: 500ms\n", "line 6, column 10: entries[0].ttl: ttl 500ms: must be at least 1s"},
 		{"annotations list", head + "    annotations: [a]\n", "entries[0].annotations: want a mapping of strings"},
 		{"annotation value map", head + "    annotations: {a: {b: c}}\n", "entries[0].annotations[a]: want a single value"},
 		{"bad annotation key", head + "    annotations: {'-x': y}\n", `entries[0]: invalid endpoint: annotations "-x"`},
-		{"service is a list", "entries:\n  - service: [a]\n", "line 2: entries[0].service: want a single value"},
+		{"service is a list", "entries:\n  - service: [a]\n", "line 2, column 14: entries[0].service: want a single value"},
 		{"checks not list", head + "    checks: {http: x}\n", "entries[0].checks: want a list"},
-		{"unknown check key", head + "    checks:\n      - tcp: a:1\n        retries: 3\n", `line 8: entries[0].checks[0]: unknown key "retries"`},
-		{"two kinds", head + "    checks:\n      - tcp: a:1\n        http: http://a/\n", "line 7: entries[0].checks[0]: want exactly one of http, tcp, grpc, exec"},
+		{"unknown check key", head + "    checks:\n      - tcp: a:1\n        retries: 3\n", `line 8, column 9: entries[0].checks[0]: unknown key "retries"`},
+		{"two kinds", head + "    checks:\n      - tcp: a:1\n        http: http://a/\n", "line 7, column 9: entries[0].checks[0]: want exactly one of http, tcp, grpc, exec"},
 		{"no kind", head + "    checks:\n      - interval: 1s\n", "entries[0].checks[0]: want exactly one of"},
-		{"bad interval", head + "    checks:\n      - tcp: a:1\n        interval: soon\n", `line 8: entries[0].checks[0].interval: want a duration such as 5s, got "soon"`},
+		{"bad interval", head + "    checks:\n      - tcp: a:1\n        interval: soon\n", `line 8, column 19: entries[0].checks[0].interval: want a duration such as 5s, got "soon"`},
 		{"timeout over interval", head + "    checks:\n      - tcp: a:1\n        interval: 1s\n        timeout: 2s\n", "entries[0].checks[0]: timeout 2s: must not exceed interval 1s"},
-		{"rise zero", head + "    checks:\n      - tcp: a:1\n        rise: 0\n", "line 8: entries[0].checks[0].rise: 0: must be at least 1"},
+		{"rise zero", head + "    checks:\n      - tcp: a:1\n        rise: 0\n", "line 8, column 15: entries[0].checks[0].rise: 0: must be at least 1"},
 		{"exec string", head + "    checks:\n      - exec: true\n", "entries[0].checks[0].exec: want a list"},
 		{"exec empty", head + "    checks:\n      - exec: []\n", "entries[0].checks[0]: exec: want a command"},
 		{"http bad url", head + "    checks:\n      - http: 127.0.0.1/x\n", "entries[0].checks[0]: http \"127.0.0.1/x\""},
@@ -168,7 +168,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Load(path)
-	if err == nil || !strings.HasPrefix(err.Error(), "manifest "+path+": line 6: entries[0].port") {
+	if err == nil || !strings.HasPrefix(err.Error(), "manifest "+path+": line 6, column 11: entries[0].port") {
 		t.Fatalf("Load = %v; want the file name, line and field", err)
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {

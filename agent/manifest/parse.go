@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/yamlpos"
 )
 
 // nodeBudget bounds the nodes visited, so aliases that expand exponentially ("billion
@@ -30,11 +31,16 @@ func parse(data []byte, rewrite func(*yaml.Node) error) (*Manifest, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &Error{Err: errors.New("empty: want a top-level entries: list")}
 		}
+		// yaml.v3 places many syntax errors at the start of the enclosing block;
+		// say where the offending token is when it can be found.
+		if at := yamlpos.Locate(data); at != nil {
+			return nil, &Error{Line: at.Line, Column: at.Column, Err: fmt.Errorf("YAML: %s", at.Msg)}
+		}
 		return nil, &Error{Err: fmt.Errorf("YAML: %w", err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, &Error{Line: extra.Line, Err: errors.New("want one YAML document, found another")}
+		return nil, &Error{Line: extra.Line, Column: extra.Column, Err: errors.New("want one YAML document, found another")}
 	}
 	if rewrite != nil {
 		if err := rewrite(&doc); err != nil {
@@ -59,12 +65,12 @@ func (p *parser) resolve(n *yaml.Node) (*yaml.Node, error) {
 		} else if len(n.Content) == 1 {
 			n = n.Content[0]
 		} else {
-			return nil, &Error{Line: n.Line, Err: errors.New("empty document")}
+			return nil, &Error{Line: n.Line, Column: n.Column, Err: errors.New("empty document")}
 		}
 	}
 	p.budget--
 	if p.budget < 0 {
-		return nil, &Error{Line: n.Line, Err: errors.New("too many YAML nodes (alias expansion?)")}
+		return nil, &Error{Line: n.Line, Column: n.Column, Err: errors.New("too many YAML nodes (alias expansion?)")}
 	}
 	return n, nil
 }
@@ -77,20 +83,20 @@ func (p *parser) fields(n *yaml.Node, path string, known []string, fn func(key s
 		return err
 	}
 	if n.Kind != yaml.MappingNode {
-		return &Error{Line: n.Line, Path: path, Err: fmt.Errorf("want a mapping, got %s", kindName(n))}
+		return &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("want a mapping, got %s", kindName(n))}
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return &Error{Line: k.Line, Path: path, Err: errors.New("keys must be plain strings")}
+			return &Error{Line: k.Line, Column: k.Column, Path: path, Err: errors.New("keys must be plain strings")}
 		}
 		if seen[k.Value] {
-			return &Error{Line: k.Line, Path: join(path, k.Value), Err: errors.New("key appears twice")}
+			return &Error{Line: k.Line, Column: k.Column, Path: join(path, k.Value), Err: errors.New("key appears twice")}
 		}
 		seen[k.Value] = true
 		if !slices.Contains(known, k.Value) {
-			return &Error{Line: k.Line, Path: path, Err: fmt.Errorf("unknown key %q (known: %s)", k.Value, strings.Join(known, ", "))}
+			return &Error{Line: k.Line, Column: k.Column, Path: path, Err: fmt.Errorf("unknown key %q (known: %s)", k.Value, strings.Join(known, ", "))}
 		}
 		if err := fn(k.Value, v); err != nil {
 			return err
@@ -132,7 +138,7 @@ func (p *parser) seq(n *yaml.Node, path string, fn func(i int, item *yaml.Node) 
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return &Error{Line: n.Line, Path: path, Err: fmt.Errorf("want a list, got %s", kindName(n))}
+		return &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("want a list, got %s", kindName(n))}
 	}
 	for i, item := range n.Content {
 		if err := fn(i, item); err != nil {
@@ -185,7 +191,7 @@ func (p *parser) scalar(n *yaml.Node, path string) (string, error) {
 		return "", err
 	}
 	if n.Kind != yaml.ScalarNode {
-		return "", &Error{Line: n.Line, Path: path, Err: fmt.Errorf("want a single value, got %s", kindName(n))}
+		return "", &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("want a single value, got %s", kindName(n))}
 	}
 	if isNull(n) {
 		return "", nil
@@ -200,7 +206,7 @@ func (p *parser) integer(n *yaml.Node, path string) (int, error) {
 	}
 	var v int
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&v) != nil {
-		return 0, &Error{Line: n.Line, Path: path, Err: fmt.Errorf("want an integer, got %s", kindName(n))}
+		return 0, &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("want an integer, got %s", kindName(n))}
 	}
 	return v, nil
 }
@@ -212,7 +218,7 @@ func (p *parser) duration(n *yaml.Node, path string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, &Error{Line: n.Line, Path: path, Err: fmt.Errorf("want a duration such as 5s, got %q", s)}
+		return 0, &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("want a duration such as 5s, got %q", s)}
 	}
 	return d, nil
 }
@@ -226,7 +232,7 @@ func (p *parser) stringMap(n *yaml.Node, path string) (map[string]string, error)
 		return nil, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, &Error{Line: n.Line, Path: path, Err: fmt.Errorf("want a mapping of strings, got %s", kindName(n))}
+		return nil, &Error{Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf("want a mapping of strings, got %s", kindName(n))}
 	}
 	out := make(map[string]string, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -235,7 +241,7 @@ func (p *parser) stringMap(n *yaml.Node, path string) (map[string]string, error)
 			return nil, err
 		}
 		if _, dup := out[k]; dup {
-			return nil, &Error{Line: n.Content[i].Line, Path: path + "[" + k + "]", Err: errors.New("key appears twice")}
+			return nil, &Error{Line: n.Content[i].Line, Column: n.Content[i].Column, Path: path + "[" + k + "]", Err: errors.New("key appears twice")}
 		}
 		// Values are taken as written, so `prometheus.io/scrape: true` needs no quotes.
 		if out[k], err = p.scalar(n.Content[i+1], path+"["+k+"]"); err != nil {
