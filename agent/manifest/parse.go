@@ -33,7 +33,7 @@ func parse(data []byte, rewrite func(*yaml.Node) error) (*Manifest, error) {
 		}
 		// yaml.v3 places many syntax errors at the start of the enclosing block;
 		// say where the offending token is when it can be found.
-		if at := yamlpos.Locate(data); at != nil {
+		if at := yamlpos.Locate(data, err); at != nil {
 			return nil, &Error{Line: at.Line, Column: at.Column, Err: fmt.Errorf("YAML: %s", at.Msg)}
 		}
 		return nil, &Error{Err: fmt.Errorf("YAML: %w", err)}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchboard-mesh/switchboard/internal/yamlpos"
 )
 
 // Config is the control plane's configuration file.
@@ -227,7 +229,12 @@ type FieldError struct {
 	Msg    string
 }
 
-func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d, column %d: %s: %s", e.Line, e.Column, e.Path, e.Msg)
+	}
+	return e.Path + ": " + e.Msg
+}
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
@@ -253,6 +260,10 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return Default(), nil
+		}
+		// yaml.v3 places many syntax errors at the top of their block.
+		if at := yamlpos.Locate(data, err); at != nil {
+			return nil, fmt.Errorf("%w: YAML: %v", ErrInvalid, at)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

@@ -193,7 +193,7 @@ func TestInvalid(t *testing.T) {
 		{"topology:\n  segments:\n    - {name: s, links: [{group: a, neighbors: [b]}]}\n    - {name: s, links: [{group: a, neighbors: [c]}]}\n", `topology.segments[1].name: duplicate segment name "s"`},
 		{"tracing: {log_level: info}\ntracing: {log_level: debug}\n", `tracing: duplicate key`},
 		{"a: 1\n---\nb: 2\n", `exactly one YAML document`},
-		{"tracing: [\n", `invalid control plane config: yaml:`},
+		{"tracing: [\n", `invalid control plane config: YAML: line 1, column 10:`},
 	} {
 		_, err := Parse([]byte(c.src))
 		if err == nil {
