@@ -183,11 +183,17 @@ func options(cfg registry.Config) (Options, error) {
 	if storage != "file" && storage != "memory" {
 		return Options{}, fmt.Errorf("parameter %s: %q is neither file nor memory", ParamStorage, cfg.String(ParamStorage))
 	}
+	stream := StreamConfig{
+		Name: cfg.String(ParamStream), Prefix: cfg.String(ParamPrefix), Replicas: replicas,
+		MaxAge: maxAge, Memory: storage == "memory", MarkerTTL: markerTTL,
+	}
+	// Checked before connecting, so a bad value is reported as one whether or not
+	// the server is up.
+	if err := stream.withDefaults().validate(); err != nil {
+		return Options{}, fmt.Errorf("%w: %v", registry.ErrBadParam, err)
+	}
 	return Options{
-		Stream: StreamConfig{
-			Name: cfg.String(ParamStream), Prefix: cfg.String(ParamPrefix), Replicas: replicas,
-			MaxAge: maxAge, Memory: storage == "memory", MarkerTTL: markerTTL,
-		},
+		Stream:       stream,
 		CreateStream: create,
 		Lookup:       cfg.String(ParamLookup),
 		WatchRescan:  rescan,
