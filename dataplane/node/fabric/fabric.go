@@ -218,11 +218,23 @@ func (f *Fabric) StopNode(id string, kill bool) error {
 	}
 }
 
+// StopControlPlane stops the fabric's control plane; the nodes keep running (and keep
+// reconnecting to it).
+func (f *Fabric) StopControlPlane() {
+	if f.cp == nil {
+		return
+	}
+	f.cpStop()
+	<-f.cpDone
+	f.cp = nil
+}
+
 // Close stops every node, then the control plane.
 func (f *Fabric) Close() error {
 	var errs []error
+	kill := f.cp == nil && f.o.Southbound == "" // nobody to deregister from
 	for _, r := range f.Nodes() {
-		errs = append(errs, f.StopNode(r.ID(), false))
+		errs = append(errs, f.StopNode(r.ID(), kill))
 	}
 	if f.cp != nil {
 		f.cpStop()
