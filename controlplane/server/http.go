@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
 )
 
 // httpHandler serves /healthz (the process is alive), /readyz (serving, and the
-// store answers) and /metrics.
+// store answers), /metrics and the read-only status page under /status.
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -29,5 +31,9 @@ func (s *Server) httpHandler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	statuspage.New(statuspage.Options{
+		Store: s.store, Mode: s.svc.Mode().String(), Errors: s.recent, Refresh: s.o.StatusRefresh,
+		Logger: s.log.With("component", "status-page"),
+	}).Mount(mux)
 	return mux
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/northbound"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 	"github.com/switchboard-mesh/switchboard/controlplane/southbound"
+	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 )
@@ -56,6 +57,8 @@ type Options struct {
 	// AuditLogger receives one line per successful northbound mutation (each with
 	// audit=true); Logger when nil.
 	AuditLogger *slog.Logger
+	// StatusRefresh is how often an open status page updates itself; 2 s when zero.
+	StatusRefresh time.Duration
 }
 
 // Server is a control plane: create it with New, serve with Run.
@@ -72,6 +75,7 @@ type Server struct {
 	routes  *reconcile.Queue
 	metrics *metrics
 	secrets *groupsecrets.Manager
+	recent  *statuspage.ErrorLog // reconcile errors for the status page
 
 	sgrpc, ngrpc     *grpc.Server
 	slis, nlis, hlis net.Listener
@@ -144,10 +148,16 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 // buildReconcilers makes the two queues, each reconciler poking the other's queue.
 func (s *Server) buildReconcilers() {
 	rc := s.o.Config.Reconciler
+	s.recent = statuspage.NewErrorLog(0)
 	queue := func(name string, sync func(context.Context, string) error) *reconcile.Queue {
+		metrics, recent := s.metrics.observe(name), s.recent.Observe(name)
 		return reconcile.NewQueue(reconcile.QueueConfig{
 			Name: name, Workers: rc.Workers, BaseDelay: rc.BaseRetryDelay, MaxRequeues: rc.MaxRequeues,
-			Logger: s.log.With("component", name+"-reconciler"), OnResult: s.metrics.observe(name),
+			Logger: s.log.With("component", name+"-reconciler"),
+			OnResult: func(key string, took time.Duration, err error) {
+				metrics(key, took, err)
+				recent(key, took, err)
+			},
 		}, sync)
 	}
 	links := reconcile.NewLinks(reconcile.LinkOptions{

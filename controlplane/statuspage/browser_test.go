@@ -1,0 +1,120 @@
+package statuspage_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
+)
+
+// requireBrowserEnv makes a missing browser a failure rather than a skip (CI sets
+// it, and installs Debian's chromium).
+const requireBrowserEnv = "CI_REQUIRE_BROWSER"
+
+// browser starts headless Chromium and returns a context that drives one tab.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv(requireBrowserEnv) == "1" {
+			t.Fatalf("chromium is not on PATH and %s=1: install it (apt-get install chromium)", requireBrowserEnv)
+		}
+		t.Skipf("chromium is not on PATH (apt-get install chromium); set %s=1 to make this a failure", requireBrowserEnv)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(cancelTab)
+	// Start the browser on the tab's own context: the first run ties the browser's
+	// life to the context it gets, and the steps below use shorter ones.
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return tab
+}
+
+// do runs steps with their own deadline, so a step that never comes true fails the
+// test with its name instead of hanging until the test's timeout.
+func do(t *testing.T, tab context.Context, what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, d)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, tab context.Context, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// poll waits until a JavaScript expression is true in the page.
+func poll(t *testing.T, tab context.Context, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		t.Fatalf("%s: %v (page says: %s)", what, err, eval[string](t, tab, "document.body.innerText"))
+	}
+}
+
+// TestPageInBrowser: a real browser renders the page of a fabric the test started,
+// its script keeps it live, and when a node leaves the open page drops it without
+// being reloaded.
+func TestPageInBrowser(t *testing.T) {
+	tab := browser(t)
+	base, f := fabric(t, 200*time.Millisecond, "cloud/n1", "edge/n1", "lab/n1")
+	waitState(t, base, func(s statuspage.Snapshot) bool {
+		return len(s.Groups) == 3 && s.Links.ByState["applied"] == 2
+	})
+
+	do(t, tab, "open the page", 20*time.Second,
+		chromedp.Navigate(base+"/status"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-node="lab/n1"]`)),
+	)
+	if title := eval[string](t, tab, "document.title"); title != "Switchboard control plane" {
+		t.Fatalf("title %q", title)
+	}
+	if n := eval[int](t, tab, `document.querySelectorAll('#links tr[data-state="applied"]').length`); n != 2 {
+		t.Fatalf("the page shows %d applied links, want 2", n)
+	}
+	// A mark on the document: gone if the page were reloaded.
+	eval[bool](t, tab, `window.sbMark = "same page"; true`)
+	poll(t, tab, "the script updates the page", `document.getElementById("live").textContent.startsWith("live · updated")`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Node("lab/n1").Deregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, tab, "the departed node leaves the page",
+		`document.querySelector('tr[data-node="lab/n1"]') === null && document.querySelectorAll('#links tr[data-state="applied"]').length === 1`)
+	if mark := eval[string](t, tab, `window.sbMark || ""`); mark != "same page" {
+		t.Fatalf("the page was reloaded instead of updated (mark %q)", mark)
+	}
+	if n := eval[int](t, tab, `document.querySelectorAll('tr[data-node="edge/n1"], tr[data-node="cloud/n1"]').length`); n != 2 {
+		t.Fatalf("after the departure the page shows %d of the remaining nodes, want 2", n)
+	}
+}

@@ -1,0 +1,178 @@
+package statuspage_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
+	"github.com/switchboard-mesh/switchboard/controlplane/server"
+	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fabric runs a control plane (star topology, cloud the hub) with the status page
+// refreshing every refresh, and starts nodes in it. It returns the HTTP base URL.
+func fabric(t *testing.T, refresh time.Duration, nodes ...string) (string, *e2e.Fabric) {
+	t.Helper()
+	cfg, err := config.Parse([]byte("topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Northbound.Endpoint, cfg.Southbound.Endpoint = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Reconciler.BaseRetryDelay = 10 * time.Millisecond
+	srv, err := server.New(context.Background(), server.Options{Config: cfg, MetricsListen: "127.0.0.1:0", StatusRefresh: refresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	f := e2e.NewFabric()
+	t.Cleanup(func() {
+		f.Close()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("control plane: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("control plane did not stop")
+		}
+	})
+	for _, id := range nodes {
+		g, n, _ := strings.Cut(id, "/")
+		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: n, Target: srv.SouthboundAddr()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "http://" + srv.MetricsAddr(), f
+}
+
+func fetch(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// waitState polls state.json until ok accepts it.
+func waitState(t *testing.T, base string, ok func(statuspage.Snapshot) bool) statuspage.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := fetch(t, base+"/status/state.json")
+		var s statuspage.Snapshot
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatalf("state.json: %v\n%s", err, body)
+		}
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state never as wanted; last:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func applied(s statuspage.Snapshot) bool {
+	return len(s.Groups) == 2 && s.Links.ByState["applied"] == 1 && s.Links.Total == 1
+}
+
+// TestServedOverHTTP: the page, its live fragment, the JSON and the assets are
+// served on the metrics port, with headers that keep the page to its own assets.
+func TestServedOverHTTP(t *testing.T) {
+	base, _ := fabric(t, time.Second, "cloud/n1", "edge/n1")
+	s := waitState(t, base, applied)
+	if s.Mode != "config" || s.Groups[0].Name != "cloud" || !s.Groups[0].Nodes[0].Gateway || !s.Groups[1].Nodes[0].Connected {
+		t.Fatalf("snapshot = %+v", s)
+	}
+	resp, page := fetch(t, base+"/status")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("/status: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, want := range []string{`<tr data-node="cloud/n1" class="ok">`, `<tr data-node="edge/n1" class="ok">`,
+		`data-state="applied"`, `<script src="status/assets/app.js" defer></script>`, "config mode · 2 groups · 1 links"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/status lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "<script>") || strings.Contains(page, "http://") || strings.Contains(page, "https://") {
+		t.Error("/status has an inline script or loads something from elsewhere")
+	}
+	_, frag := fetch(t, base+"/status/fragment")
+	if !strings.Contains(frag, `data-node="edge/n1"`) || strings.Contains(frag, "<html") {
+		t.Errorf("/status/fragment:\n%s", frag)
+	}
+	for _, asset := range []string{"/status/assets/app.js", "/status/assets/style.css"} {
+		if resp, body := fetch(t, base+asset); resp.StatusCode != http.StatusOK || len(body) < 100 {
+			t.Errorf("%s: %d, %d bytes", asset, resp.StatusCode, len(body))
+		}
+	}
+	if resp, _ := fetch(t, base+"/status/templates/page.tmpl"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the page's template is served: %d", resp.StatusCode)
+	}
+}
+
+// TestEscapesWhatNodesSay: a link's status message comes from a data-plane node, so
+// it is escaped, never markup; errors recorded show up in the errors table.
+func TestEscapesWhatNodesSay(t *testing.T) {
+	st := memory.New()
+	ctx := context.Background()
+	if err := st.SaveNode(ctx, store.Node{ID: "edge/n1", Group: "edge", Connected: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateLink(ctx, store.Link{ID: "l1", SourceNodeID: "edge/n1", SourceGroup: "edge", DestGroup: "cloud", Status: store.LinkPending}); err != nil {
+		t.Fatal(err)
+	}
+	connecting, failed, msg := store.LinkConnecting, store.LinkFailed, `<img src=x onerror=alert(1)>`
+	if _, err := st.UpdateLink(ctx, "l1", store.LinkUpdate{Status: &connecting}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateLink(ctx, "l1", store.LinkUpdate{Status: &failed, StatusMessage: &msg}); err != nil {
+		t.Fatal(err)
+	}
+	errs := statuspage.NewErrorLog(10)
+	errs.Record("route", "edge/n1", errors.New(`<b>subscribe</b> failed`))
+	mux := http.NewServeMux()
+	statuspage.New(statuspage.Options{Store: st, Mode: "api", Errors: errs}).Mount(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	_, page := fetch(t, srv.URL+"/status")
+	if strings.Contains(page, "<img") || strings.Contains(page, "<b>subscribe") {
+		t.Fatalf("markup from a node reached the page:\n%s", page)
+	}
+	for _, want := range []string{"&lt;img src=x onerror=alert(1)&gt;", "&lt;b&gt;subscribe&lt;/b&gt; failed", `class="badge state-failed" data-count="failed">failed 1`, "cloud (unclaimed)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+}
