@@ -1,0 +1,40 @@
+package dns
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the DNS server's series; the Server exports them as a Collector.
+type metrics struct {
+	queries   *prometheus.CounterVec
+	truncated prometheus.Counter
+	forwarded *prometheus.CounterVec
+	names     prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_dns_queries_total",
+			Help: "DNS queries answered, by transport (udp, tcp) and response code."}, []string{"proto", "rcode"}),
+		truncated: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_agent_dns_truncated_total",
+			Help: "UDP answers truncated (TC set): the client retries over TCP."}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_dns_forwarded_total",
+			Help: "Questions outside the domain sent to the upstream resolver, by result (ok, error)."}, []string{"result"}),
+		names: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_dns_names",
+			Help: "Names in the served zone."}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.queries, m.truncated, m.forwarded, m.names}
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
