@@ -121,6 +121,9 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 }
 
 func (f agentFlags) validate() error {
+	if err := checkListens("metrics-listen", f.metricsListen); err != nil {
+		return err
+	}
 	switch {
 	case f.manifest == "" && len(f.renders) == 0 && f.prometheusSD == "":
 		return usagef("nothing to do: give --manifest, --render or --prometheus-sd")

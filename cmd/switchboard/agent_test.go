@@ -69,7 +69,7 @@ func TestAgentUsageErrors(t *testing.T) {
 		msg  string
 	}{
 		{"nothing to do", []string{"agent"}, "nothing to do"},
-		{"bad manifest", []string{"agent", "--manifest", bad}, `line 6: entries[0]: unknown key "colour"`},
+		{"bad manifest", []string{"agent", "--manifest", bad}, `line 6, column 5: entries[0]: unknown key "colour"`},
 		{"missing manifest", []string{"agent", "--manifest", filepath.Join(dir, "none.yaml")}, "no such file"},
 		{"bad render spec", []string{"agent", "--registry-backend", "memory", "--render", "only-template"}, "TEMPLATE:OUT"},
 		{"broken template", []string{"agent", "--registry-backend", "memory", "--render", broken + ":" + filepath.Join(dir, "out")}, broken + ":2"},

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -54,8 +57,8 @@ func addBackendFlags(cmd *cobra.Command, defaultBackend string) *backendFlags {
 	sort.Strings(keys)
 	for _, k := range keys {
 		p := params[k]
-		f := cmd.Flags().VarPF(newStringValue(p.Default), p.Name, "", fmt.Sprintf("%s [%s]", p.Usage, strings.Join(seen[k], ", ")))
-		if p.Default == "false" {
+		f := cmd.Flags().VarPF(newParamValue(p.Default), p.Name, "", fmt.Sprintf("%s [%s]", p.Usage, strings.Join(seen[k], ", ")))
+		if f.Value.Type() == "bool" {
 			f.NoOptDefVal = "true" // a bare --flag switches it on
 		}
 		markBackendFlag(f)
@@ -140,9 +143,55 @@ func (b *backendFlags) open(ctx context.Context, log *slog.Logger) (registry.Reg
 	return registry.Open(ctx, b.name, b.params(), log)
 }
 
-type stringValue struct{ v string }
+// paramValue is a backend parameter's flag. Parameters are declared as text; the
+// type --help shows, and the check a value gets as it is parsed, come from the
+// declared default: "false" is a bool, "3" an int, "5s" a duration. A parameter
+// without a default is a string.
+type paramValue struct {
+	kind string
+	v    string
+}
 
-func newStringValue(def string) *stringValue { return &stringValue{def} }
-func (s *stringValue) String() string        { return s.v }
-func (s *stringValue) Set(v string) error    { s.v = v; return nil }
-func (s *stringValue) Type() string          { return "string" }
+func newParamValue(def string) *paramValue { return &paramValue{kind: paramKind(def), v: def} }
+
+func paramKind(def string) string {
+	if def == "true" || def == "false" {
+		return "bool"
+	}
+	if _, err := strconv.Atoi(def); err == nil {
+		return "int"
+	}
+	if _, err := time.ParseDuration(def); err == nil {
+		return "duration"
+	}
+	return "string"
+}
+
+func (p *paramValue) String() string { return p.v }
+func (p *paramValue) Type() string   { return p.kind }
+
+func (p *paramValue) Set(v string) error {
+	var err error
+	switch p.kind {
+	case "bool":
+		var b bool
+		if b, err = strconv.ParseBool(v); err == nil {
+			v = strconv.FormatBool(b)
+		} else {
+			err = errors.New("want true or false")
+		}
+	case "int":
+		if _, err = strconv.Atoi(v); err != nil {
+			err = errors.New("want a whole number")
+		}
+	case "duration":
+		if _, err = time.ParseDuration(v); err != nil {
+			err = errors.New("want a duration such as 30s or 5m")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.v = v
+	return nil
+}

@@ -20,6 +20,8 @@ func init() { subcommands = append(subcommands, newControlPlaneCmd) }
 type controlPlaneOptions struct {
 	configFile    string
 	metricsListen string
+	northbound    string
+	southbound    string
 	insecure      bool
 }
 
@@ -42,12 +44,15 @@ tokens), is refused unless --insecure (allow_insecure_remote: true) says it is m
 SIGHUP re-reads northbound.authorization.token_file: a token removed from the file
 stops working. Every successful northbound mutation is logged with audit=true.`,
 		Example: `  switchboard controlplane
+  switchboard controlplane --northbound-listen 127.0.0.1:7051 --southbound-listen 127.0.0.1:7052
   switchboard controlplane --config /etc/switchboard/controlplane.yaml --metrics-listen :50053
   kill -HUP $(pidof switchboard)    # after editing the token file`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runControlPlane(cmd, a, o) },
 	}
 	cmd.Flags().StringVar(&o.configFile, "config", "", "control plane config file (YAML); default: API mode, in-memory store, loopback endpoints")
+	cmd.Flags().StringVar(&o.northbound, "northbound-listen", "", "management API address (switchboard ctl); overrides northbound.endpoint (default 127.0.0.1:50051)")
+	cmd.Flags().StringVar(&o.southbound, "southbound-listen", "", "address data-plane nodes connect to; overrides southbound.endpoint (default 127.0.0.1:50052)")
 	cmd.Flags().StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:50053", "address for /healthz, /readyz and /metrics (empty: none)")
 	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow plaintext endpoints, and a northbound API without authorization, on non-loopback addresses (logged as a warning)")
 	return cmd
@@ -90,11 +95,27 @@ func controlPlaneStartError(err error) error {
 }
 
 func runControlPlane(cmd *cobra.Command, a *app, o controlPlaneOptions) error {
+	if err := checkListens("northbound-listen", o.northbound, "southbound-listen", o.southbound, "metrics-listen", o.metricsListen); err != nil {
+		return err
+	}
 	cfg, err := loadControlPlaneConfig(cmd, a, o.configFile)
 	if err != nil {
 		return err
 	}
+	// The flags win over the file, so moving a port needs no config file.
+	if o.northbound != "" {
+		cfg.Northbound.Endpoint = o.northbound
+	}
+	if o.southbound != "" {
+		cfg.Southbound.Endpoint = o.southbound
+	}
 	cfg.AllowInsecureRemote = cfg.AllowInsecureRemote || o.insecure
+	if err := cfg.CheckListeners(); err != nil {
+		return controlPlaneStartError(err)
+	}
+	if err := probeListens("northbound-listen", cfg.Northbound.Endpoint, "southbound-listen", cfg.Southbound.Endpoint, "metrics-listen", o.metricsListen); err != nil {
+		return err
+	}
 	log := a.logger()
 	srv, err := server.New(cmd.Context(), server.Options{
 		Config: cfg, Logger: log, MetricsListen: o.metricsListen, AuditLogger: a.auditLogger(),

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -171,10 +173,18 @@ func chartMeta(t *testing.T) chart {
 	return c
 }
 
+// chartValues reads values.yaml as Helm does: through JSON, so every number is a
+// float64 (a template that prints one with %v shows 1000000 as 1e+06).
 func chartValues(t *testing.T) map[string]any {
 	t.Helper()
+	data, err := os.ReadFile(filepath.Join(deployDir, chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var v map[string]any
-	readYAML(t, filepath.Join(deployDir, chartDir, "values.yaml"), &v)
+	if err := sigsyaml.Unmarshal(data, &v); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
 	return v
 }
 
@@ -251,6 +261,9 @@ func renderChart(t *testing.T, values map[string]any) (map[string]string, error)
 			return m
 		},
 		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
+		// Sprig's: the kind of a value by reflect's name, and a number as an int64.
+		"kindIs": func(kind string, v any) bool { return v != nil && reflect.TypeOf(v).Kind().String() == kind },
+		"int64":  toInt64,
 	})
 	dir := filepath.Join(deployDir, chartDir, "templates")
 	entries, err := os.ReadDir(dir)
@@ -284,4 +297,21 @@ func renderChart(t *testing.T, values map[string]any) (map[string]string, error)
 		out[n] = b.String()
 	}
 	return out, nil
+}
+
+// toInt64 is Sprig's int64 for the kinds values hold: numbers are truncated, strings
+// parsed, anything else is 0.
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case float64:
+		return int64(n)
+	case int:
+		return int64(n)
+	case int64:
+		return n
+	case string:
+		i, _ := strconv.ParseInt(n, 10, 64)
+		return i
+	}
+	return 0
 }

@@ -175,8 +175,8 @@ func TestDevFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 	go func() { done <- cmd.ExecuteContext(context.Background()) }()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "address already in use") {
-			t.Fatalf("dev returned %v, want the port conflict", err)
+		if err == nil || !strings.Contains(err.Error(), taken.Addr().String()+" is in use") || !strings.Contains(err.Error(), "--controlplane-southbound") {
+			t.Fatalf("dev returned %v, want the port conflict with the flag that moves it", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev kept running after the control plane failed to start")

@@ -87,6 +87,9 @@ move to another replica) and persists every queued write before it exits.`,
 		if bf.name == "registrar" {
 			return usagef("--registry-backend registrar: a registrar needs an external registry, not another registrar")
 		}
+		if err := checkListens("listen", f.listen, "health-listen", f.healthListen); err != nil {
+			return err
+		}
 		f.listenGiven = cmd.Flags().Changed("listen")
 		return runRegistrar(cmd.Context(), a, bf, f)
 	}

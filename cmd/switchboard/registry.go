@@ -82,6 +82,9 @@ func newRegisterCmd(a *app) *cobra.Command {
 		if err := e.Validate(); err != nil {
 			return err
 		}
+		if err := bf.refuseOneShotWrite("register"); err != nil {
+			return err
+		}
 		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
 			if err := r.Apply(cmd.Context(), []registry.Op{registry.Register(e)}); err != nil {
 				return err
@@ -105,6 +108,9 @@ func newUnregisterCmd(a *app) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		e.Normalize()
 		if err := e.Key().Validate(); err != nil {
+			return err
+		}
+		if err := bf.refuseOneShotWrite("unregister"); err != nil {
 			return err
 		}
 		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
@@ -177,10 +183,15 @@ interrupted. Backends without a change feed (dynamodb, cloudmap) are refused.`,
 		if err := f.Validate(); err != nil {
 			return err
 		}
+		// Refused before the backend is opened: opening an AWS backend walks the
+		// credential chain, instance metadata service included, for nothing.
+		if noChangeFeed[bf.name] {
+			return usageError{fmt.Errorf("--registry-backend %s: %w; poll it with 'switchboard registry lookup'", bf.name, registry.ErrNoWatch)}
+		}
 		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
 			w, ok := r.(registry.Watcher)
 			if !ok {
-				return fmt.Errorf("--registry-backend %s: %w; poll it with 'switchboard registry lookup'", bf.name, registry.ErrNoWatch)
+				return usageError{fmt.Errorf("--registry-backend %s: %w; poll it with 'switchboard registry lookup'", bf.name, registry.ErrNoWatch)}
 			}
 			ch, err := w.Watch(cmd.Context(), f)
 			if err != nil {
@@ -221,6 +232,23 @@ func newInitCmd(a *app) *cobra.Command {
 		return err
 	}
 	return cmd
+}
+
+// noChangeFeed are the backends without a change feed, known before opening them
+// (a test opens each against its stand-in server and checks this list).
+var noChangeFeed = map[string]bool{"dynamodb": true, "cloudmap": true}
+
+// ephemeralBackends keep their data in the process that opened them.
+var ephemeralBackends = map[string]bool{"memory": true}
+
+// refuseOneShotWrite refuses a write from a command that exits right after it to a
+// backend that forgets everything when the command exits: it would succeed and keep
+// nothing.
+func (b *backendFlags) refuseOneShotWrite(what string) error {
+	if !ephemeralBackends[b.name] {
+		return nil
+	}
+	return usagef("--registry-backend %s: the %s backend lives inside this command and is gone when it exits, so %s would keep nothing; run 'switchboard dev' and use its JetStream (the default backend) or its registrar (--registry-backend registrar)", b.name, b.name, what)
 }
 
 func withRegistry(ctx context.Context, a *app, bf *backendFlags, fn func(registry.Registry) error) error {

@@ -31,9 +31,14 @@ and protocol. Endpoints without a port are skipped. 'switchboard agent
 		Args:    cobra.NoArgs,
 	}
 	filterFlags(cmd, &f)
-	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (atomically, only when changed) instead of stdout")
+	cmd.Flags().StringVar(&out, "out", "", "write to this file (atomically, only when changed) instead of stdout")
+	// -o is the output format in every command; file_sd has one, JSON.
+	format := cmd.Flags().StringP("output", "o", "json", "output format: json (Prometheus file_sd)")
 	bf := addBackendFlags(cmd, defaultCLIBackend)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *format != "json" {
+			return usagef("--output %q: want json (to write a file, use --out FILE)", *format)
+		}
 		if err := f.Validate(); err != nil {
 			return err
 		}
@@ -78,7 +83,7 @@ brackets). 'switchboard agent --render' keeps a file current.`,
   }`,
 		Args: cobra.ExactArgs(1),
 	}
-	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (atomically, only when changed) instead of stdout")
+	cmd.Flags().StringVar(&out, "out", "", "write to this file (atomically, only when changed) instead of stdout")
 	bf := addBackendFlags(cmd, defaultCLIBackend)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		// Parse first: a broken template is bad input, reported with its file and line.

@@ -38,10 +38,13 @@ securityContext:
     drop: ["ALL"]
 {{- end }}
 
-{{/* --registry-backend and the chosen backend's flags, as container args. */}}
+{{/* --registry-backend and the chosen backend's flags, as container args. Helm reads
+every number in the values as a float, which prints as 1e+06 from 1000000; the schema
+allows only integers there, so they print as integers. */}}
 {{- define "switchboard.backendArgs" -}}
 - {{ printf "--registry-backend=%s" .Values.backend.name | quote }}
 {{- range $flag, $value := index .Values.backend.flags .Values.backend.name }}
+{{- if kindIs "float64" $value }}{{ $value = int64 $value }}{{ end }}
 - {{ printf "--%s=%v" $flag $value | quote }}
 {{- end }}
 {{- end }}
