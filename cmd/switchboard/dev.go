@@ -27,8 +27,21 @@ type devOptions struct {
 	registrarHealth string
 	cpNorthbound    string
 	cpSouthbound    string
+	cpMetrics       string
 	dataDir         string
 	fabric          devFabricOptions
+}
+
+// listens pairs each address dev serves with the flag that moves it.
+func (o devOptions) listens() []string {
+	return []string{
+		"nats-listen", o.natsListen,
+		"registrar-listen", o.registrarListen,
+		"registrar-health-listen", o.registrarHealth,
+		"controlplane-northbound", o.cpNorthbound,
+		"controlplane-southbound", o.cpSouthbound,
+		"controlplane-metrics-listen", o.cpMetrics,
+	}
 }
 
 func newDevCmd(a *app) *cobra.Command {
@@ -50,6 +63,7 @@ registrar' the registrar, 'switchboard ctl' the control plane.`,
 	cmd.Flags().StringVar(&o.registrarHealth, "registrar-health-listen", "127.0.0.1:8081", "HTTP address of the registrar's /healthz, /readyz and /metrics")
 	cmd.Flags().StringVar(&o.cpNorthbound, "controlplane-northbound", "127.0.0.1:50051", "control plane management API address (switchboard ctl)")
 	cmd.Flags().StringVar(&o.cpSouthbound, "controlplane-southbound", "127.0.0.1:50052", "control plane address data-plane nodes connect to")
+	cmd.Flags().StringVar(&o.cpMetrics, "controlplane-metrics-listen", "127.0.0.1:50053", `HTTP address of the control plane's /healthz, /readyz and /metrics ("" disables)`)
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory for the embedded servers' data")
 	o.fabric.register(cmd)
 	return cmd
@@ -69,18 +83,21 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	// Refused before anything starts: dev has no --insecure, so it stays on loopback.
+	if err := checkListens(o.listens()...); err != nil {
+		return err
+	}
 	if err := devControlPlaneConfig(o).CheckListeners(); err != nil {
 		return usageError{err}
 	}
+	// A second dev (or anything else) on one of the ports is named at once, with the
+	// flag that moves it; otherwise the embedded NATS server would wait for a
+	// listener that never comes.
+	if err := probeListens(o.listens()...); err != nil {
+		return err
+	}
 	log := a.logger()
-	host, portStr, err := net.SplitHostPort(o.natsListen)
-	if err != nil {
-		return usagef("--nats-listen %q: want host:port", o.natsListen)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return usagef("--nats-listen %q: port is not a number", o.natsListen)
-	}
+	host, portStr, _ := net.SplitHostPort(o.natsListen) // checked above
+	port, _ := strconv.Atoi(portStr)
 	storeDir := filepath.Join(o.dataDir, "nats")
 	if err := os.MkdirAll(storeDir, 0o750); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -101,8 +118,8 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	}
 	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")
 	fmt.Fprintf(a.out, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
-	fmt.Fprintf(a.out, "  Registrar       %s  (health http://%s)\n", reg.srv.Addr(), reg.srv.HealthAddr())
-	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr())
+	fmt.Fprintf(a.out, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
+	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
 	fab, err := startDevFabric(ctx, a, o.fabric, ns.ClientURL(), cp.srv, log)
 	if err != nil {
 		cancel()
@@ -114,6 +131,21 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	fabErr := fab.stop() // the nodes deregister while the control plane still runs
 	// The registrar persists its queued writes before the stream goes away.
 	return errors.Join(fabErr, cp.stop(), reg.stop())
+}
+
+// httpURL prints an HTTP listener's address as a URL, or "off" for none.
+func httpURL(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return "http://" + addr
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // devControlPlane is the control plane dev runs: API mode, in-memory store.
@@ -129,7 +161,7 @@ func devControlPlaneConfig(o devOptions) *config.Config {
 }
 
 func startDevControlPlane(ctx context.Context, o devOptions, log *slog.Logger) (*devControlPlane, error) {
-	srv, err := server.New(ctx, server.Options{Config: devControlPlaneConfig(o), Logger: log})
+	srv, err := server.New(ctx, server.Options{Config: devControlPlaneConfig(o), Logger: log, MetricsListen: o.cpMetrics})
 	if err != nil {
 		return nil, err
 	}
