@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,45 @@ func TestHelpSeparatesBackendFlags(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(backend), "\n")
 	if len(lines) < 3 || !strings.Contains(lines[1], "--registry-backend") || !strings.Contains(backend, "--etcd-endpoints") {
 		t.Fatalf("backend section:\n%s", backend)
+	}
+}
+
+// Backend flags show their type in --help and check their value as it is parsed.
+func TestBackendFlagsAreTyped(t *testing.T) {
+	out, _, code := run(t, "registry", "init", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--replicas int ", "--marker-ttl duration ", "--etcd-dial-timeout duration ", "--etcd-max-txn-ops int ", "--nats-url string "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help does not show %q", want)
+		}
+	}
+	// A bool flag takes no value in --help (a bare --create-stream switches it on).
+	if !regexp.MustCompile(`(?m)^\s+--create-stream\s{2,}`).MatchString(out) {
+		t.Errorf("--create-stream is not shown as a switch:\n%s", out)
+	}
+	for _, c := range []struct{ flag, value, msg string }{
+		{"--marker-ttl", "soon", "duration"},
+		{"--create-stream", "maybe", "true or false"},
+		{"--etcd-max-txn-ops", "1e+06", "whole number"},
+	} {
+		_, errOut, code := run(t, "registry", "init", c.flag+"="+c.value)
+		if code != 2 || !strings.Contains(errOut, c.flag) || !strings.Contains(errOut, c.msg) {
+			t.Errorf("%s=%s: exit %d, %q", c.flag, c.value, code, errOut)
+		}
+	}
+}
+
+// Backend names complete in the shell.
+func TestBackendNamesComplete(t *testing.T) {
+	out, _, code := run(t, "__complete", "registry", "lookup", "--registry-backend", "")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, be := range []string{"jetstream", "etcd", "dynamodb", "registrar"} {
+		if !strings.Contains(out, be+"\n") {
+			t.Errorf("completion of --registry-backend lacks %s:\n%s", be, out)
+		}
 	}
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +24,8 @@ func startDev(t *testing.T, extra ...string) (*syncbuf.Buffer, func() error) {
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
 		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",
-		"--controlplane-southbound", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
+		"--controlplane-southbound", "127.0.0.1:0", "--controlplane-metrics-listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	stop := func() error {
@@ -170,7 +174,8 @@ func TestDevFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 	cmd := newRootCmd(out, out)
 	cmd.SetArgs([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
 		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",
-		"--controlplane-southbound", taken.Addr().String(), "--data-dir", t.TempDir(), "--log-level", "warn"})
+		"--controlplane-southbound", taken.Addr().String(), "--controlplane-metrics-listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--log-level", "warn"})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(context.Background()) }()
 	select {
@@ -180,5 +185,57 @@ func TestDevFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev kept running after the control plane failed to start")
+	}
+}
+
+// TestDevServesHealthAndMetrics: dev prints every address it serves, and the control
+// plane's and the registrar's /healthz, /readyz and /metrics answer there.
+func TestDevServesHealthAndMetrics(t *testing.T) {
+	out, stop := startDev(t)
+	reg := waitFor(t, out, "  Registrar ")
+	cp := waitFor(t, out, "  Control plane ")
+	urls := map[string]string{
+		"registrar":     fieldAfter(reg, "health and metrics"),
+		"control plane": strings.TrimSuffix(fieldAfter(cp, "health and metrics"), ")"),
+	}
+	for name, base := range urls {
+		if !strings.HasPrefix(base, "http://127.0.0.1:") {
+			t.Fatalf("%s: no health address printed: %q", name, base)
+		}
+		base = strings.TrimSuffix(base, ")")
+		for path, want := range map[string]string{"/healthz": "", "/readyz": "", "/metrics": "go_goroutines"} {
+			body := httpGet(t, base+path)
+			if !strings.Contains(body, want) {
+				t.Errorf("%s %s: %q lacks %q", name, path, body, want)
+			}
+		}
+	}
+	if sb := fieldAfter(cp, "southbound"); !strings.HasPrefix(sb, "127.0.0.1:") {
+		t.Errorf("southbound address not printed: %q", cp)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// httpGet fetches url, failing the test unless it answers 200 within a deadline.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return string(body)
+			}
+			err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
