@@ -62,7 +62,13 @@ func fabric(t *testing.T, refresh time.Duration, nodes ...string) (string, *e2e.
 	return "http://" + srv.MetricsAddr(), f
 }
 
-func fetch(t *testing.T, url string) (*http.Response, string) {
+// page is a fetched response, its body read and closed.
+type page struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func fetch(t *testing.T, url string) (page, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,7 +85,7 @@ func fetch(t *testing.T, url string) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(body)
+	return page{StatusCode: resp.StatusCode, Header: resp.Header}, string(body)
 }
 
 // waitState polls state.json until ok accepts it.
@@ -114,18 +120,18 @@ func TestServedOverHTTP(t *testing.T) {
 	if s.Mode != "config" || s.Groups[0].Name != "cloud" || !s.Groups[0].Nodes[0].Gateway || !s.Groups[1].Nodes[0].Connected {
 		t.Fatalf("snapshot = %+v", s)
 	}
-	resp, page := fetch(t, base+"/status")
+	resp, html := fetch(t, base+"/status")
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
 		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
 		t.Fatalf("/status: %d %v", resp.StatusCode, resp.Header)
 	}
 	for _, want := range []string{`<tr data-node="cloud/n1" class="ok">`, `<tr data-node="edge/n1" class="ok">`,
 		`data-state="applied"`, `<script src="status/assets/app.js" defer></script>`, "config mode · 2 groups · 1 links"} {
-		if !strings.Contains(page, want) {
+		if !strings.Contains(html, want) {
 			t.Errorf("/status lacks %s", want)
 		}
 	}
-	if strings.Contains(page, "<script>") || strings.Contains(page, "http://") || strings.Contains(page, "https://") {
+	if strings.Contains(html, "<script>") || strings.Contains(html, "http://") || strings.Contains(html, "https://") {
 		t.Error("/status has an inline script or loads something from elsewhere")
 	}
 	_, frag := fetch(t, base+"/status/fragment")
