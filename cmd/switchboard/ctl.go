@@ -68,6 +68,7 @@ list; admins may also change segments, links and routes.`,
 		ctlGroupCmd(a, o), ctlNodeCmd(a, o), ctlLinkCmd(a, o), ctlSegmentCmd(a, o), ctlRouteCmd(a, o),
 		ctlConnectionCmd(a, o), ctlSubscriptionCmd(a, o), ctlTopologyCmd(a, o), ctlTokenCmd(a),
 	)
+	o.addCompletions(cmd)
 	return cmd
 }
 
