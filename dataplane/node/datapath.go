@@ -130,7 +130,8 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 		// its side at once instead of waiting for a redial.
 		_ = s.CloseSend()
 		select {
-		case <-reader:
+		case err := <-reader:
+			_ = err // the far end's answer to the close; nothing to do with it
 		case <-time.After(time.Second):
 		}
 	})

@@ -53,7 +53,8 @@ func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
 	gen := c.attach()
 	err := c.serve(s, gen, nil)
 	if !c.detach(gen) || c.ctx.Err() != nil {
-		return nil // a newer stream took over, or the conn closed
+		// A newer stream took over, or the conn closed: this stream's error is moot.
+		return nil //nolint:nilerr // the stream ends either way; its error is not the caller's
 	}
 	if c.kind == peerIn || isEOF(err) {
 		// A peer redials with its full offer; a link whose dialer ended it cleanly was

@@ -225,7 +225,9 @@ func (f *Fabric) StopControlPlane() {
 		return
 	}
 	f.cpStop()
-	<-f.cpDone
+	if err := <-f.cpDone; err != nil {
+		f.o.Logger.Warn("control plane stopped with an error", "err", err)
+	}
 	f.cp = nil
 }
 
