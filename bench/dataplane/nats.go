@@ -3,41 +3,60 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"net/url"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-
-	"github.com/switchboard-mesh/switchboard/internal/embednats"
 )
 
-// natsTarget is the anchor: two nats-servers joined by a route, publisher on one,
-// subscribers on the other.
+// natsTarget is the anchor: two core nats-servers (no JetStream) joined by a route,
+// publisher on one, subscribers on the other.
 type natsTarget struct {
-	dir      string
-	s1, s2   *embednats.Server
+	s1, s2   *server.Server
 	pub, sub *nats.Conn
 	subConns []*nats.Conn
 	subs     []*nats.Subscription
 }
 
+func startServer(routes ...*url.URL) (*server.Server, error) {
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		Cluster: server.ClusterOpts{Name: "anchor", Host: "127.0.0.1", Port: server.RANDOM_PORT},
+		Routes:  routes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(time.Minute) {
+		s.Shutdown()
+		return nil, fmt.Errorf("nats-server not ready")
+	}
+	return s, nil
+}
+
 func startNATS(ctx context.Context) (target, error) {
-	dir, err := os.MkdirTemp("", "bench-dataplane-nats-")
-	if err != nil {
+	t := &natsTarget{}
+	var err error
+	if t.s1, err = startServer(); err != nil {
 		return nil, err
 	}
-	t := &natsTarget{dir: dir}
-	t.s1, err = embednats.Start(ctx, embednats.Options{Name: "anchor-1", StoreDir: dir + "/1", StartTimeout: time.Minute,
-		Cluster: &embednats.ClusterOptions{Name: "anchor"}})
+	route, err := url.Parse(fmt.Sprintf("nats-route://%s", t.s1.ClusterAddr()))
 	if err != nil {
 		t.close()
 		return nil, err
 	}
-	t.s2, err = embednats.Start(ctx, embednats.Options{Name: "anchor-2", StoreDir: dir + "/2", StartTimeout: time.Minute,
-		Cluster: &embednats.ClusterOptions{Name: "anchor", Routes: []string{t.s1.ClusterURL()}}})
-	if err != nil {
+	if t.s2, err = startServer(route); err != nil {
 		t.close()
 		return nil, err
+	}
+	for t.s1.NumRoutes() == 0 || t.s2.NumRoutes() == 0 {
+		if ctx.Err() != nil {
+			t.close()
+			return nil, ctx.Err()
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if t.pub, err = nats.Connect(t.s1.ClientURL()); err != nil {
 		t.close()
@@ -106,10 +125,9 @@ func (t *natsTarget) close() {
 			nc.Close()
 		}
 	}
-	for _, s := range []*embednats.Server{t.s2, t.s1} {
+	for _, s := range []*server.Server{t.s2, t.s1} {
 		if s != nil {
 			s.Shutdown()
 		}
 	}
-	_ = os.RemoveAll(t.dir)
 }
