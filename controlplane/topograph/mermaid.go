@@ -61,8 +61,9 @@ func writeMermaid(b *strings.Builder, f Fabric) {
 	}
 }
 
-// quoteMermaid makes s a Mermaid quoted label; a double quote would end it, so it
-// becomes the entity Mermaid understands.
+// quoteMermaid makes s a Mermaid quoted label: a double quote would end it, so it
+// becomes the entity Mermaid understands, and a line break would end the statement,
+// so it becomes a space.
 func quoteMermaid(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, "#quot;") + `"`
+	return `"` + strings.NewReplacer(`"`, "#quot;", "\n", " ", "\r", " ").Replace(s) + `"`
 }
