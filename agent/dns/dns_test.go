@@ -149,7 +149,7 @@ func TestNegativeAnswers(t *testing.T) {
 		{"web.prod.switchboard.", mdns.TypeAAAA, mdns.RcodeSuccess, 0}, // NODATA: the name has A records only
 		{"web.prod.switchboard.", mdns.TypeTXT, mdns.RcodeSuccess, 0},
 		{"_web._http.switchboard.", mdns.TypeA, mdns.RcodeSuccess, 0},
-		{"prod.switchboard.", mdns.TypeA, mdns.RcodeSuccess, 0},  // a cluster: an empty non-terminal
+		{"prod.switchboard.", mdns.TypeA, mdns.RcodeSuccess, 0},    // a cluster: an empty non-terminal
 		{"_http.switchboard.", mdns.TypeSRV, mdns.RcodeSuccess, 0}, // so is a protocol
 		{"switchboard.", mdns.TypeA, mdns.RcodeSuccess, 0},
 		{"switchboard.", mdns.TypeSOA, mdns.RcodeSuccess, 1},
@@ -417,4 +417,3 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
-

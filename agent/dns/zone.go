@@ -34,7 +34,7 @@ type record struct {
 
 type srv struct {
 	priority, weight, port int
-	target               string
+	target                 string
 }
 
 // newZone builds the names for eps. Names are case-insensitive in DNS, so they are

@@ -30,6 +30,7 @@ type agentFlags struct {
 	shutdownTimeout   time.Duration
 	resync            time.Duration
 	metricsListen     string
+	discovery         discoveryFlags
 }
 
 func newAgentCmd(a *app) *cobra.Command {
@@ -50,6 +51,10 @@ text/template files rendered with registrations CLUSTER PROTOCOL SERVICE IP (emp
 "*" matches any), and Prometheus file_sd JSON. Files are written atomically and only
 when their content changes; a failing template keeps the last good output.
 
+With --xds-listen it serves the registry to Envoy and proxyless gRPC clients over xDS
+(one cluster per service and protocol, a listener per service for xds:///SERVICE),
+and with --dns-listen it answers A, AAAA and SRV questions about it (--dns-domain).
+
 SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
 --metrics-listen.`,
 		Example: `  switchboard agent --manifest /etc/switchboard/agent.yaml \
@@ -69,6 +74,7 @@ SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
 	fl.DurationVar(&f.resync, "resync-interval", 5*time.Minute, "re-publish entries without a TTL this often while healthy, in case the registry lost them")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics and /healthz (empty: off)")
+	f.discovery.register(fl)
 	_ = cmd.MarkFlagFilename("manifest", "yaml", "yml")
 	bf := addBackendFlags(cmd, "")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), a, bf, f) }
@@ -94,8 +100,11 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	if cfg.Outputs, err = f.outputs(); err != nil {
 		return err
 	}
-	if bf.name == "" && len(cfg.Outputs) > 0 {
-		return usagef("--render and --prometheus-sd read the registry: set --registry-backend")
+	if bf.name == "" && (len(cfg.Outputs) > 0 || f.discovery.enabled()) {
+		return usagef("--render, --prometheus-sd, --xds-listen and --dns-listen read the registry: set --registry-backend")
+	}
+	if cfg.Servers, err = f.discovery.servers(cfg.Logger); err != nil {
+		return err
 	}
 	if bf.name != "" {
 		r, err := bf.open(ctx, cfg.Logger)
@@ -125,8 +134,8 @@ func (f agentFlags) validate() error {
 		return err
 	}
 	switch {
-	case f.manifest == "" && len(f.renders) == 0 && f.prometheusSD == "":
-		return usagef("nothing to do: give --manifest, --render or --prometheus-sd")
+	case f.manifest == "" && len(f.renders) == 0 && f.prometheusSD == "" && !f.discovery.enabled():
+		return usagef("nothing to do: give --manifest, --render, --prometheus-sd, --xds-listen or --dns-listen")
 	case f.debounce <= 0:
 		return usagef("--debounce %s: must be positive", f.debounce)
 	case f.pollInterval <= 0:
@@ -136,7 +145,7 @@ func (f agentFlags) validate() error {
 	case f.shutdownTimeout <= 0:
 		return usagef("--shutdown-timeout %s: must be positive", f.shutdownTimeout)
 	}
-	return nil
+	return f.discovery.validate()
 }
 
 // outputs parses --render and --prometheus-sd; a template that does not parse is bad
