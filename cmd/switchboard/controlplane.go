@@ -33,8 +33,10 @@ func newControlPlaneCmd(a *app) *cobra.Command {
 		Long: `Run the control plane: data-plane nodes connect to its southbound endpoint, operators
 and 'switchboard ctl' to its northbound endpoint. Without --config it runs in API
 mode with an in-memory store on 127.0.0.1:50051 (northbound) and 127.0.0.1:50052
-(southbound). The config file's format is the spec's Configuration Reference:
-northbound, southbound, database, topology, registration_auth, reconciler, tracing.
+(southbound). The config file (YAML, see docs/controlplane.md) has the sections
+northbound, southbound, database, topology, registration_auth, reconciler, links
+and tracing; --northbound-listen, --southbound-listen and --metrics-listen override
+its addresses.
 
 Secure by default: an endpoint without TLS listens on loopback only. A plaintext
 endpoint on any other address, or a northbound endpoint without

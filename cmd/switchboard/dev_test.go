@@ -25,7 +25,10 @@ func startDev(t *testing.T, extra ...string) (*syncbuf.Buffer, func() error) {
 	cmd.SetArgs(append([]string{"dev", "--nats-listen", "127.0.0.1:0", "--registrar-listen", "127.0.0.1:0",
 		"--registrar-health-listen", "127.0.0.1:0", "--controlplane-northbound", "127.0.0.1:0",
 		"--controlplane-southbound", "127.0.0.1:0", "--controlplane-metrics-listen", "127.0.0.1:0",
-		"--data-dir", t.TempDir(), "--log-level", "warn"}, extra...))
+		"--data-dir", t.TempDir(), "--log-level", "warn",
+		// The data-plane fabric takes fixed ports; a test that wants it passes
+		// --no-nodes=false with --nodes-base-port.
+		"--no-nodes"}, extra...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	stop := func() error {

@@ -15,8 +15,7 @@ import (
 
 func init() { subcommands = append(subcommands, newRegistrarCmd) }
 
-// registrarFlags are the flags of `switchboard registrar` (spec/registrar.md,
-// "Deployment").
+// registrarFlags are the flags of `switchboard registrar`.
 type registrarFlags struct {
 	cluster       string
 	alsoAccept    []string
