@@ -136,12 +136,14 @@ type TLS struct {
 const (
 	DatabaseInMemory = "in_memory"
 	DatabaseSQLite   = "sqlite"
+	DatabaseEtcd     = "etcd"
 )
 
 // Database selects the store.
 type Database struct {
 	Type string
 	Path string // sqlite only
+	Etcd Etcd   // etcd only
 }
 
 // Topology is the config mode topology: an adjacency list, or segments that replace it.

@@ -176,9 +176,11 @@ func (d *decoder) tls(n *yaml.Node, path string, t *TLS) {
 
 func (d *decoder) database(n *yaml.Node, path string, db *Database) {
 	d.mapping(n, path, map[string]fieldFunc{
-		"type": func(n *yaml.Node, p string) { d.oneOf(n, p, &db.Type, DatabaseInMemory, DatabaseSQLite) },
+		"type": func(n *yaml.Node, p string) { d.oneOf(n, p, &db.Type, DatabaseInMemory, DatabaseSQLite, DatabaseEtcd) },
 		"path": func(n *yaml.Node, p string) { d.str(n, p, &db.Path) },
+		"etcd": func(n *yaml.Node, p string) { d.etcd(n, p, &db.Etcd) },
 	})
+	d.checkEtcd(n, path, db)
 	switch {
 	case db.Type == DatabaseSQLite && db.Path == "":
 		d.fail(n, path+".path", "is required when type is %s", DatabaseSQLite)
