@@ -38,6 +38,9 @@ type result struct {
 	load                                 string // the machine's load average while it ran
 }
 
+// scopedFlag is the scoped scenario's child's -scoped.
+var scopedFlag bool
+
 func main() {
 	var o options
 	var role, target string
@@ -57,11 +60,22 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the whole run here")
 	flag.StringVar(&role, "role", "bench", "internal: bench, or the child of the memory (watchers) or fanout (fanout-watchers) scenario")
+	flag.BoolVar(&scopedFlag, "scoped", false, "internal: whether the scoped scenario's child watches its services only")
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.Parse()
 	switch role {
 	case "watchers":
 		if err := watcherProcess(target, o.watchers, o.conns); err != nil {
+			log.Fatal(err)
+		}
+		return
+	case "scoped-agents":
+		if err := scopedAgents(target, o.agents, scopedFlag); err != nil {
+			log.Fatal(err)
+		}
+		return
+	case "scoped-fanout":
+		if err := scopedFanoutWatchers(target, o.watchers, o.conns, o.registrations, scopedFlag); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -110,6 +124,7 @@ func run(o options) error {
 		"read":     func() ([]result, error) { return cachedRead(ctx, e) },
 		"list":     func() ([]result, error) { return listAll(ctx, e, o) },
 		"direct":   func() ([]result, error) { return directVsRegistrar(ctx, e, o) },
+		"scoped":   func() ([]result, error) { return scoped(ctx, e, o) },
 	}
 	var rows []result
 	for _, name := range strings.Split(o.scenarios, ",") {
