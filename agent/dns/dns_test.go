@@ -10,6 +10,7 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mesh/switchboard/agent"
 	"github.com/switchboard-mesh/switchboard/agent/dns"
@@ -139,7 +140,7 @@ func exchange(t *testing.T, s *dns.Server, network, name string, qtype uint16) *
 
 func TestNegativeAnswers(t *testing.T) {
 	s := startServer(t, dns.Options{TTL: 3 * time.Second}, fleet...)
-	for _, c := range []struct {
+	cases := []struct {
 		name    string
 		qtype   uint16
 		rcode   int
@@ -159,7 +160,8 @@ func TestNegativeAnswers(t *testing.T) {
 		{"_web._tcp.switchboard.", mdns.TypeSRV, mdns.RcodeNameError, 0},
 		{"_noport._tcp.switchboard.", mdns.TypeSRV, mdns.RcodeNameError, 0}, // no port, no SRV
 		{"example.com.", mdns.TypeA, mdns.RcodeRefused, 0},                  // no upstream configured
-	} {
+	}
+	for _, c := range cases {
 		resp := exchange(t, s, "udp", c.name, c.qtype)
 		qt := mdns.TypeToString[c.qtype]
 		if resp.Rcode != c.rcode || len(resp.Answer) != c.answers {
@@ -185,6 +187,43 @@ func TestNegativeAnswers(t *testing.T) {
 			}
 		}
 	}
+	nx := 0
+	for _, c := range cases {
+		if c.rcode == mdns.RcodeNameError {
+			nx++
+		}
+	}
+	if got := metric(t, s, "switchboard_agent_dns_queries_total", "NXDOMAIN"); got != float64(nx) {
+		t.Errorf("queries counted NXDOMAIN: %v, want %d", got, nx)
+	}
+}
+
+// metric reads a series of the server's through a registry, as /metrics would; rcode
+// selects the series with that label, "" the unlabelled one.
+func metric(t *testing.T, s *dns.Server, name, rcode string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := rcode == ""
+			for _, l := range m.GetLabel() {
+				match = match || l.GetName() == "rcode" && l.GetValue() == rcode
+			}
+			if match {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func firstSOA(rrs []mdns.RR) (*mdns.SOA, bool) {
@@ -216,6 +255,9 @@ func TestLargeAnswersAreTruncatedOverUDPAndWholeOverTCP(t *testing.T) {
 	// Go's resolver retries a truncated answer over TCP and sees them all.
 	if got := addrs(t, resolver(s), "ip4", "big.switchboard."); len(got) != 150 {
 		t.Errorf("net.Resolver found %d addresses, want 150", len(got))
+	}
+	if n := metric(t, s, "switchboard_agent_dns_truncated_total", ""); n < 1 {
+		t.Errorf("truncated answers counted: %v, want at least 1", n)
 	}
 }
 
@@ -415,5 +457,20 @@ func TestBadOptions(t *testing.T) {
 		if err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}
+	}
+}
+
+func TestUnknownEDNSVersionGetsBADVERS(t *testing.T) {
+	s := startServer(t, dns.Options{}, fleet...)
+	m := new(mdns.Msg)
+	m.SetQuestion("web.switchboard.", mdns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().SetVersion(1)
+	resp, _, err := (&mdns.Client{Net: "udp", Timeout: wait}).Exchange(m, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Rcode != mdns.RcodeBadVers || resp.IsEdns0() == nil {
+		t.Errorf("EDNS version 1: %s (OPT %v), want BADVERS with an OPT record", mdns.RcodeToString[resp.Rcode], resp.IsEdns0())
 	}
 }

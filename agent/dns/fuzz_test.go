@@ -46,6 +46,7 @@ func FuzzQuery(f *testing.F) {
 		query("switchboard.", dns.TypeSOA, 0),
 		query("nope.switchboard.", dns.TypeA, 0),
 		query("example.com.", dns.TypeA, 0),
+		ednsVersion(1),
 		{0x12, 0x34, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0},
 		{},
 	} {
@@ -84,4 +85,14 @@ func udpLimit(req *dns.Msg) int {
 		return min(max(int(opt.UDPSize()), minUDPSize), maxUDPSize)
 	}
 	return minUDPSize
+}
+
+// ednsVersion is a query with an EDNS0 version this server does not speak.
+func ednsVersion(v uint8) []byte {
+	m := new(dns.Msg)
+	m.SetQuestion("web.switchboard.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().SetVersion(v)
+	b, _ := m.Pack()
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func (s *Server) Update(ctx context.Context, eps []endpoint.Endpoint) (bool, err
 			}
 			snap.Resources[cachev3.GetResponseType(t)] = cachev3.NewResources(versions[i], list)
 		}
-		if s.current[g] != nil && equalStrings(s.current[g], versions) {
+		if s.current[g] != nil && slices.Equal(s.current[g], versions) {
 			continue
 		}
 		if err := s.cache.SetSnapshot(ctx, group, snap); err != nil {
@@ -129,18 +130,6 @@ func (s *Server) Update(ctx context.Context, eps []endpoint.Endpoint) (bool, err
 		s.log.Debug("xds snapshot updated", "serial", s.serial, "clusters", len(res.clusters), "listeners", len(res.listeners))
 	}
 	return changed, nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // lastVersion returns the version of typeURL a node group was last given.

@@ -23,7 +23,7 @@ type tracker struct {
 	mu      sync.Mutex
 	streams map[int64]*stream
 	nodes   map[string]int // node id → open streams
-	last    []string       // the last demand reported, all first
+	last    []string       // the last demand signalled; ["*"] for all
 }
 
 type stream struct {
@@ -208,7 +208,10 @@ func (t *tracker) demand() (services []string, all bool) {
 // one signalled.
 func (t *tracker) demandMayHaveChanged() {
 	services, all := t.demand()
-	now := append([]string{map[bool]string{true: "*", false: ""}[all]}, services...)
+	now := services
+	if all {
+		now = []string{"*"} // no service name is "*"
+	}
 	t.mu.Lock()
 	same := slices.Equal(now, t.last)
 	t.last = now
