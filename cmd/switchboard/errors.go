@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -36,8 +37,25 @@ func report(err error) (string, int) {
 	if isStatus {
 		msg = strings.Replace(msg, st.Err().Error(), statusMessage(st), 1)
 	}
+	// A status flattened into text on the way (wrapped with %v) is still reworded.
+	msg = rawStatus.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := rawStatus.FindStringSubmatch(m)
+		return statusMessage(status.New(codeNames[sub[1]], sub[2]))
+	})
 	return msg, exitCode(err)
 }
+
+// rawStatus matches gRPC's text form of a status, up to the end of the line.
+var rawStatus = regexp.MustCompile(`rpc error: code = (\w+) desc = (.*)`)
+
+// codeNames maps a code's name, as a status's text shows it, to the code.
+var codeNames = func() map[string]codes.Code {
+	m := map[string]codes.Code{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		m[c.String()] = c
+	}
+	return m
+}()
 
 func exitCode(err error) int {
 	var u usageError
@@ -46,6 +64,9 @@ func exitCode(err error) int {
 	}
 	if st, ok := grpcStatus(err); ok && st.Code() == codes.InvalidArgument {
 		// The server refused what the user typed: the same mistake as a bad flag.
+		return exitUsage
+	}
+	if m := rawStatus.FindStringSubmatch(err.Error()); m != nil && m[1] == codes.InvalidArgument.String() {
 		return exitUsage
 	}
 	// Cobra reports argument and required-flag mistakes as plain errors.
