@@ -12,14 +12,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// grpc-go's xDS client pool and its resolver keep process-wide goroutines
-		// that outlive the channels of a test by design.
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/xds/clients/xdsclient.(*XDSClient).serialize"),
-	)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // wait bounds anything a test waits on that has no tighter requirement.
 const wait = 15 * time.Second
