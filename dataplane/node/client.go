@@ -44,7 +44,7 @@ func (n *Node) Publish(name dataplane.Name, payload []byte, broadcast bool) (for
 		Origin: n.id, Seq: n.seq.Add(1), PublishedUnixNano: time.Now().UnixNano(),
 	}
 	n.metrics.published.Inc()
-	o := n.forward(m, name, nil, n.cfg.PublishWait)
+	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
 	switch {
 	case !o.routable:
 		n.metrics.unroutable.Inc()
@@ -121,29 +121,42 @@ func (cs clientServer) Subscribe(req *nodev1.SubscribeRequest, s nodev1.NodeServ
 	if err := s.Send(&nodev1.SubscribeResponse{SubscriptionId: sub.id}); err != nil {
 		return err
 	}
+	return cs.n.deliverTo(s, sub)
+}
+
+// deliverTo streams sub's messages to its client in batches. A copy is done with
+// (its custody released) once its batch is sent, or dropped and counted.
+func (n *Node) deliverTo(s nodev1.NodeService_SubscribeServer, sub *localSub) error {
 	batch := make([]*nodev1.Message, 0, maxDeliveryBatch)
+	held := make([]*custody, 0, maxDeliveryBatch)
 	for {
 		select {
 		case <-s.Context().Done():
 			return nil
 		case <-sub.done:
 			return nil
-		case m := <-sub.ch:
-			batch = append(batch[:0], m)
+		case q := <-sub.ch:
+			batch, held = append(batch[:0], q.m), append(held[:0], q.cu)
 		drain:
 			for len(batch) < maxDeliveryBatch {
 				select {
-				case m := <-sub.ch:
-					batch = append(batch, m)
+				case q := <-sub.ch:
+					batch, held = append(batch, q.m), append(held, q.cu)
 				default:
 					break drain
 				}
 			}
-			if err := s.Send(&nodev1.SubscribeResponse{Messages: batch}); err != nil {
+			err := s.Send(&nodev1.SubscribeResponse{Messages: batch})
+			if err != nil {
 				sub.m.dropped(reasonLinkBroken).Add(float64(len(batch)))
+			} else {
+				n.metrics.delivered.Add(float64(len(batch)))
+			}
+			releaseAll(held)
+			clear(held)
+			if err != nil {
 				return err
 			}
-			cs.n.metrics.delivered.Add(float64(len(batch)))
 		}
 	}
 }
@@ -159,7 +172,7 @@ func (cs clientServer) Unsubscribe(_ context.Context, req *nodev1.UnsubscribeReq
 // ("org/ns/svc/7") is also one of the service ("org/ns/svc"): it takes messages sent
 // to its instance and its share of those sent to any instance.
 func (n *Node) SubscribeLocal(name dataplane.Name) *localSub {
-	s := &localSub{name: name, ch: make(chan *nodev1.Message, n.cfg.SubscriberQueueLen), done: make(chan struct{}), m: n.metrics.local}
+	s := &localSub{name: name, ch: make(chan qmsg, n.cfg.SubscriberQueueLen), done: make(chan struct{}), m: n.metrics.local}
 	n.annMu.Lock()
 	defer n.annMu.Unlock()
 	n.mu.Lock()

@@ -57,9 +57,14 @@ type conn struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	msgs   chan *nodev1.Message
-	wake   chan struct{} // something was added to ctrl
+	msgs   chan qmsg
+	wake   chan struct{} // something was added to ctrl, or an ack is due
 	mp     atomic.Pointer[connMetrics]
+
+	// qmu orders enqueues against close: a copy is either in the queue when close
+	// drains it (and counted there) or refused, never left behind uncounted.
+	qmu     sync.RWMutex
+	qclosed bool
 
 	mu      sync.Mutex
 	linkID  string
@@ -81,7 +86,7 @@ func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
 	c := &conn{
 		n: n, kind: kind, endpoint: endpoint, linkID: linkID, remote: remote,
 		ctx: ctx, cancel: cancel,
-		msgs: make(chan *nodev1.Message, n.cfg.QueueLen),
+		msgs: make(chan qmsg, n.cfg.QueueLen),
 		wake: make(chan struct{}, 1),
 		out:  map[dataplane.Name]*interest{},
 		in:   map[uint64]dataplane.Name{},
@@ -115,15 +120,18 @@ func (c *conn) isUp() bool {
 	return c.up
 }
 
-// enqueue hands m to the conn's queue; a full queue waits up to wait (0: not at all)
+// enqueue hands q to the conn's queue; a full queue waits up to wait (0: not at all)
 // and then drops the copy, counted.
-func (c *conn) enqueue(m *nodev1.Message, wait time.Duration) bool {
-	if c.ctx.Err() != nil {
+func (c *conn) enqueue(q qmsg, wait time.Duration) bool {
+	c.qmu.RLock()
+	defer c.qmu.RUnlock()
+	if c.qclosed {
 		c.drop(reasonLinkClosed, 1)
 		return false
 	}
+	q.cu.hold()
 	select {
-	case c.msgs <- m:
+	case c.msgs <- q:
 		return true
 	default:
 	}
@@ -131,14 +139,40 @@ func (c *conn) enqueue(m *nodev1.Message, wait time.Duration) bool {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
-		case c.msgs <- m:
+		case c.msgs <- q:
 			return true
 		case <-t.C:
 		case <-c.ctx.Done():
 		}
 	}
 	c.drop(reasonQueueFull, 1)
+	q.cu.release()
 	return false
+}
+
+// tryEnqueue hands q to the queue if there is room, without counting a refusal.
+func (c *conn) tryEnqueue(q qmsg) bool {
+	c.qmu.RLock()
+	defer c.qmu.RUnlock()
+	if c.qclosed {
+		return false
+	}
+	q.cu.hold()
+	select {
+	case c.msgs <- q:
+		return true
+	default:
+		q.cu.release()
+		return false
+	}
+}
+
+// wakeWriter has the writer look at its control frames and acks.
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (c *conn) drop(reason string, k int) {
@@ -150,10 +184,7 @@ func (c *conn) drop(reason string, k int) {
 // frames are few and never dropped. Callers hold c.mu.
 func (c *conn) pushCtrlLocked(f *nodev1.LinkFrame) {
 	c.ctrl = append(c.ctrl, f)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.wakeWriter()
 }
 
 // setInterest asks the far end for name (or changes its local flag); done, when not
@@ -226,9 +257,16 @@ func (c *conn) acked(a *nodev1.InterestAck) {
 	done(nil)
 }
 
+// streamState is one stream generation: its number and its custody books.
+type streamState struct {
+	gen uint64
+	rx  *rxState
+	tx  *txState
+}
+
 // attach starts a new stream generation: control frames queued for the old stream are
 // replaced by the replay of every interest, so the far end learns the full state once.
-func (c *conn) attach() uint64 {
+func (c *conn) attach() *streamState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -242,7 +280,7 @@ func (c *conn) attach() uint64 {
 		c.pushCtrlLocked(subscribeFrame(it, name))
 	}
 	c.in = map[uint64]dataplane.Name{}
-	return c.gen
+	return &streamState{gen: c.gen, rx: &rxState{wake: c.wakeWriter}, tx: &txState{}}
 }
 
 // detach ends stream generation gen, if it is still the current one.
@@ -261,10 +299,17 @@ func (c *conn) detach(gen uint64) bool {
 // the stream (io.EOF when the far end closed its side cleanly; nil when the conn
 // closed, after onClose, when not nil, had the chance to end the stream politely —
 // it gets the reader's result channel to wait on).
-func (c *conn) serve(s stream, gen uint64, onClose func(reader <-chan error)) error {
+func (c *conn) serve(s stream, st *streamState, onClose func(reader <-chan error)) error {
 	reader := make(chan error, 1)
-	c.n.wg.Go(func() { reader <- c.read(s) })
-	if err := c.write(s, gen, reader); err != nil {
+	c.n.wg.Go(func() { reader <- c.read(s, st) })
+	// Whatever this stream carried that the far end never acknowledged may have died
+	// with it: counted, once the stream is over.
+	defer func() {
+		if n := st.tx.end(); n > 0 {
+			c.drop(reasonUnacked, n)
+		}
+	}()
+	if err := c.write(s, st, reader); err != nil {
 		return err
 	}
 	if c.ctx.Err() != nil {
@@ -282,10 +327,10 @@ var errSuperseded = errors.New("stream replaced by a newer one")
 // write sends control frames first, then batches of messages, until the conn closes
 // (nil), the stream fails, a newer stream takes over, or the reader ends (nil; its
 // error stays in reader).
-func (c *conn) write(s stream, gen uint64, reader chan error) error {
+func (c *conn) write(s stream, st *streamState, reader chan error) error {
 	batch := make([]*nodev1.Message, 0, maxBatchMessages)
 	for {
-		if err := c.sendCtrl(s, gen); err != nil {
+		if err := c.sendCtrl(s, st); err != nil {
 			return err
 		}
 		select {
@@ -295,37 +340,63 @@ func (c *conn) write(s stream, gen uint64, reader chan error) error {
 			reader <- err
 			return nil
 		case <-c.wake:
-		case m := <-c.msgs:
-			batch = c.fill(append(batch[:0], m))
-			if err := s.Send(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Batch{Batch: &nodev1.Batch{Messages: batch}}}); err != nil {
-				c.drop(reasonLinkBroken, len(batch))
+		case q := <-c.msgs:
+			var held []*custody
+			batch, held = c.fill(append(batch[:0], q.m), q.cu)
+			if err := c.sendBatch(s, st, batch, held); err != nil {
 				return err
 			}
-			c.met().out.Add(float64(len(batch)))
 			clear(batch)
 		}
 	}
 }
 
-// fill adds queued messages to batch up to the batching bounds, without waiting.
-func (c *conn) fill(batch []*nodev1.Message) []*nodev1.Message {
+// sendBatch sends one batch, recorded as unacknowledged first.
+func (c *conn) sendBatch(s stream, st *streamState, batch []*nodev1.Message, held []*custody) error {
+	seq := st.tx.next(len(batch), held)
+	if err := s.Send(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Batch{Batch: &nodev1.Batch{Messages: batch, Seq: seq}}}); err != nil {
+		if st.tx.unsent(seq) {
+			c.drop(reasonLinkBroken, len(batch))
+			releaseAll(held)
+		}
+		return err
+	}
+	c.met().out.Add(float64(len(batch)))
+	return nil
+}
+
+// fill adds queued messages to batch up to the batching bounds, without waiting; held
+// collects the custodies of the copies that came from another stream.
+func (c *conn) fill(batch []*nodev1.Message, cu *custody) ([]*nodev1.Message, []*custody) {
+	var held []*custody
+	if cu != nil {
+		held = append(held, cu)
+	}
 	size := len(batch[0].GetPayload())
 	for len(batch) < maxBatchMessages && size < maxBatchBytes {
 		select {
-		case m := <-c.msgs:
-			batch = append(batch, m)
-			size += len(m.GetPayload())
+		case q := <-c.msgs:
+			batch = append(batch, q.m)
+			size += len(q.m.GetPayload())
+			if q.cu != nil {
+				held = append(held, q.cu)
+			}
 		default:
-			return batch
+			return batch, held
 		}
 	}
-	return batch
+	return batch, held
 }
 
-func (c *conn) sendCtrl(s stream, gen uint64) error {
+func (c *conn) sendCtrl(s stream, st *streamState) error {
+	if seq, ok := st.rx.due(); ok {
+		if err := s.Send(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_BatchAck{BatchAck: &nodev1.BatchAck{Seq: seq}}}); err != nil {
+			return err
+		}
+	}
 	for {
 		c.mu.Lock()
-		if c.gen != gen {
+		if c.gen != st.gen {
 			c.mu.Unlock()
 			return errSuperseded
 		}
@@ -343,7 +414,7 @@ func (c *conn) sendCtrl(s stream, gen uint64) error {
 }
 
 // read handles frames from the far end until the stream ends.
-func (c *conn) read(s stream) error {
+func (c *conn) read(s stream, st *streamState) error {
 	for {
 		f, err := s.Recv()
 		if err != nil {
@@ -353,9 +424,13 @@ func (c *conn) read(s stream) error {
 		case *nodev1.LinkFrame_Batch:
 			msgs := fr.Batch.GetMessages()
 			c.met().in.Add(float64(len(msgs)))
+			cu := st.rx.received(fr.Batch.GetSeq())
 			for _, m := range msgs {
-				c.n.receive(m, c)
+				c.n.receive(m, c, cu)
 			}
+			cu.release()
+		case *nodev1.LinkFrame_BatchAck:
+			st.tx.acked(fr.BatchAck.GetSeq())
 		case *nodev1.LinkFrame_Subscribe:
 			c.remoteSubscribe(fr.Subscribe)
 		case *nodev1.LinkFrame_Unsubscribe:
@@ -428,9 +503,13 @@ func (c *conn) close() {
 	for _, done := range pending {
 		done(dataplane.ErrConnNotFound)
 	}
+	c.qmu.Lock()
+	c.qclosed = true
+	c.qmu.Unlock()
 	for k := 0; ; k++ {
 		select {
-		case <-c.msgs:
+		case q := <-c.msgs:
+			q.cu.release()
 		default:
 			if k > 0 {
 				c.drop(reasonLinkClosed, k)

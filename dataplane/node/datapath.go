@@ -123,9 +123,9 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 		*first <- nil
 		*first = nil
 	}
-	gen := c.attach()
-	defer c.detach(gen)
-	return c.serve(s, gen, func(reader <-chan error) {
+	st := c.attach()
+	defer c.detach(st.gen)
+	return c.serve(s, st, func(reader <-chan error) {
 		// Closed on purpose: tell the far end with a clean end of stream, so it drops
 		// its side at once instead of waiting for a redial.
 		_ = s.CloseSend()

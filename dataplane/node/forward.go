@@ -11,65 +11,94 @@ import (
 
 // Why a message copy was dropped (the "reason" label).
 const (
-	reasonQueueFull  = "queue_full"  // the link's or subscriber's queue was full
-	reasonLinkBroken = "link_broken" // the stream failed while sending it
-	reasonLinkClosed = "link_closed" // the link was deleted with the copy still queued
-	reasonHops       = "hop_limit"   // its hop count ran out
-	reasonNoRoute    = "no_route"    // nobody reachable subscribes to its name
-	reasonMalformed  = "malformed"   // a peer sent a message with a bad name
+	reasonQueueFull  = "queue_full"   // the link's or subscriber's queue was full
+	reasonLinkBroken = "link_broken"  // the stream failed while sending it
+	reasonLinkClosed = "link_closed"  // the link was deleted with the copy still queued
+	reasonHops       = "hop_limit"    // its hop count ran out
+	reasonNoRoute    = "no_route"     // nobody reachable subscribes to its name
+	reasonMalformed  = "malformed"    // a peer sent a message with a bad name
+	reasonUnacked    = "unacked"      // sent over a stream that broke before the far end acknowledged it
+	reasonUnsub      = "unsubscribed" // queued for a local subscriber that left
 )
 
 // localSub is one local client's subscription.
 type localSub struct {
 	id   uint64
 	name dataplane.Name
-	ch   chan *nodev1.Message
+	ch   chan qmsg
 	done chan struct{} // closed by unsubscribe
 	once sync.Once
 	m    *connMetrics
+
+	// mu orders deliveries against the end: a copy is in ch when the subscriber's
+	// stream drains it (and counts it), or refused.
+	mu     sync.RWMutex
+	closed bool
 }
 
-func (s *localSub) end() { s.once.Do(func() { close(s.done) }) }
+// end stops deliveries and counts and releases what was still queued.
+func (s *localSub) end() {
+	s.once.Do(func() {
+		close(s.done)
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		for {
+			select {
+			case q := <-s.ch:
+				s.m.dropped(reasonUnsub).Inc()
+				q.cu.release()
+			default:
+				return
+			}
+		}
+	})
+}
 
-func (s *localSub) tryDeliver(m *nodev1.Message) bool {
+func (s *localSub) tryDeliver(q qmsg) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false
+	}
+	q.cu.hold()
 	select {
-	case s.ch <- m:
+	case s.ch <- q:
 		return true
 	default:
+		q.cu.release()
 		return false
 	}
 }
 
-// deliver hands m to the subscriber, waiting up to wait for room; a copy that finds
+// deliver hands q to the subscriber, waiting up to wait for room; a copy that finds
 // no room is dropped, counted.
-func (s *localSub) deliver(m *nodev1.Message, wait time.Duration) bool {
-	if s.tryDeliver(m) {
+func (s *localSub) deliver(q qmsg, wait time.Duration) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		s.m.dropped(reasonUnsub).Inc()
+		return false
+	}
+	q.cu.hold()
+	select {
+	case s.ch <- q:
 		return true
+	default:
 	}
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
-		case s.ch <- m:
+		case s.ch <- q:
 			return true
 		case <-t.C:
 		case <-s.done:
 		}
 	}
 	s.m.dropped(reasonQueueFull).Inc()
+	q.cu.release()
 	return false
-}
-
-func (c *conn) tryEnqueue(m *nodev1.Message) bool {
-	if c.ctx.Err() != nil {
-		return false
-	}
-	select {
-	case c.msgs <- m:
-		return true
-	default:
-		return false
-	}
 }
 
 // outcome counts what became of one message.
@@ -78,8 +107,8 @@ type outcome struct {
 	routable           bool
 }
 
-// receive forwards a message that arrived over conn from.
-func (n *Node) receive(m *nodev1.Message, from *conn) {
+// receive forwards a message that arrived over conn from, in the batch cu.
+func (n *Node) receive(m *nodev1.Message, from *conn, cu *custody) {
 	name, err := nameFromProto(m.GetName())
 	if err != nil {
 		from.drop(reasonMalformed, 1)
@@ -89,7 +118,7 @@ func (n *Node) receive(m *nodev1.Message, from *conn) {
 	if m.Ttl > 0 {
 		m.Ttl--
 	}
-	o := n.forward(m, name, from, 0)
+	o := n.forward(qmsg{m, cu}, name, from, 0)
 	if !o.routable {
 		n.metrics.dropped(reasonNoRoute).Inc()
 	}
@@ -99,7 +128,8 @@ func (n *Node) receive(m *nodev1.Message, from *conn) {
 // one — a local subscriber first, then a peer with a local subscriber, then a route
 // (a link, or a peer holding the link). wait is how long a full queue may hold the
 // caller up (only local publishers wait).
-func (n *Node) forward(m *nodev1.Message, name dataplane.Name, from *conn, wait time.Duration) outcome {
+func (n *Node) forward(q qmsg, name dataplane.Name, from *conn, wait time.Duration) outcome {
+	m := q.m
 	tg := n.tab.lookup(name, from)
 	tg.routes = without(tg.routes, from)
 	hopsLeft := m.GetTtl() > 0
@@ -111,16 +141,16 @@ func (n *Node) forward(m *nodev1.Message, name dataplane.Name, from *conn, wait 
 		tg.peersLocal, tg.routes, tg.peersRouted = nil, nil, nil
 	}
 	if m.GetBroadcast() {
-		return n.broadcast(m, tg, wait)
+		return n.broadcast(q, tg, wait)
 	}
 	var o outcome
 	switch {
 	case len(tg.local) > 0:
-		o = anyLocal(m, tg.local, &n.rr, wait)
+		o = anyLocal(q, tg.local, &n.rr, wait)
 	case len(tg.peersLocal) > 0:
-		o = anyConn(m, tg.peersLocal, nil, &n.rr, wait)
+		o = anyConn(q, tg.peersLocal, nil, &n.rr, wait)
 	case len(tg.routes)+len(tg.peersRouted) > 0:
-		o = anyConn(m, tg.routes, tg.peersRouted, &n.rr, wait)
+		o = anyConn(q, tg.routes, tg.peersRouted, &n.rr, wait)
 	default:
 		return outcome{}
 	}
@@ -134,14 +164,14 @@ func (n *Node) count(o outcome) {
 	}
 }
 
-func (n *Node) broadcast(m *nodev1.Message, tg targets, wait time.Duration) outcome {
+func (n *Node) broadcast(q qmsg, tg targets, wait time.Duration) outcome {
 	var o outcome
 	for _, s := range tg.local {
-		o.tally(s.deliver(m, wait))
+		o.tally(s.deliver(q, wait))
 	}
 	for _, set := range [][]*conn{tg.peersLocal, tg.peersRouted, tg.routes} {
 		for _, c := range set {
-			o.tally(c.enqueue(m, wait))
+			o.tally(c.enqueue(q, wait))
 		}
 	}
 	n.count(o)
@@ -159,20 +189,20 @@ func (o *outcome) tally(ok bool) {
 
 // anyLocal gives m to one subscriber, round robin, skipping full ones; when all are
 // full, the one whose turn it was waits (and drops, counted).
-func anyLocal(m *nodev1.Message, subs []*localSub, rr *atomic.Uint64, wait time.Duration) outcome {
+func anyLocal(q qmsg, subs []*localSub, rr *atomic.Uint64, wait time.Duration) outcome {
 	start := int(rr.Add(1) % uint64(len(subs)))
 	for i := range subs {
-		if subs[(start+i)%len(subs)].tryDeliver(m) {
+		if subs[(start+i)%len(subs)].tryDeliver(q) {
 			return outcome{forwarded: 1, routable: true}
 		}
 	}
 	var o outcome
-	o.tally(subs[start].deliver(m, wait))
+	o.tally(subs[start].deliver(q, wait))
 	return o
 }
 
 // anyConn is anyLocal for connections, over a and b together.
-func anyConn(m *nodev1.Message, a, b []*conn, rr *atomic.Uint64, wait time.Duration) outcome {
+func anyConn(q qmsg, a, b []*conn, rr *atomic.Uint64, wait time.Duration) outcome {
 	k := len(a) + len(b)
 	at := func(i int) *conn {
 		if i < len(a) {
@@ -182,12 +212,12 @@ func anyConn(m *nodev1.Message, a, b []*conn, rr *atomic.Uint64, wait time.Durat
 	}
 	start := int(rr.Add(1) % uint64(k))
 	for i := range k {
-		if at((start + i) % k).tryEnqueue(m) {
+		if at((start + i) % k).tryEnqueue(q) {
 			return outcome{forwarded: 1, routable: true}
 		}
 	}
 	var o outcome
-	o.tally(at(start).enqueue(m, wait))
+	o.tally(at(start).enqueue(q, wait))
 	return o
 }
 

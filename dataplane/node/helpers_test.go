@@ -17,7 +17,12 @@ import (
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(envChild); mode != "" {
+		os.Exit(runChild(mode, os.Getenv(envConfig)))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testLogger is silent unless NODE_LOG is set.
 func testLogger() *slog.Logger {

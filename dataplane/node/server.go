@@ -50,9 +50,9 @@ func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
 	if err := s.SendHeader(nil); err != nil {
 		return err
 	}
-	gen := c.attach()
-	err := c.serve(s, gen, nil)
-	if !c.detach(gen) || c.ctx.Err() != nil {
+	st := c.attach()
+	err := c.serve(s, st, nil)
+	if !c.detach(st.gen) || c.ctx.Err() != nil {
 		// A newer stream took over, or the conn closed: this stream's error is moot.
 		return nil //nolint:nilerr // the stream ends either way; its error is not the caller's
 	}

@@ -200,6 +200,7 @@ type LinkFrame struct {
 	//	*LinkFrame_Unsubscribe
 	//	*LinkFrame_Ack
 	//	*LinkFrame_Relink
+	//	*LinkFrame_BatchAck
 	Frame         isLinkFrame_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -287,6 +288,15 @@ func (x *LinkFrame) GetRelink() *Relink {
 	return nil
 }
 
+func (x *LinkFrame) GetBatchAck() *BatchAck {
+	if x != nil {
+		if x, ok := x.Frame.(*LinkFrame_BatchAck); ok {
+			return x.BatchAck
+		}
+	}
+	return nil
+}
+
 type isLinkFrame_Frame interface {
 	isLinkFrame_Frame()
 }
@@ -315,6 +325,11 @@ type LinkFrame_Relink struct {
 	Relink *Relink `protobuf:"bytes,5,opt,name=relink,proto3,oneof"`
 }
 
+type LinkFrame_BatchAck struct {
+	// The receiver is done with every batch up to a sequence number.
+	BatchAck *BatchAck `protobuf:"bytes,6,opt,name=batch_ack,json=batchAck,proto3,oneof"`
+}
+
 func (*LinkFrame_Batch) isLinkFrame_Frame() {}
 
 func (*LinkFrame_Subscribe) isLinkFrame_Frame() {}
@@ -325,9 +340,16 @@ func (*LinkFrame_Ack) isLinkFrame_Frame() {}
 
 func (*LinkFrame_Relink) isLinkFrame_Frame() {}
 
+func (*LinkFrame_BatchAck) isLinkFrame_Frame() {}
+
 type Batch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The batch's number on this stream: 1, 2, 3, ... The receiver acknowledges it
+	// (BatchAck) once it is done with every message in it — delivered to a local
+	// subscriber, acknowledged by the next node, or dropped and counted — so that the
+	// sender can count what a stream that breaks took with it.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +391,58 @@ func (x *Batch) GetMessages() []*Message {
 	return nil
 }
 
+func (x *Batch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Acknowledges every batch of the stream up to and including seq.
+type BatchAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchAck) Reset() {
+	*x = BatchAck{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchAck) ProtoMessage() {}
+
+func (x *BatchAck) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
+func (*BatchAck) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type Interest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the sender, unique on the stream; the ack names it.
@@ -383,7 +457,7 @@ type Interest struct {
 
 func (x *Interest) Reset() {
 	*x = Interest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +469,7 @@ func (x *Interest) String() string {
 func (*Interest) ProtoMessage() {}
 
 func (x *Interest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +482,7 @@ func (x *Interest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interest.ProtoReflect.Descriptor instead.
 func (*Interest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Interest) GetId() uint64 {
@@ -443,7 +517,7 @@ type InterestAck struct {
 
 func (x *InterestAck) Reset() {
 	*x = InterestAck{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +529,7 @@ func (x *InterestAck) String() string {
 func (*InterestAck) ProtoMessage() {}
 
 func (x *InterestAck) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +542,7 @@ func (x *InterestAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterestAck.ProtoReflect.Descriptor instead.
 func (*InterestAck) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InterestAck) GetId() uint64 {
@@ -494,7 +568,7 @@ type Relink struct {
 
 func (x *Relink) Reset() {
 	*x = Relink{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +580,7 @@ func (x *Relink) String() string {
 func (*Relink) ProtoMessage() {}
 
 func (x *Relink) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +593,7 @@ func (x *Relink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relink.ProtoReflect.Descriptor instead.
 func (*Relink) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Relink) GetLinkId() string {
@@ -540,7 +614,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +626,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +639,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PublishRequest) GetName() *Name {
@@ -598,7 +672,7 @@ type PublishBatch struct {
 
 func (x *PublishBatch) Reset() {
 	*x = PublishBatch{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +684,7 @@ func (x *PublishBatch) String() string {
 func (*PublishBatch) ProtoMessage() {}
 
 func (x *PublishBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +697,7 @@ func (x *PublishBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatch.ProtoReflect.Descriptor instead.
 func (*PublishBatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PublishBatch) GetMessages() []*PublishRequest {
@@ -645,7 +719,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +731,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +744,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PublishResponse) GetForwarded() uint32 {
@@ -699,7 +773,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +785,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +798,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PublishStreamResponse) GetAccepted() uint64 {
@@ -764,7 +838,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +850,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +863,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubscribeRequest) GetName() *Name {
@@ -811,7 +885,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +897,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +910,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubscribeResponse) GetSubscriptionId() uint64 {
@@ -862,7 +936,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +948,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +961,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UnsubscribeRequest) GetSubscriptionId() uint64 {
@@ -905,7 +979,7 @@ type UnsubscribeResponse struct {
 
 func (x *UnsubscribeResponse) Reset() {
 	*x = UnsubscribeResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +991,7 @@ func (x *UnsubscribeResponse) String() string {
 func (*UnsubscribeResponse) ProtoMessage() {}
 
 func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1004,7 @@ func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
 func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 var File_switchboard_node_v1_node_proto protoreflect.FileDescriptor
@@ -951,16 +1025,20 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\x03ttl\x18\x04 \x01(\rR\x03ttl\x12\x16\n" +
 	"\x06origin\x18\x05 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12.\n" +
-	"\x13published_unix_nano\x18\a \x01(\x03R\x11publishedUnixNano\"\xb7\x02\n" +
+	"\x13published_unix_nano\x18\a \x01(\x03R\x11publishedUnixNano\"\xf5\x02\n" +
 	"\tLinkFrame\x122\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1a.switchboard.node.v1.BatchH\x00R\x05batch\x12=\n" +
 	"\tsubscribe\x18\x02 \x01(\v2\x1d.switchboard.node.v1.InterestH\x00R\tsubscribe\x12A\n" +
 	"\vunsubscribe\x18\x03 \x01(\v2\x1d.switchboard.node.v1.InterestH\x00R\vunsubscribe\x124\n" +
 	"\x03ack\x18\x04 \x01(\v2 .switchboard.node.v1.InterestAckH\x00R\x03ack\x125\n" +
-	"\x06relink\x18\x05 \x01(\v2\x1b.switchboard.node.v1.RelinkH\x00R\x06relinkB\a\n" +
-	"\x05frame\"A\n" +
+	"\x06relink\x18\x05 \x01(\v2\x1b.switchboard.node.v1.RelinkH\x00R\x06relink\x12<\n" +
+	"\tbatch_ack\x18\x06 \x01(\v2\x1d.switchboard.node.v1.BatchAckH\x00R\bbatchAckB\a\n" +
+	"\x05frame\"S\n" +
 	"\x05Batch\x128\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1c.switchboard.node.v1.MessageR\bmessages\"_\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1c.switchboard.node.v1.MessageR\bmessages\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x1c\n" +
+	"\bBatchAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"_\n" +
 	"\bInterest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
 	"\x04name\x18\x02 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\x12\x14\n" +
@@ -1014,52 +1092,54 @@ func file_switchboard_node_v1_node_proto_rawDescGZIP() []byte {
 	return file_switchboard_node_v1_node_proto_rawDescData
 }
 
-var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*Name)(nil),                  // 0: switchboard.node.v1.Name
 	(*Message)(nil),               // 1: switchboard.node.v1.Message
 	(*LinkFrame)(nil),             // 2: switchboard.node.v1.LinkFrame
 	(*Batch)(nil),                 // 3: switchboard.node.v1.Batch
-	(*Interest)(nil),              // 4: switchboard.node.v1.Interest
-	(*InterestAck)(nil),           // 5: switchboard.node.v1.InterestAck
-	(*Relink)(nil),                // 6: switchboard.node.v1.Relink
-	(*PublishRequest)(nil),        // 7: switchboard.node.v1.PublishRequest
-	(*PublishBatch)(nil),          // 8: switchboard.node.v1.PublishBatch
-	(*PublishResponse)(nil),       // 9: switchboard.node.v1.PublishResponse
-	(*PublishStreamResponse)(nil), // 10: switchboard.node.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),      // 11: switchboard.node.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),     // 12: switchboard.node.v1.SubscribeResponse
-	(*UnsubscribeRequest)(nil),    // 13: switchboard.node.v1.UnsubscribeRequest
-	(*UnsubscribeResponse)(nil),   // 14: switchboard.node.v1.UnsubscribeResponse
+	(*BatchAck)(nil),              // 4: switchboard.node.v1.BatchAck
+	(*Interest)(nil),              // 5: switchboard.node.v1.Interest
+	(*InterestAck)(nil),           // 6: switchboard.node.v1.InterestAck
+	(*Relink)(nil),                // 7: switchboard.node.v1.Relink
+	(*PublishRequest)(nil),        // 8: switchboard.node.v1.PublishRequest
+	(*PublishBatch)(nil),          // 9: switchboard.node.v1.PublishBatch
+	(*PublishResponse)(nil),       // 10: switchboard.node.v1.PublishResponse
+	(*PublishStreamResponse)(nil), // 11: switchboard.node.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),      // 12: switchboard.node.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),     // 13: switchboard.node.v1.SubscribeResponse
+	(*UnsubscribeRequest)(nil),    // 14: switchboard.node.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil),   // 15: switchboard.node.v1.UnsubscribeResponse
 }
 var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	0,  // 0: switchboard.node.v1.Message.name:type_name -> switchboard.node.v1.Name
 	3,  // 1: switchboard.node.v1.LinkFrame.batch:type_name -> switchboard.node.v1.Batch
-	4,  // 2: switchboard.node.v1.LinkFrame.subscribe:type_name -> switchboard.node.v1.Interest
-	4,  // 3: switchboard.node.v1.LinkFrame.unsubscribe:type_name -> switchboard.node.v1.Interest
-	5,  // 4: switchboard.node.v1.LinkFrame.ack:type_name -> switchboard.node.v1.InterestAck
-	6,  // 5: switchboard.node.v1.LinkFrame.relink:type_name -> switchboard.node.v1.Relink
-	1,  // 6: switchboard.node.v1.Batch.messages:type_name -> switchboard.node.v1.Message
-	0,  // 7: switchboard.node.v1.Interest.name:type_name -> switchboard.node.v1.Name
-	0,  // 8: switchboard.node.v1.PublishRequest.name:type_name -> switchboard.node.v1.Name
-	7,  // 9: switchboard.node.v1.PublishBatch.messages:type_name -> switchboard.node.v1.PublishRequest
-	0,  // 10: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
-	1,  // 11: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
-	2,  // 12: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
-	7,  // 13: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
-	8,  // 14: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
-	11, // 15: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
-	13, // 16: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
-	2,  // 17: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
-	9,  // 18: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
-	10, // 19: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
-	12, // 20: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
-	14, // 21: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 2: switchboard.node.v1.LinkFrame.subscribe:type_name -> switchboard.node.v1.Interest
+	5,  // 3: switchboard.node.v1.LinkFrame.unsubscribe:type_name -> switchboard.node.v1.Interest
+	6,  // 4: switchboard.node.v1.LinkFrame.ack:type_name -> switchboard.node.v1.InterestAck
+	7,  // 5: switchboard.node.v1.LinkFrame.relink:type_name -> switchboard.node.v1.Relink
+	4,  // 6: switchboard.node.v1.LinkFrame.batch_ack:type_name -> switchboard.node.v1.BatchAck
+	1,  // 7: switchboard.node.v1.Batch.messages:type_name -> switchboard.node.v1.Message
+	0,  // 8: switchboard.node.v1.Interest.name:type_name -> switchboard.node.v1.Name
+	0,  // 9: switchboard.node.v1.PublishRequest.name:type_name -> switchboard.node.v1.Name
+	8,  // 10: switchboard.node.v1.PublishBatch.messages:type_name -> switchboard.node.v1.PublishRequest
+	0,  // 11: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
+	1,  // 12: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
+	2,  // 13: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
+	8,  // 14: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
+	9,  // 15: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
+	12, // 16: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
+	14, // 17: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
+	2,  // 18: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
+	10, // 19: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
+	11, // 20: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
+	13, // 21: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
+	15, // 22: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_node_v1_node_proto_init() }
@@ -1074,6 +1154,7 @@ func file_switchboard_node_v1_node_proto_init() {
 		(*LinkFrame_Unsubscribe)(nil),
 		(*LinkFrame_Ack)(nil),
 		(*LinkFrame_Relink)(nil),
+		(*LinkFrame_BatchAck)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1081,7 +1162,7 @@ func file_switchboard_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_node_v1_node_proto_rawDesc), len(file_switchboard_node_v1_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

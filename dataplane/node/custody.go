@@ -1,0 +1,177 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// Custody: a node that receives a batch over a stream acknowledges it only once it is
+// done with every message in it — each copy delivered to a local subscriber's stream,
+// acknowledged by the next node, or dropped and counted here. The sender keeps every
+// batch it sent until the ack, and when the stream breaks counts what is still
+// unacknowledged as dropped (reason "unacked"). So a message a node accepted is either
+// delivered or counted by a node that is still alive: when a node dies with messages
+// inside it, the node that sent them to it counts them. Nothing is resent (delivery is
+// at most once), so the count is an upper bound of the loss: a copy delivered whose
+// ack died with the node in between is counted too.
+
+// qmsg is a queued message copy and the received batch it belongs to (nil for a
+// message published at this node).
+type qmsg struct {
+	m  *nodev1.Message
+	cu *custody
+}
+
+// custody is one received batch: the copies of its messages still held somewhere in
+// this node. The last release acknowledges the batch.
+type custody struct {
+	rx   *rxState
+	seq  uint64
+	refs atomic.Int32
+	done bool // under rx.mu
+}
+
+func (cu *custody) hold() {
+	if cu != nil {
+		cu.refs.Add(1)
+	}
+}
+
+func (cu *custody) release() {
+	if cu != nil && cu.refs.Add(-1) == 0 {
+		cu.rx.complete(cu)
+	}
+}
+
+// rxState is the receiving side of one stream: its batches in arrival order, and the
+// highest sequence number up to which all are done.
+type rxState struct {
+	wake    func()
+	mu      sync.Mutex
+	pending []*custody
+	acked   uint64 // every batch up to here is done
+	sent    uint64 // the last ack the writer sent
+}
+
+// received starts the custody of batch seq; the caller releases the guard reference
+// once every message of the batch has been forwarded.
+func (r *rxState) received(seq uint64) *custody {
+	cu := &custody{rx: r, seq: seq}
+	cu.refs.Store(1)
+	r.mu.Lock()
+	r.pending = append(r.pending, cu)
+	r.mu.Unlock()
+	return cu
+}
+
+// complete marks cu done and moves the ack past every leading batch that is done.
+// Batches complete out of order (a copy in a slow queue holds its batch up); the ack
+// is cumulative, so it waits for the oldest.
+func (r *rxState) complete(cu *custody) {
+	r.mu.Lock()
+	cu.done = true
+	k := 0
+	for k < len(r.pending) && r.pending[k].done {
+		r.acked = r.pending[k].seq
+		k++
+	}
+	if k > 0 {
+		r.pending = append(r.pending[:0], r.pending[k:]...)
+	}
+	r.mu.Unlock()
+	if k > 0 {
+		r.wake()
+	}
+}
+
+// due returns the ack the writer should send, if any.
+func (r *rxState) due() (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.acked == r.sent {
+		return 0, false
+	}
+	r.sent = r.acked
+	return r.acked, true
+}
+
+// sentBatch is a batch sent and not yet acknowledged, with the custodies of the
+// messages in it that came from another stream.
+type sentBatch struct {
+	seq  uint64
+	n    int
+	held []*custody
+}
+
+// txState is the sending side of one stream.
+type txState struct {
+	mu      sync.Mutex
+	seq     uint64
+	unacked []sentBatch
+	ended   bool
+}
+
+// next numbers a batch about to be sent and records it, before the send: the ack may
+// come back before Send returns.
+func (t *txState) next(n int, held []*custody) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	t.unacked = append(t.unacked, sentBatch{seq: t.seq, n: n, held: held})
+	return t.seq
+}
+
+// unsent takes back batch seq, whose send failed; false when an ack (or the end of
+// the stream) settled it first, and the caller must not count it again.
+func (t *txState) unsent(seq uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := len(t.unacked); k > 0 && t.unacked[k-1].seq == seq {
+		t.unacked = t.unacked[:k-1]
+		return true
+	}
+	return false
+}
+
+// acked releases every batch up to seq.
+func (t *txState) acked(seq uint64) {
+	t.mu.Lock()
+	k := 0
+	for k < len(t.unacked) && t.unacked[k].seq <= seq {
+		k++
+	}
+	done := t.unacked[:k:k]
+	t.unacked = t.unacked[k:]
+	t.mu.Unlock()
+	for _, b := range done {
+		releaseAll(b.held)
+	}
+}
+
+// end closes the stream's books: what was never acknowledged is returned (the caller
+// counts it) and its custodies released, counted here. Later acks find nothing.
+func (t *txState) end() int {
+	t.mu.Lock()
+	if t.ended {
+		t.mu.Unlock()
+		return 0
+	}
+	t.ended = true
+	lost := t.unacked
+	t.unacked = nil
+	t.mu.Unlock()
+	n := 0
+	for _, b := range lost {
+		n += b.n
+		releaseAll(b.held)
+	}
+	return n
+}
+
+func releaseAll(cs []*custody) {
+	for _, cu := range cs {
+		cu.release()
+	}
+}
