@@ -47,6 +47,9 @@ type Options struct {
 	NewLinkID func() string
 	// Links is injected into every link's client configuration.
 	Links LinkSettings
+	// Deferred leaves the restart rule to a later Reset: a standby replica must not
+	// write, and resets when it takes the lead.
+	Deferred bool
 }
 
 // Service is the control plane's decision logic, the spec's route service: it turns node
@@ -96,15 +99,29 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if s.newID == nil {
 		s.newID = uuid.NewString
 	}
+	if opts.Deferred {
+		return s, nil
+	}
+	if err := s.Reset(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reset applies the restart rule of the mode (see New); a service made Deferred
+// calls it once, before its first change.
+func (s *Service) Reset(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	reset := s.store.ClearRuntime
 	if s.Mode() == config.ConfigMode {
 		reset = s.store.ClearAll
 	}
 	if err := reset(ctx); err != nil {
-		return nil, fmt.Errorf("controlplane: reset store for %s mode: %w", s.Mode(), err)
+		return fmt.Errorf("controlplane: reset store for %s mode: %w", s.Mode(), err)
 	}
 	s.log.Info("control plane state reset", "mode", s.Mode().String())
-	return s, nil
+	return nil
 }
 
 // Mode reports whether the topology comes from the config file or the API.

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -43,8 +44,12 @@ type Config struct {
 	// Conn reaches the CP's southbound endpoint. When nil, the controller dials
 	// Target with DialOptions (which must choose transport credentials) and closes
 	// the connection when Run returns.
-	Conn        grpc.ClientConnInterface
-	Target      string
+	Conn   grpc.ClientConnInterface
+	Target string
+	// Targets are several control-plane replicas, of which one leads: the
+	// controller follows the leader a standby names, and tries the next address
+	// when a session fails otherwise. Target, when set too, comes first.
+	Targets     []string
 	DialOptions []grpc.DialOption
 	// Tokens supplies registration credentials; auth.Noop when nil.
 	Tokens auth.TokenProvider
@@ -64,8 +69,12 @@ func (c *Config) validate() error {
 		return errors.New("dataplane: NodeID is required")
 	case c.Datapath == nil:
 		return errors.New("dataplane: Datapath is required")
-	case c.Conn == nil && c.Target == "":
-		return errors.New("dataplane: Conn or Target is required")
+	case c.Conn == nil && c.Target == "" && len(c.Targets) == 0:
+		return errors.New("dataplane: Conn, Target or Targets is required")
+	case c.Conn != nil && len(c.Targets) > 0:
+		return errors.New("dataplane: Conn and Targets exclude each other")
+	case slices.Contains(c.Targets, ""):
+		return errors.New("dataplane: Targets holds an empty address")
 	}
 	return nil
 }

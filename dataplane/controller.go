@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -41,7 +40,7 @@ type Stats struct {
 type Controller struct {
 	cfg     Config
 	client  controllerv1.ControllerServiceClient
-	ownConn *grpc.ClientConn
+	targets *targets // the connections Run dials itself; nil with Config.Conn
 	dp      Datapath
 	running atomic.Bool
 	msgSeq  atomic.Uint64
@@ -92,14 +91,24 @@ func (c *Controller) dial() error {
 			Backoff:           backoff.Config{BaseDelay: b.Base, Multiplier: 1.6, Jitter: 0.2, MaxDelay: b.Max},
 			MinConnectTimeout: minConnectTimeout,
 		})}, c.cfg.DialOptions...)
-		cc, err := grpc.NewClient(c.cfg.Target, opts...)
-		if err != nil {
-			return fmt.Errorf("dataplane: dial %q: %w", c.cfg.Target, err)
+		addrs := c.cfg.Targets
+		if c.cfg.Target != "" {
+			addrs = append([]string{c.cfg.Target}, addrs...)
 		}
-		c.ownConn, conn = cc, cc
+		c.targets = newTargets(addrs, func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) })
+		_, err := c.targets.client() // a malformed address is reported by Run
+		return err
 	}
 	c.client = controllerv1.NewControllerServiceClient(conn)
 	return nil
+}
+
+// sessionClient is the client the next session uses.
+func (c *Controller) sessionClient() (controllerv1.ControllerServiceClient, error) {
+	if c.targets != nil {
+		return c.targets.client()
+	}
+	return c.client, nil
 }
 
 // Run connects, registers and serves the CP until ctx ends (returns ctx.Err()) or
@@ -114,6 +123,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer c.closeConn()
 	r := retrier{b: c.cfg.Backoff, rnd: rand.Int64N}
+	hinted := false
 	for {
 		if c.isLeaving() {
 			return nil
@@ -127,8 +137,17 @@ func (c *Controller) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		wait := r.next(registered, time.Since(start))
+		if c.targets != nil {
+			// A standby's hint is followed at once, but only once in a row: a hint
+			// that leads nowhere (a leader that just died) waits like any failure.
+			if c.targets.after(err) && !hinted {
+				wait, hinted = 0, true
+			} else {
+				hinted = false
+			}
+		}
 		c.cfg.Logger.Warn("control-plane session ended; reconnecting",
-			"node", c.nodeLabel(), "err", err, "attempt", r.attempt, "wait", wait)
+			"node", c.nodeLabel(), "err", err, "attempt", r.attempt, "wait", wait, "next", c.target())
 		if !c.sleep(ctx, wait) {
 			if c.isLeaving() {
 				return nil
@@ -162,9 +181,17 @@ func (c *Controller) isLeaving() bool {
 }
 
 func (c *Controller) closeConn() {
-	if c.ownConn != nil {
-		_ = c.ownConn.Close()
+	if c.targets != nil {
+		c.targets.close()
 	}
+}
+
+// target is the address the next session dials ("" with a Conn).
+func (c *Controller) target() string {
+	if c.targets == nil {
+		return ""
+	}
+	return c.targets.current()
 }
 
 func (c *Controller) nodeLabel() string { return c.cfg.Group + "/" + c.cfg.NodeID }

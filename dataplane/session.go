@@ -57,7 +57,11 @@ func (c *Controller) runSession(ctx context.Context) (bool, error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.client.OpenControlChannel(sctx)
+	client, err := c.sessionClient()
+	if err != nil {
+		return false, err
+	}
+	stream, err := client.OpenControlChannel(sctx)
 	if err != nil {
 		return false, fmt.Errorf("open control channel: %w", err)
 	}

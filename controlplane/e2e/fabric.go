@@ -40,7 +40,9 @@ type NodeConfig struct {
 	// NoExternal leaves the node without an external endpoint (it can only dial).
 	NoExternal bool
 	// Target is the CP's southbound address; Conn, when set, is used instead.
-	Target      string
+	Target string
+	// Targets are several control-plane replicas (dataplane.Config.Targets).
+	Targets     []string
 	Conn        grpc.ClientConnInterface
 	DialOptions []grpc.DialOption // default: plaintext
 	Tokens      auth.TokenProvider

@@ -85,7 +85,7 @@ func (n *Node) startController() error {
 	var details []dataplane.ConnectionDetails
 	details = append(details, dataplane.ConnectionDetails{Endpoint: n.cfg.ID + ".local:46357", ExternalEndpoint: n.external})
 	ctrl, err := dataplane.New(dataplane.Config{
-		NodeID: n.cfg.ID, Group: n.cfg.Group, Details: details, Conn: n.cfg.Conn, Target: n.cfg.Target,
+		NodeID: n.cfg.ID, Group: n.cfg.Group, Details: details, Conn: n.cfg.Conn, Target: n.cfg.Target, Targets: n.cfg.Targets,
 		DialOptions: n.cfg.DialOptions, Tokens: n.cfg.Tokens, Datapath: &wire{Datapath: dp, n: n},
 		AckTimeout: n.cfg.AckTimeout, Backoff: n.cfg.Backoff, Logger: n.cfg.Logger,
 	})

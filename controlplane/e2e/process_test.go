@@ -93,9 +93,16 @@ reconciler:
 // any port) and database db, and waits until it prints its addresses.
 func startCPProcess(t *testing.T, south, db string) *cpProcess {
 	t.Helper()
+	return startCPProcessWith(t, processConfig(south, db))
+}
+
+// startCPProcessWith runs the binary with the config text, and waits until it
+// prints its addresses.
+func startCPProcessWith(t *testing.T, config string) *cpProcess {
+	t.Helper()
 	bin := switchboardBinary(t)
 	cfg := filepath.Join(t.TempDir(), "controlplane.yaml")
-	if err := os.WriteFile(cfg, []byte(processConfig(south, db)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &cpProcess{t: t, done: make(chan error, 1)}

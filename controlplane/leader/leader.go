@@ -140,7 +140,15 @@ func (e *Elector) term(ctx context.Context, lead func(ctx context.Context, t Ter
 	if err != nil {
 		return false, fmt.Errorf("session: %w", err)
 	}
-	defer sess.Close() // revokes the lease: a resigning leader's successor need not wait for it
+	// The lease is revoked, so that a successor need not wait for it to expire —
+	// within the margin: Session.Close would wait up to a minute for an etcd that a
+	// leader which lost it cannot reach.
+	defer func() {
+		sess.Orphan()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.margin())
+		defer cancel()
+		_, _ = e.o.Client.Revoke(rctx, grant.ID)
+	}()
 	dl := &deadline{}
 	dl.extend(sent.Add(e.o.TTL - e.margin()))
 	tctx, endTerm := context.WithCancel(ctx)
@@ -158,7 +166,7 @@ func (e *Elector) term(ctx context.Context, lead func(ctx context.Context, t Ter
 	e.self, e.selfRev, e.endTerm = t.Key, t.Rev, endTerm
 	e.mu.Unlock()
 	e.leading.Store(true)
-	e.log.Info("leadership acquired", "id", e.o.Self.ID, "key", t.Key, "rev", t.Rev)
+	e.log.Info("leadership acquired", "id", e.o.Self.ID, "key", t.Key, "rev", t.Rev, "at", time.Now().UnixNano())
 	lead(tctx, t)
 	e.leading.Store(false)
 	e.mu.Lock()

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -10,6 +12,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	cpetcd "github.com/switchboard-mesh/switchboard/controlplane/store/etcd"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/sqlite"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
@@ -26,8 +29,34 @@ func openStore(ctx context.Context, db config.Database) (store.Store, error) {
 			return nil, fmt.Errorf("database: %w", err)
 		}
 		return st, nil
+	case config.DatabaseEtcd:
+		return openEtcd(ctx, db.Etcd)
 	}
-	return nil, fmt.Errorf("database: unknown type %q (want %s or %s)", db.Type, config.DatabaseInMemory, config.DatabaseSQLite)
+	return nil, fmt.Errorf("database: unknown type %q (want %s, %s or %s)", db.Type, config.DatabaseInMemory, config.DatabaseSQLite, config.DatabaseEtcd)
+}
+
+// openEtcd opens the etcd store as a standby's: it writes only once elected.
+func openEtcd(ctx context.Context, e config.Etcd) (store.Store, error) {
+	o := cpetcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Username: e.Username, DialTimeout: e.DialTimeout, RequireLeader: true}
+	if e.CAFile != "" || e.CertFile != "" {
+		conf, err := tlsutil.ClientConfig(tlsutil.Files{CA: e.CAFile, Cert: e.CertFile, Key: e.KeyFile}, "", "")
+		if err != nil {
+			return nil, fmt.Errorf("database.etcd: %w", err)
+		}
+		o.TLS = conf
+	}
+	if e.PasswordFile != "" {
+		b, err := os.ReadFile(e.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("database.etcd.password_file: %w", err)
+		}
+		o.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	st, err := cpetcd.Open(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	return st, nil
 }
 
 // openAuth builds the registration authenticator, unless the options carry one.

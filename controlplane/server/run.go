@@ -26,13 +26,17 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) run(ctx context.Context) error {
 	qctx, stopQueues := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
-	workers.Go(func() { s.links.Run(qctx) })
-	workers.Go(func() { s.routes.Run(qctx) })
-	workers.Go(func() {
-		reconcile.Sweep(qctx, s.o.Config.Reconciler.ReconcilePeriod, s.streams.Nodes, s.links, s.routes)
-	})
+	failed := make(chan error, 4)
+	if s.ha != nil {
+		workers.Go(func() { s.runHA(qctx, failed) }) // reconciles while elected
+	} else {
+		workers.Go(func() { s.links.Run(qctx) })
+		workers.Go(func() { s.routes.Run(qctx) })
+		workers.Go(func() {
+			reconcile.Sweep(qctx, s.o.Config.Reconciler.ReconcilePeriod, s.streams.Nodes, s.links, s.routes)
+		})
+	}
 
-	failed := make(chan error, 3)
 	var serving sync.WaitGroup
 	serve := func(name string, fn func() error) {
 		serving.Go(func() {

@@ -84,6 +84,7 @@ type Server struct {
 
 	ready   atomic.Bool
 	runOnce sync.Once
+	ha      *ha // nil unless the store is on etcd
 }
 
 // New opens the store, starts the service in the configured mode and binds every
@@ -119,6 +120,7 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	s.svc, err = controlplane.New(ctx, controlplane.Options{
 		Store: s.store, Topology: o.Config.Topology, Logger: s.log.With("component", "service"), Links: links,
+		Deferred: isEtcd(s.store), // the elected replica resets, when it takes the lead
 	})
 	if err != nil {
 		return nil, err
@@ -140,6 +142,9 @@ func New(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	if err := s.listen(&closers); err != nil {
+		return nil, err
+	}
+	if err := s.openHA(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -180,7 +185,7 @@ func (s *Server) buildServers() error {
 	}
 	// Stop waits for stream handlers, so no disconnect is processed after the store
 	// closes.
-	s.sgrpc = grpc.NewServer(append(sopts, grpc.WaitForHandlers(true))...)
+	s.sgrpc = grpc.NewServer(append(sopts, grpc.WaitForHandlers(true), s.southboundGate())...)
 	s.south = southbound.New(southbound.Options{
 		Service: s.svc, Streams: s.streams, Auth: s.auth, Enqueue: s.Enqueue,
 		RegisterTimeout: s.o.RegisterTimeout, OnRegistration: s.metrics.registration,
@@ -193,7 +198,7 @@ func (s *Server) buildServers() error {
 	if err != nil {
 		return fmt.Errorf("northbound: %w", err)
 	}
-	s.ngrpc = grpc.NewServer(append(nopts, s.access.ServerOptions()...)...)
+	s.ngrpc = grpc.NewServer(append(append(nopts, s.access.ServerOptions()...), s.northboundGate())...)
 	controlplanev1.RegisterControlPlaneServiceServer(s.ngrpc,
 		northbound.New(s.svc, s.streams, s.Enqueue, s.log.With("component", "northbound"), northbound.WithGroupSecrets(s.secrets)))
 	introspect(s.ngrpc, s.health)

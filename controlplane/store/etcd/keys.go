@@ -21,6 +21,8 @@ const (
 	// routeSeqKey holds the highest route id handed out: ids are never reused, also
 	// after the routes that had them are gone.
 	routeSeqKey = "meta/route-seq"
+	// TermKey holds the election revision of the leader that wrote last.
+	TermKey = "meta/term"
 )
 
 // DefaultPrefix is where the records live when Options.Prefix is empty.

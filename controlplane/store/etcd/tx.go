@@ -144,6 +144,11 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	for _, p := range t.prefixes {
 		ops = append(ops, clientv3.OpDelete(s.prefix+p, clientv3.WithPrefix()))
 	}
+	if f != nil {
+		// The term stamped on every write: etcd's history of this key shows which
+		// leader wrote what, and that no write of an older term follows a newer one.
+		ops = append(ops, clientv3.OpPut(s.prefix+TermKey, strconv.FormatInt(f.rev, 10)))
+	}
 	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		// The outcome is unknown: the Txn may have been applied. Re-read before the
