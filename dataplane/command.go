@@ -173,8 +173,27 @@ func (c *Controller) handOff(v *linkView, link string, id ConnID) *controllerv1.
 	return connStatus(link, nil)
 }
 
-// takeOver relabels a connection handed off in this command for link. If the datapath
-// cannot, the connection is closed as its delete said, and the caller dials.
+// leftover reports a connection none of whose links this session created: the control
+// plane that made it is gone (a restart brings every link back under a new id), and a
+// link it now creates to the same endpoint takes the connection over. Reused as it is,
+// the connection would keep its old link id on the far end, which would never claim
+// the new link.
+func (c *Controller) leftover(v *linkView, id ConnID) bool {
+	if _, ok := c.dp.(Relinker); !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, link := range v.linksOf()[id] {
+		if c.state.links[link] == id {
+			return false
+		}
+	}
+	return true
+}
+
+// takeOver relabels a connection for link: one handed off in this command, or a
+// leftover. If the datapath cannot, the connection is closed, and the caller dials.
 func (c *Controller) takeOver(ctx context.Context, v *linkView, id ConnID, link string) bool {
 	delete(v.handed, id)
 	err := c.dp.(Relinker).Relink(ctx, id, link)
@@ -182,6 +201,11 @@ func (c *Controller) takeOver(ctx context.Context, v *linkView, id ConnID, link 
 		if ci, ok := v.byID[id]; ok {
 			ci.LinkID = link
 			v.byID[id] = ci
+		}
+		for old, cid := range v.byLink {
+			if cid == id {
+				delete(v.byLink, old) // its names go with the hand-over
+			}
 		}
 		return true
 	}
@@ -202,7 +226,8 @@ func (c *Controller) forgetSubsOf(id ConnID) {
 
 // createConnection: section 2. A live connection for the link, or any outgoing one
 // to the same endpoint, is reused instead of dialing again; one handed off in this
-// command is relabelled for the link.
+// command, or left over from before the control plane restarted, is relabelled for
+// the link (handed over).
 func (c *Controller) createConnection(ctx context.Context, v *linkView, conn *controllerv1.Connection) *controllerv1.ConnectionStatus {
 	link := conn.GetLinkId()
 	if link == "" {
@@ -216,7 +241,7 @@ func (c *Controller) createConnection(ctx context.Context, v *linkView, conn *co
 		return connStatus(link, nil)
 	}
 	id, ok := v.byEndpoint[endpoint]
-	if ok && v.handed[id] {
+	if ok && (v.handed[id] || c.leftover(v, id)) {
 		ok = c.takeOver(ctx, v, id, link)
 	}
 	if !ok {

@@ -48,11 +48,9 @@ type linkPlan struct {
 	// before it is created again in the same command.
 	recreate map[string]bool
 	remove   []store.Link // links marked deleted
-	// orphans are live link ids the CP does not track: all of them with orphan
-	// detection, else only those holding a connection to an endpoint a link is about to
-	// dial. The data plane would reuse such a connection for the new link, and the far
-	// end, never seeing the new link id, would never claim it (after a CP restart every
-	// old connection is such a stale one).
+	// orphans are live link ids the CP does not track that are deleted (see stale). A
+	// connection to an endpoint a link is about to dial is not among them: the data
+	// plane hands it over to that link.
 	orphans []string
 	ready   []store.Link // Applied and live: nothing to send
 }
@@ -131,7 +129,6 @@ func (r *Links) Sync(ctx context.Context, nodeID string) error {
 func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link, live map[string]liveConn) (*linkPlan, error) {
 	p := &linkPlan{recreate: map[string]bool{}}
 	mine := make(map[string]bool, len(links))
-	dialing := map[string]bool{} // endpoints of links to create from scratch
 	for _, l := range links {
 		mine[l.ID] = true
 		c, isLive := live[l.ID]
@@ -145,7 +142,6 @@ func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link,
 			p.create = append(p.create, l)
 		default:
 			p.create = append(p.create, l)
-			dialing[l.DestEndpoint] = true
 		}
 	}
 	fl := fleet{st: r.o.Store, nodeID: nodeID}
@@ -153,7 +149,7 @@ func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link,
 		if mine[id] {
 			continue
 		}
-		stale, err := r.stale(ctx, &fl, id, c.endpoint, dialing[c.endpoint], live)
+		stale, err := r.stale(ctx, &fl, id, c.endpoint, live)
 		if err != nil {
 			return nil, err
 		}
@@ -166,21 +162,17 @@ func (r *Links) classify(ctx context.Context, nodeID string, links []store.Link,
 }
 
 // stale decides whether a live connection whose link this node is not the source of
-// is deleted. One of a link this node receives stays. One in the way of a link about
-// to dial its endpoint goes (the data plane hands it over to that link). Inter-group
+// is deleted. One of a link this node receives stays. Inter-group
 // connections between nodes this control plane manages are its own — only it links
 // groups — so one it does not track is left over from before a restart or a failover
 // and goes whatever orphan detection says, unless a link between the same two nodes
 // is still to be connected: the pass that dials it hands this connection over (or
 // replaces it), and deleting it first would have it dialled again. Anything else goes
 // only with orphan detection.
-func (r *Links) stale(ctx context.Context, fl *fleet, linkID, endpoint string, inTheWay bool, live map[string]liveConn) (bool, error) {
+func (r *Links) stale(ctx context.Context, fl *fleet, linkID, endpoint string, live map[string]liveConn) (bool, error) {
 	orphan, err := r.isOrphan(ctx, fl.nodeID, linkID)
 	if err != nil || !orphan {
 		return false, err
-	}
-	if inTheWay {
-		return true, nil
 	}
 	peer, err := fl.peer(ctx, endpoint)
 	if err != nil {

@@ -159,8 +159,8 @@ func TestLinkResetIsRecreated(t *testing.T) {
 
 // TestLinkOrphans: with orphan detection, connections the CP does not track are
 // deleted, but not the connections a node accepted for its links; without it they
-// stay — except one to the very endpoint a link must dial, which the data plane would
-// otherwise reuse for that link, so the far end would never claim it.
+// stay. One to the very endpoint a link must dial is not deleted either way: the data
+// plane hands it over to the link (relabelled on both ends, claimed by the far end).
 func TestLinkOrphans(t *testing.T) {
 	for _, orphans := range []bool{true, false} {
 		t.Run(map[bool]string{true: "on", false: "off"}[orphans], func(t *testing.T) {
@@ -188,9 +188,10 @@ func TestLinkOrphans(t *testing.T) {
 					t.Fatalf("tracked connections must survive orphan detection: %v", err)
 				}
 
-				// A stale connection in the way of a link that must be dialled again.
+				// A stale connection to the endpoint of a link that must be dialled again.
 				src.DropLink(l.ID)
-				if _, err := src.Datapath().Connect(r.ctx, "stale", l.DestEndpoint, []byte("{}")); err != nil {
+				staleID, err := src.Datapath().Connect(r.ctx, "stale", l.DestEndpoint, []byte("{}"))
+				if err != nil {
 					t.Fatal(err)
 				}
 				var sent *controllerv1.ConfigCommand
@@ -198,8 +199,12 @@ func TestLinkOrphans(t *testing.T) {
 				if err := r.links.Sync(r.ctx, src.ID()); err != nil {
 					t.Fatal(err)
 				}
-				if sent == nil || !slices.Contains(sent.GetConnectionsToDelete(), "stale") || has("stale") {
-					t.Fatalf("stale connection to %s not replaced: command %v", l.DestEndpoint, sent)
+				if sent == nil || slices.Contains(sent.GetConnectionsToDelete(), "stale") {
+					t.Fatalf("stale connection to %s deleted instead of handed over: command %v", l.DestEndpoint, sent)
+				}
+				handed := slices.ContainsFunc(src.Datapath().Connections(), func(c dataplaneConn) bool { return c.ID == staleID && c.LinkID == l.ID })
+				if has("stale") || !handed {
+					t.Fatalf("stale connection to %s not handed over to link %s: %+v", l.DestEndpoint, l.ID, src.Datapath().Connections())
 				}
 				r.converge()
 			})
