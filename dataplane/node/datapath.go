@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -68,7 +69,10 @@ func (n *Node) dialLoop(c *conn, first chan<- error) {
 	attempt := 0
 	for c.ctx.Err() == nil {
 		start := time.Now()
-		err := n.runStream(c, client, &first)
+		opened, err := n.runStream(c, client, &first)
+		if !opened && c.ctx.Err() == nil {
+			n.connectFailed(c, err, attempt == 0)
+		}
 		if first != nil {
 			first <- err
 			return
@@ -90,6 +94,19 @@ func (n *Node) dialLoop(c *conn, first chan<- error) {
 	}
 }
 
+// connectFailed reports a stream that could not be opened: the reason (a refused
+// connection, a TLS handshake a wrong CA fails, ...) is what an operator needs, so
+// it is logged at warn, not only retried.
+// The first failure of a series is a warning; the retries that follow, debug lines.
+func (n *Node) connectFailed(c *conn, err error, first bool) {
+	n.metrics.connectFails.WithLabelValues(c.label()).Inc()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	n.cfg.Logger.Log(n.ctx, level, "link stream could not be opened", "node", n.id, "link", c.label(), "endpoint", c.endpoint, "err", err)
+}
+
 // backoff is the full-jitter wait before redial attempt k.
 func (n *Node) backoff(k int) time.Duration {
 	ceil := n.cfg.Backoff.Base
@@ -100,9 +117,9 @@ func (n *Node) backoff(k int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceil))) + time.Millisecond
 }
 
-// runStream opens one stream and serves it. Once the far end has answered, *first
-// gets nil and is cleared, so that later failures are retried.
-func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<- error) error {
+// runStream opens one stream and serves it; opened says whether the far end answered.
+// Once it has, *first gets nil and is cleared, so that later failures are retried.
+func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<- error) (opened bool, _ error) {
 	c.mu.Lock()
 	md := metadata.Pairs(mdNode, n.id, mdGroup, n.cfg.Group, mdEndpoint, c.endpoint)
 	if c.linkID != "" {
@@ -113,11 +130,11 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 	defer cancel()
 	s, err := client.Link(sctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The header comes back once the far end accepted the stream.
 	if _, err := s.Header(); err != nil {
-		return err
+		return false, err
 	}
 	if *first != nil {
 		*first <- nil
@@ -125,7 +142,7 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 	}
 	st := c.attach()
 	defer c.detach(st.gen)
-	return c.serve(s, st, func(reader <-chan error) {
+	return true, c.serve(s, st, func(reader <-chan error) {
 		// Closed on purpose: tell the far end with a clean end of stream, so it drops
 		// its side at once instead of waiting for a redial.
 		_ = s.CloseSend()

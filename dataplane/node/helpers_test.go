@@ -47,7 +47,9 @@ func startFabric(t *testing.T, topology string, perGroup int, groups ...string) 
 
 func startFabricWith(t *testing.T, o fabric.Options, perGroup int, groups ...string) *fabric.Fabric {
 	t.Helper()
-	o.Logger = testLogger()
+	if o.Logger == nil {
+		o.Logger = testLogger()
+	}
 	f, err := fabric.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // scraped, so a deleted link leaves no stale gauge behind.
 type metrics struct {
 	in, out, drop *prometheus.CounterVec
+	connectFails  *prometheus.CounterVec
 	published     prometheus.Counter
 	forwarded     prometheus.Counter
 	unroutable    prometheus.Counter
@@ -37,6 +38,8 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 			Help: "Messages sent per link."}, []string{"link"}),
 		drop: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "messages_dropped_total",
 			Help: "Message copies dropped, per link and reason (queue_full, link_broken, link_closed, hop_limit, no_route, malformed)."}, []string{"link", "reason"}),
+		connectFails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "link_connect_failures_total",
+			Help: "Attempts to open a link's or peering's stream that failed (refused, TLS handshake, ...); the log has the reason."}, []string{"link"}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "published_total",
 			Help: "Messages local clients published."}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "forwarded_total",
@@ -47,7 +50,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 			Help: "Messages sent to local subscribers."}),
 	}
 	m.local = m.forConn("local")
-	reg.MustRegister(m.in, m.out, m.drop, m.published, m.forwarded, m.unroutable, m.delivered, stateCollector{n})
+	reg.MustRegister(m.in, m.out, m.drop, m.connectFails, m.published, m.forwarded, m.unroutable, m.delivered, stateCollector{n})
 	return m
 }
 

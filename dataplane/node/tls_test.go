@@ -1,0 +1,131 @@
+package node_test
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/dataplane/node"
+	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+)
+
+// nodeTLS issues a node's certificate from ca and returns its server and client TLS.
+func nodeTLS(t *testing.T, ca *tlsutil.CA, name string) (server, client *tls.Config) {
+	t.Helper()
+	leaf, err := ca.Issue("", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir(), name, leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server, err = tlsutil.ServerConfig(files, ""); err != nil {
+		t.Fatal(err)
+	}
+	if client, err = tlsutil.ClientConfig(files, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
+// TestLinksOverMTLS: nodes whose certificates one CA signed link over mTLS and carry
+// messages; a node whose certificate another CA signed cannot link, and says why —
+// in its log, in its metrics, and in the link's status at the control plane.
+func TestLinksOverMTLS(t *testing.T) {
+	good, err := tlsutil.NewCA("fabric")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tlsutil.NewCA("someone else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*tls.Config{}
+	var logs syncbuf.Buffer
+	f := startFabricWith(t, fabric.Options{
+		Topology: "links:\n  - group: a\n    neighbors: [b, c]\n",
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		Node: func(c *node.Config) {
+			ca := good
+			if c.Group == "c" {
+				ca = other
+			}
+			c.ServerTLS, c.LinkTLS = nodeTLS(t, ca, c.Group+"-"+c.NodeID)
+			clients[c.Group+"/"+c.NodeID] = c.LinkTLS
+			c.HealthListen = "127.0.0.1:0"
+			c.DialTimeout = time.Second
+		},
+	}, 0)
+	ctx := deadline(t, 60*time.Second)
+	if err := f.StartGroups(ctx, 1, "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	dialTLS := func(id string) *client {
+		cc, err := grpc.NewClient(f.Node(id).Addr(), grpc.WithTransportCredentials(credentials.NewTLS(clients[id])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return &client{t: t, cc: cc, NodeServiceClient: nodev1.NewNodeServiceClient(cc)}
+	}
+	s := dialTLS("b/n1").subscribe("org/ns/svc")
+	pub := dialTLS("a/n1")
+	waitReached(t, ctx, pub, s, "org/ns/svc")
+	if _, err := pub.publish(ctx, "org/ns/svc", "over mtls", false); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.next(ctx); err != nil || string(m.GetPayload()) != "over mtls" {
+		t.Fatalf("over mTLS: %v %v", m, err)
+	}
+
+	// c's certificate is from another CA: the link between a and c fails its handshake.
+	const why = "certificate signed by unknown authority"
+	for {
+		fails := 0.0
+		for _, id := range []string{"a/n1", "c/n1"} {
+			fails += sumOf(series(t, f.Node(id).HealthAddr(), "switchboard_node_link_connect_failures_total"))
+		}
+		if fails > 0 && strings.Contains(logs.String(), why) && linkFailedWith(ctx, t, f, "c", why) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no clear failure of the link to c (connect failures %v); log:\n%s", fails, logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func sumOf(m map[string]float64) (s float64) {
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// linkFailedWith reports whether the control plane recorded a link to or from group g
+// as failed with a message containing why.
+func linkFailedWith(ctx context.Context, t *testing.T, f *fabric.Fabric, g, why string) bool {
+	t.Helper()
+	links, err := f.ControlPlane().Store().ListLinks(ctx, store.LinkFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if (l.SourceGroup == g || l.DestGroup == g) && strings.Contains(l.StatusMessage, why) {
+			return true
+		}
+	}
+	return false
+}
