@@ -44,6 +44,7 @@ type Discovery struct {
 	trigger chan struct{}
 	synced  sync.Once
 	ready   chan struct{}
+	release func() // stops following the outputs' demand (demand.go)
 }
 
 // NewDiscovery returns a Discovery over src; Run starts it.
@@ -57,8 +58,9 @@ func NewDiscovery(src registry.Registry, outputs []Output, o DiscoveryOptions) *
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := mirror.New(src, mirror.Options{PollInterval: o.PollInterval, Logger: o.Logger})
-	return &Discovery{mirror: m, outputs: outputs, opts: o, log: o.Logger, trigger: make(chan struct{}, 1), ready: make(chan struct{})}
+	view, release := narrowed(src, outputs)
+	m := mirror.New(view, mirror.Options{PollInterval: o.PollInterval, Logger: o.Logger})
+	return &Discovery{mirror: m, outputs: outputs, opts: o, log: o.Logger, trigger: make(chan struct{}, 1), ready: make(chan struct{}), release: release}
 }
 
 // Trigger renders every output again soon, e.g. after a template was edited.
@@ -75,6 +77,7 @@ func (d *Discovery) Ready() <-chan struct{} { return d.ready }
 
 // Run mirrors the registry and renders the outputs until ctx ends.
 func (d *Discovery) Run(ctx context.Context) error {
+	defer d.release()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
