@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+)
+
+// subProcess runs `switchboard sub` (the real binary) in the background; its lines
+// arrive on the returned channel, closed when it exits.
+func subProcess(t *testing.T, args ...string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, binary(t), append([]string{"sub"}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	return lines
+}
+
+// pubUntilReceived runs `switchboard pub` until the subscriber prints a line (routes
+// converge a moment after the subscription) and returns that line.
+func pubUntilReceived(t *testing.T, lines <-chan string, args ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	var last binResult
+	for time.Now().Before(deadline) {
+		last = runBinary(t, "", nil, append([]string{"pub"}, args...)...)
+		if last.code != 0 && !strings.Contains(last.stderr, "subscribes") {
+			t.Fatalf("pub: exit %d: %s", last.code, last.stderr)
+		}
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("sub exited without printing a message")
+			}
+			return line
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the subscriber never got a message; last pub: exit %d, %s", last.code, last.stderr)
+	return ""
+}
+
+// freeBase finds a port base with k free consecutive ports on 127.0.0.1.
+func freeBase(t *testing.T, k int) int {
+	t.Helper()
+	for base := 47000 + os.Getpid()%2000; base < 60000; base += k {
+		ok := true
+		for p := base; p < base+k && ok; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			_ = l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}
+
+// TestNodePubSubBinaries: `switchboard node --config` (the real binary) joins a
+// control plane; `switchboard sub -o json` on it receives what `switchboard pub` sends
+// through a node of another group.
+func TestNodePubSubBinaries(t *testing.T) {
+	f, err := fabric.Start(context.Background(), fabric.Options{Topology: "links:\n  - group: a\n    neighbors: [b]\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := f.StartNode(ctx, "a", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := l.Addr().String()
+	_ = l.Close()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("node_id: n1\ngroup: b\nlisten: %s\nexternal_endpoint: %s\ncontrol_plane: [%s]\n",
+		listen, listen, f.ControlPlane().SouthboundAddr())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nctx, stopNode := context.WithCancel(context.Background())
+	nodeCmd := exec.CommandContext(nctx, binary(t), "node", "--config", config, "--log-level", "warn")
+	nodeOut, _ := nodeCmd.StdoutPipe()
+	nodeCmd.Stderr = os.Stderr
+	if err := nodeCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopNode()
+		_ = nodeCmd.Wait()
+	})
+	first, err := bufio.NewReader(nodeOut).ReadString('\n')
+	if err != nil || !strings.Contains(first, "node b/n1 listening on "+listen) {
+		t.Fatalf("node's first line %q, %v", first, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, nodeOut) }()
+
+	lines := subProcess(t, "--node", listen, "-o", "json", "--count", "1", "org/ns/svc")
+	line := pubUntilReceived(t, lines, "--node", a.Addr(), "org/ns/svc", "hello from a")
+	var got subLine
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("sub -o json printed %q: %v", line, err)
+	}
+	if got.Name != "org/ns/svc" || got.Payload != "hello from a" || got.Origin != "a/n1" || got.HopsLeft != 15 || got.Published.IsZero() {
+		t.Fatalf("sub -o json: %+v", got)
+	}
+}
+
+// TestDevFabricPubSub: `switchboard sub` against one of dev's nodes receives a
+// `switchboard pub` sent to a node of another group, through cloud.
+func TestDevFabricPubSub(t *testing.T) {
+	base := freeBase(t, 6)
+	out, stop := startDev(t, "--no-nodes=false", "--nodes-base-port", strconv.Itoa(base))
+	edgeA := fieldAfter(waitFor(t, out, "edge-a/n1 "), "edge-a/n1 ")
+	edgeB := fieldAfter(waitFor(t, out, "edge-b/n2 "), "edge-b/n2 ")
+	lines := subProcess(t, "--node", edgeA, "--count", "1", "org/dev/svc")
+	line := pubUntilReceived(t, lines, "--node", edgeB, "org/dev/svc", "across the fabric")
+	if line != "org/dev/svc from edge-b/n2: across the fabric" {
+		t.Fatalf("sub printed %q", line)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeCommandsUsage: bad input exits 2 naming what was wrong.
+func TestNodeCommandsUsage(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("node_id: n1\ngroup: b\nlisten: 127.0.0.1:0\nqueue: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"node"}, "--config is required"},
+		{[]string{"node", "--config", bad}, "queue"},
+		{[]string{"pub", "org/ns", "x"}, "org/ns"},
+		{[]string{"sub", "-o", "xml", "org/ns/svc"}, `-o "xml"`},
+	} {
+		r := runBinary(t, "", nil, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("switchboard %s: exit %d, stderr %q; want 2 naming %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}
