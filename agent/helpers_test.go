@@ -204,7 +204,7 @@ func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 
 func newLogger(b *logBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
-func newMemory(t *testing.T) *memory.Registry {
+func newMemory(t *testing.T) *registry.Front {
 	r := memory.New()
 	t.Cleanup(func() { r.Close() })
 	return r

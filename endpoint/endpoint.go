@@ -74,6 +74,9 @@ func (e *Endpoint) Normalize() {
 }
 
 func canonicalAddress(s string) string {
+	if s == "" {
+		return s // the common unset filter field; ParseAddr's error would allocate
+	}
 	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
 		return a.String()
 	}

@@ -246,11 +246,11 @@ func TestSlowWatcherIsResynced(t *testing.T) {
 func TestBackendChangesReachWatchers(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		backend  func(*memory.Registry) registry.Registry
+		backend  func(*registry.Front) registry.Registry
 		interval time.Duration
 	}{
-		{"native watch", func(m *memory.Registry) registry.Registry { return m }, time.Hour},
-		{"polling", func(m *memory.Registry) registry.Registry { return pollOnly{m} }, 20 * time.Millisecond},
+		{"native watch", func(m *registry.Front) registry.Registry { return m }, time.Hour},
+		{"polling", func(m *registry.Front) registry.Registry { return pollOnly{m} }, 20 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := memory.New()

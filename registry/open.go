@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// OpenFunc opens a backend from its parameters.
-type OpenFunc func(ctx context.Context, cfg Config) (Registry, error)
+// OpenFunc opens a backend's driver from its parameters; Open puts it behind a Front.
+type OpenFunc func(ctx context.Context, cfg Config) (Driver, error)
 
 // Param declares one backend parameter. Commands turn every declared parameter into a
 // flag of the same name, so `--nats-url` reaches the jetstream backend as "nats-url".
@@ -71,19 +71,20 @@ func Backends() []Backend {
 	return out
 }
 
-// Open opens the backend called name. Parameters the backend does not declare are
-// rejected, so a misspelt option is reported instead of ignored; undeclared-but-empty
-// values are tolerated because commands pass every backend's flags.
-func Open(ctx context.Context, name string, params map[string]string, logger *slog.Logger) (Registry, error) {
+// Open opens the backend called name, behind a Front. Parameters the backend does not
+// declare are rejected, so a misspelt option is reported instead of ignored;
+// undeclared-but-empty values are tolerated because commands pass every backend's
+// flags.
+func Open(ctx context.Context, name string, params map[string]string, logger *slog.Logger) (*Front, error) {
 	b, cfg, err := lookup(name, params, logger)
 	if err != nil {
 		return nil, err
 	}
-	r, err := b.Open(ctx, cfg)
+	d, err := b.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open %s registry: %w", name, err)
 	}
-	return r, nil
+	return NewFront(name, d), nil
 }
 
 // Init prepares the storage of the backend called name (see Backend.Init).

@@ -148,7 +148,7 @@ func TestPollMode(t *testing.T) {
 // flaky is the memory backend with an outage switch: while down, List and Watch fail
 // and open feeds are cut, like a lost connection.
 type flaky struct {
-	*memory.Registry
+	*registry.Front
 	down  atomic.Bool
 	mu    sync.Mutex
 	feeds []context.CancelFunc
@@ -173,7 +173,7 @@ func (f *flaky) List(ctx context.Context, flt endpoint.Filter) ([]endpoint.Endpo
 	if f.down.Load() {
 		return nil, errDown
 	}
-	return f.Registry.List(ctx, flt)
+	return f.Front.List(ctx, flt)
 }
 
 func (f *flaky) Watch(ctx context.Context, flt endpoint.Filter) (<-chan registry.Event, error) {
@@ -185,7 +185,7 @@ func (f *flaky) Watch(ctx context.Context, flt endpoint.Filter) (<-chan registry
 	f.mu.Lock()
 	f.feeds = append(f.feeds, cancel)
 	f.mu.Unlock()
-	return f.Registry.Watch(ctx, flt)
+	return f.Front.Watch(ctx, flt)
 }
 
 func TestServesLastKnownGoodAndResyncs(t *testing.T) {
@@ -194,7 +194,7 @@ func TestServesLastKnownGoodAndResyncs(t *testing.T) {
 		"poll":  func(f *flaky) registry.Registry { return listOnly{f} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := &flaky{Registry: memory.New()}
+			f := &flaky{Front: memory.New()}
 			defer f.Close()
 			register(t, f, ep("web", "10.0.0.1", 80), ep("web", "10.0.0.2", 80))
 			m := New(wrap(f), Options{PollInterval: 20 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})

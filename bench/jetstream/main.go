@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
+	"github.com/switchboard-mesh/switchboard/registry"
 	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
 
@@ -150,7 +151,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 // strategies, and CCM's own lookup) and the KV bucket written with async publish.
 type round struct {
 	cfg          sbjs.StreamConfig
-	ours, direct *sbjs.Registry
+	ours, direct *registry.Front
 	kv           jetstream.KeyValue
 }
 

@@ -16,7 +16,7 @@ import (
 	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
 
-func (b *bench) publishOurs(ctx context.Context, r *sbjs.Registry) (float64, error) {
+func (b *bench) publishOurs(ctx context.Context, r *registry.Front) (float64, error) {
 	ops := make([]registry.Op, len(b.eps))
 	for i, e := range b.eps {
 		ops[i] = registry.Register(e)
@@ -169,7 +169,7 @@ func kvWatch(ctx context.Context, kv jetstream.KeyValue, keys string, decode boo
 	}
 }
 
-func watchInitial(ctx context.Context, r *sbjs.Registry) (int, error) {
+func watchInitial(ctx context.Context, r *registry.Front) (int, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch, err := r.Watch(wctx, endpoint.Filter{})

@@ -52,7 +52,7 @@ func (e *env) scenario(name string) {
 }
 
 // backend opens an etcd client on the current prefix: one connection.
-func (e *env) backend(ctx context.Context) (*etcd.Registry, error) {
+func (e *env) backend(ctx context.Context) (*registry.Front, error) {
 	return etcd.New(ctx, etcd.Options{Endpoints: e.etcd.Endpoints(), Prefix: e.prefix, DialTimeout: 10 * time.Second})
 }
 

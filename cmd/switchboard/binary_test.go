@@ -245,7 +245,7 @@ func TestNoChangeFeedListIsTrue(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open %s: %v", name, err)
 		}
-		_, watches := r.(registry.Watcher)
+		watches := r.CanWatch()
 		_ = r.Close()
 		if watches == noChangeFeed[name] {
 			t.Errorf("%s: has a change feed %v, but noChangeFeed says %v", name, watches, noChangeFeed[name])

@@ -42,7 +42,7 @@ func init() {
 	})
 }
 
-func open(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
+func open(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 	opts := Options{Addresses: cfg.Strings(ParamAddress), Node: cfg.String(ParamNode), Logger: cfg.Logger}
 	if len(opts.Addresses) == 0 {
 		return nil, fmt.Errorf("%w: %s is empty", registry.ErrBadParam, ParamAddress)
@@ -77,13 +77,13 @@ func open(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
 		}
 		opts.TLS = conf
 	}
-	c, err := New(opts)
+	d, err := newDriver(opts)
 	if err != nil {
 		if source != nil {
 			source.Close()
 		}
 		return nil, err
 	}
-	c.source = source // released by Close
-	return c, nil
+	d.source = source // released by Close
+	return d, nil
 }

@@ -30,9 +30,16 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// Client is a registry.Registry and registry.Watcher over registrar replicas. It is
-// safe for concurrent use.
+// Client is a registry.Registry and registry.Watcher over registrar replicas: the
+// registrar driver behind a registry.Front, which validates, admits and counts every
+// call and keeps watches consistent. It is safe for concurrent use.
 type Client struct {
+	*registry.Front
+	d *driver
+}
+
+// driver is the registrar backend's driver. It is safe for concurrent use.
+type driver struct {
 	opts  Options
 	log   *slog.Logger
 	conn  *grpc.ClientConn
@@ -46,8 +53,6 @@ type Client struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
-	closed     atomic.Bool
-	closeOnce  sync.Once
 	reconnects atomic.Uint64
 	// interest is what a scoped client's users need (guarded by cache.mu); a
 	// change pokes scopeKick (scope.go).
@@ -57,8 +62,8 @@ type Client struct {
 }
 
 var (
-	_ registry.Registry = (*Client)(nil)
-	_ registry.Watcher  = (*Client)(nil)
+	_ registry.WatchDriver  = (*driver)(nil)
+	_ registry.CachedLister = (*driver)(nil)
 )
 
 // maxWriteChunk keeps one write request well below the registrar's per-request cap.
@@ -67,6 +72,18 @@ const maxWriteChunk = 1000
 // New connects lazily to the registrar and starts the watch stream; it does not wait
 // for it (see WaitReady).
 func New(opts Options) (*Client, error) {
+	d, err := newDriver(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Front: registry.NewFront("registrar", d), d: d}, nil
+}
+
+// WaitReady waits until the first snapshot has arrived, so reads come from a whole
+// cache.
+func (c *Client) WaitReady(ctx context.Context) error { return c.d.waitReady(ctx) }
+
+func newDriver(opts Options) (*driver, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -76,7 +93,7 @@ func New(opts Options) (*Client, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{
+	c := &driver{
 		opts: opts, log: opts.Logger, conn: conn, api: registrarv1.NewRegistrarClient(conn),
 		cache: newCache(time.Now), ctx: ctx, cancel: cancel,
 		interest: newInterest(), scopeKick: make(chan struct{}, 1),
@@ -127,9 +144,7 @@ func dial(o Options) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// WaitReady waits until the first snapshot has arrived, so reads come from a whole
-// cache.
-func (c *Client) WaitReady(ctx context.Context) error {
+func (c *driver) waitReady(ctx context.Context) error {
 	select {
 	case <-c.cache.readyCh:
 		return nil
@@ -140,24 +155,16 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Apply validates the whole batch, then sends it to the registrar (registrations and
-// removals as one request each) and shows it in the cache at once. Registrations and
-// removals are accepted or refused as a whole; if one is refused after the other was
-// accepted, the error is an *registry.ApplyError naming the refused keys.
-func (c *Client) Apply(ctx context.Context, ops []registry.Op) error {
-	if c.closed.Load() {
-		return registry.ErrClosed
-	}
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	norm := make([]registry.Op, len(ops))
+// Apply sends the batch to the registrar (registrations and removals as one request
+// each) and shows it in the cache at once. Registrations and removals are accepted or
+// refused as a whole; if one is refused after the other was accepted, the error is an
+// *registry.ApplyError naming the refused keys.
+func (c *driver) Apply(ctx context.Context, ops []registry.Op) error {
+	coalesced := make([]registry.Op, len(ops))
 	for i, op := range ops {
-		op.Endpoint = op.Endpoint.Clone()
-		op.Endpoint.Normalize()
-		norm[i] = op
+		op.Endpoint = op.Endpoint.Clone() // the cache keeps it
+		coalesced[i] = op
 	}
-	coalesced := registry.Coalesce(norm)
 	c.wroteServices(coalesced)
 	var failed []endpoint.Key
 	var firstErr error
@@ -192,7 +199,7 @@ func cmpErr(first, err error) error {
 }
 
 // send makes one write call for ops of one kind.
-func (c *Client) send(ctx context.Context, ops []registry.Op) (token.Version, error) {
+func (c *driver) send(ctx context.Context, ops []registry.Op) (token.Version, error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	eps := make([]*registryv1.Endpoint, len(ops))
@@ -223,13 +230,13 @@ func (c *Client) send(ctx context.Context, ops []registry.Op) (token.Version, er
 }
 
 // callCtx bounds one call by RequestTimeout, or the caller's earlier deadline.
-func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (c *driver) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.opts.RequestTimeout)
 }
 
 // callError maps a gRPC status to the registry's errors: bad input matches
 // endpoint.ErrInvalid, and conditions worth retrying match registry.ErrUnavailable.
-func (c *Client) callError(what string, err error) error {
+func (c *driver) callError(what string, err error) error {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
@@ -248,23 +255,21 @@ func (c *Client) callError(what string, err error) error {
 	return fmt.Errorf("registrar %s: %s: %s", what, st.Code(), st.Message())
 }
 
-// List reads from the cache; before the first snapshot it asks the registrar. The
-// returned slice may be shared with the cache and with other callers: it must not
-// be modified (clone it first). This is what makes a cached read free.
-func (c *Client) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if c.closed.Load() {
-		return nil, registry.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// ListCached reads from the cache, if it holds what f asks for. The returned slice may
+// be shared with the cache and with other callers: it must not be modified (clone it
+// first). This is what makes a cached read free.
+func (c *driver) ListCached(f endpoint.Filter) ([]endpoint.Endpoint, bool) { return c.cache.list(f) }
+
+// List reads from the cache; before the first snapshot, or for what a scoped client
+// does not hold, it asks the registrar.
+func (c *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	if eps, ok := c.cache.list(f); ok {
 		return eps, nil
 	}
 	return c.listRemote(ctx, f)
 }
 
-func (c *Client) listRemote(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+func (c *driver) listRemote(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	resp, err := c.api.ListAllEndpoints(ctx, &registrarv1.ListAllEndpointsRequest{
@@ -284,23 +289,15 @@ func (c *Client) listRemote(ctx context.Context, f endpoint.Filter) ([]endpoint.
 	return c.cache.overlaid(eps, f), nil
 }
 
-// Close stops the stream, ends every watch and closes the connection. It is
-// idempotent; calls after it fail with registry.ErrClosed.
-func (c *Client) Close() error {
-	c.closeOnce.Do(func() {
-		c.cache.mu.Lock()
-		c.closed.Store(true)
-		for w := range c.cache.watchers {
-			w.Stop()
-		}
-		c.cache.mu.Unlock()
-		c.cancel()
-		c.wg.Wait()
-		_ = c.conn.Close()
-		if c.source != nil {
-			_ = c.source.Close()
-		}
-	})
+// Close stops the stream and closes the connection. The Front has ended every call
+// and watch before.
+func (c *driver) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	_ = c.conn.Close()
+	if c.source != nil {
+		_ = c.source.Close()
+	}
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
-func readyClient(t *testing.T, n int) (*client.Client, *memory.Registry) {
+func readyClient(t *testing.T, n int) (*client.Client, *registry.Front) {
 	t.Helper()
 	b := memory.New()
 	t.Cleanup(func() { b.Close() })
@@ -229,8 +229,8 @@ func TestOpenByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if _, ok := r.(registry.Watcher); !ok {
-		t.Fatal("the registrar backend does not implement registry.Watcher")
+	if !r.CanWatch() {
+		t.Fatal("the registrar backend opened by name has no change feed")
 	}
 	if got := list(t, r, endpoint.Filter{}); len(got) != 1 {
 		t.Fatalf("List = %v", got)

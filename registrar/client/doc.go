@@ -1,6 +1,8 @@
-// Package client is the agent side of the Registrar (spec/registrar.md, "Agent
-// Registrar Client"): a registry.Registry and registry.Watcher, registered as the
-// backend "registrar", that talks to one or more registrar replicas over gRPC.
+// Package client is the agent side of the registrar (docs/registrar.md, "The agent
+// client"): a registry.Registry and registry.Watcher, registered as the backend
+// "registrar", that talks to one or more registrar replicas over gRPC. Like every
+// backend it is a driver behind a registry.Front, which holds the rules every backend
+// shares; Client is that front with the client's own methods (WaitReady).
 //
 // Reads are served from a local cache fed by the WatchEndpoints stream (before the
 // stream's first snapshot completes, List asks the registrar with ListAllEndpoints).

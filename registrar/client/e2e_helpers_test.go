@@ -32,7 +32,7 @@ func newEtcd(t *testing.T) *etcdEnv {
 	return &etcdEnv{cluster: embedetcd.New(t, embedetcd.Options{}), prefix: "/e2e/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"}
 }
 
-func (e *etcdEnv) backend(t *testing.T) *etcd.Registry {
+func (e *etcdEnv) backend(t *testing.T) *registry.Front {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -3,14 +3,14 @@ package client
 // Unconfirmed is the number of writes c remembers because the registrar has not
 // reported them persisted yet.
 func Unconfirmed(c *Client) int {
-	c.cache.mu.RLock()
-	defer c.cache.mu.RUnlock()
-	return len(c.cache.unconfirmed)
+	c.d.cache.mu.RLock()
+	defer c.d.cache.mu.RUnlock()
+	return len(c.d.cache.unconfirmed)
 }
 
 // Held is the number of endpoints in c's copy of the registrar's snapshot.
 func Held(c *Client) int {
-	c.cache.mu.RLock()
-	defer c.cache.mu.RUnlock()
-	return len(c.cache.base)
+	c.d.cache.mu.RLock()
+	defer c.d.cache.mu.RUnlock()
+	return len(c.d.cache.base)
 }

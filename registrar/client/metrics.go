@@ -11,17 +11,17 @@ var (
 		"Watch stream reconnection attempts.", nil, nil)
 )
 
-// Describe implements prometheus.Collector: register the Client with the agent's
-// metrics registry to export its series.
-func (c *Client) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements prometheus.Collector; the Front exports these series beside its
+// own when it is registered with the agent's metrics registry.
+func (c *driver) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheAgeDesc
 	ch <- reconnectsDesc
 }
 
 // Collect implements prometheus.Collector.
-func (c *Client) Collect(ch chan<- prometheus.Metric) {
+func (c *driver) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cacheAgeDesc, prometheus.GaugeValue, c.cache.age().Seconds())
 	ch <- prometheus.MustNewConstMetric(reconnectsDesc, prometheus.CounterValue, float64(c.reconnects.Load()))
 }
 
-var _ prometheus.Collector = (*Client)(nil)
+var _ prometheus.Collector = (*driver)(nil)

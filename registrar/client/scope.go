@@ -69,7 +69,7 @@ func names(set map[string]struct{}) []string {
 
 // watched records a new watch with filter f. Callers hold c.cache.mu, the lock
 // the set is computed under, so a set sent after the watch began includes it.
-func (c *Client) watched(f endpoint.Filter) {
+func (c *driver) watched(f endpoint.Filter) {
 	switch {
 	case !c.opts.Scoped:
 	case endpoint.Any(f.Service):
@@ -80,7 +80,7 @@ func (c *Client) watched(f endpoint.Filter) {
 }
 
 // unwatched forgets a watch with filter f. Callers hold c.cache.mu.
-func (c *Client) unwatched(f endpoint.Filter) {
+func (c *driver) unwatched(f endpoint.Filter) {
 	switch {
 	case !c.opts.Scoped:
 	case endpoint.Any(f.Service):
@@ -93,7 +93,7 @@ func (c *Client) unwatched(f endpoint.Filter) {
 }
 
 // wroteServices adds the services of ops to the set.
-func (c *Client) wroteServices(ops []registry.Op) {
+func (c *driver) wroteServices(ops []registry.Op) {
 	if !c.opts.Scoped {
 		return
 	}
@@ -112,7 +112,7 @@ func (c *Client) wroteServices(ops []registry.Op) {
 }
 
 // kickScope tells the stream that the set may have changed.
-func (c *Client) kickScope() {
+func (c *driver) kickScope() {
 	select {
 	case c.scopeKick <- struct{}{}:
 	default:

@@ -18,7 +18,7 @@ import (
 // run keeps a watch stream open until ctx ends, reconnecting with exponential
 // backoff and full jitter; a stream that got as far as a complete initial phase
 // resets the backoff.
-func (c *Client) run(ctx context.Context) {
+func (c *driver) run(ctx context.Context) {
 	b := backoff.Backoff{Min: c.opts.BackoffMin, Max: c.opts.BackoffMax}
 	for {
 		caughtUp, err := c.streamOnce(ctx)
@@ -40,7 +40,7 @@ func (c *Client) run(ctx context.Context) {
 
 // streamOnce runs one watch stream to its end. It reports whether the stream
 // completed its initial phase.
-func (c *Client) streamOnce(ctx context.Context) (bool, error) {
+func (c *driver) streamOnce(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	recv, stop, err := c.openWatch(sctx)
 	defer func() {
@@ -101,7 +101,7 @@ func (c *Client) streamOnce(ctx context.Context) (bool, error) {
 // openWatch opens the watch stream: WatchEndpoints, or for a scoped client
 // WatchEndpointsScoped with a sender of the client's changes of its set of
 // services. stop waits for that sender once ctx has ended.
-func (c *Client) openWatch(ctx context.Context) (recv func() (*registrarv1.EndpointEvent, error), stop func(), err error) {
+func (c *driver) openWatch(ctx context.Context) (recv func() (*registrarv1.EndpointEvent, error), stop func(), err error) {
 	req := &registrarv1.WatchEndpointsRequest{ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token()}
 	nothing := func() {}
 	if !c.opts.Scoped {
@@ -140,7 +140,7 @@ func (c *Client) openWatch(ctx context.Context) (recv func() (*registrarv1.Endpo
 
 // sendScopes sends the client's set of services whenever it changes, until ctx
 // ends or a send fails (the stream is then broken, and Recv says why).
-func (c *Client) sendScopes(ctx context.Context, send func(*registrarv1.WatchEndpointsRequest) error, last map[string]struct{}) {
+func (c *driver) sendScopes(ctx context.Context, send func(*registrarv1.WatchEndpointsRequest) error, last map[string]struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -162,7 +162,7 @@ func (c *Client) sendScopes(ctx context.Context, send func(*registrarv1.WatchEnd
 	}
 }
 
-func (c *Client) stage(staged map[endpoint.Key]endpoint.Endpoint, ev *registrarv1.EndpointEvent) {
+func (c *driver) stage(staged map[endpoint.Key]endpoint.Endpoint, ev *registrarv1.EndpointEvent) {
 	add := func(p *registryv1.Endpoint) {
 		e, err := endpoint.FromProtoUnchecked(p)
 		if err != nil {
@@ -179,7 +179,7 @@ func (c *Client) stage(staged map[endpoint.Key]endpoint.Endpoint, ev *registrarv
 	}
 }
 
-func (c *Client) change(ev *registrarv1.EndpointEvent) error {
+func (c *driver) change(ev *registrarv1.EndpointEvent) error {
 	v, err := token.Parse(ev.GetVersion())
 	if err != nil {
 		return fmt.Errorf("%s event: %w", ev.GetType(), err)
@@ -220,7 +220,7 @@ func persistedOf(ev *registrarv1.EndpointEvent, v token.Version) token.Version {
 // until each write is accepted, superseded by a newer write of the agent, or the
 // client closes. Each attempt holds the client's write lock, so that it is ordered
 // with Apply: a re-send never lands after a newer write to the same key.
-func (c *Client) resend(ctx context.Context, refs []ownRef) {
+func (c *driver) resend(ctx context.Context, refs []ownRef) {
 	c.log.Info("re-sending writes the registrar does not have", "count", len(refs))
 	c.wg.Add(1)
 	go func() {
@@ -239,7 +239,7 @@ func (c *Client) resend(ctx context.Context, refs []ownRef) {
 }
 
 // resendOnce makes one attempt, and returns the writes still to re-send.
-func (c *Client) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error) {
+func (c *driver) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	groups := requests(c.cache.stillLost(refs), func(r ownRef) registry.Op { return r.w.op })

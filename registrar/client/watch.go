@@ -21,22 +21,15 @@ type watcher struct {
 // view. Before the first snapshot has arrived it waits for it, so the initial state
 // is never a partial one; a scoped client first widens its set to the watch's
 // service and waits for the snapshot of the new set.
-func (c *Client) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	if c.closed.Load() {
-		return nil, registry.ErrClosed
-	}
-	w := &watcher{filter: f.Normalize(), Queue: feed.New()}
+func (c *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+	w := &watcher{filter: f, Queue: feed.New()}
 	c.cache.mu.Lock()
-	if c.closed.Load() {
-		c.cache.mu.Unlock()
-		return nil, registry.ErrClosed
-	}
 	c.cache.watchers[w] = struct{}{}
 	c.watched(w.filter)
 	if c.cache.ready && c.cache.settled(w.filter) {
 		c.cache.sendInitial(w)
 	}
-	c.wg.Add(1) // under the lock, so that Close (which takes it first) waits for us
+	c.wg.Add(1) // Close waits for the goroutine to be done with the cache
 	c.cache.mu.Unlock()
 	c.kickScope()
 	go func() {

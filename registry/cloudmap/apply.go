@@ -30,25 +30,14 @@ type resolved struct {
 	err error
 }
 
-// Apply validates and coalesces the batch, then registers and deregisters its
-// instances concurrently, waiting for each asynchronous operation to finish. Keys
-// that were not written are reported in a *registry.ApplyError; the others are.
-func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
-	if r.closed.Load() {
-		return registry.ErrClosed
-	}
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	writes, err := r.prepare(registry.Coalesce(ops))
+// Apply registers and deregisters the batch's instances concurrently, waiting for
+// each asynchronous operation to finish. Keys that were not written are reported in a
+// *registry.ApplyError; the others are.
+func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
+	writes, err := r.prepare(ops)
 	if err != nil {
 		return err
 	}
-	ctx, done, err := r.scope(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
 	ids := make([]string, len(writes))
 	for i, w := range writes {
 		ids[i] = w.id
@@ -68,7 +57,7 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 
 // prepare encodes every registration before anything is sent, so an endpoint Cloud
 // Map cannot hold fails the batch without writing any of it.
-func (r *Registry) prepare(ops []registry.Op) ([]write, error) {
+func (r *driver) prepare(ops []registry.Op) ([]write, error) {
 	now := r.opts.Now()
 	writes := make([]write, len(ops))
 	for i, op := range ops {
@@ -89,7 +78,7 @@ func (r *Registry) prepare(ops []registry.Op) ([]write, error) {
 // resolveServices looks up each service of the batch once — creating those that
 // receive registrations — so a batch of 300 writes to one service costs one lookup,
 // and a failing lookup fails its writes without being repeated for each.
-func (r *Registry) resolveServices(ctx context.Context, writes []write) {
+func (r *driver) resolveServices(ctx context.Context, writes []write) {
 	create := map[string]bool{}
 	for _, w := range writes {
 		create[w.key.Service] = create[w.key.Service] || w.op.Kind == registry.OpRegister
@@ -104,7 +93,7 @@ func (r *Registry) resolveServices(ctx context.Context, writes []write) {
 	}
 }
 
-func (r *Registry) write(ctx context.Context, w *write) error {
+func (r *driver) write(ctx context.Context, w *write) error {
 	if w.svc.err != nil {
 		return w.svc.err
 	}
@@ -114,7 +103,7 @@ func (r *Registry) write(ctx context.Context, w *write) error {
 	return r.deregister(ctx, w)
 }
 
-func (r *Registry) register(ctx context.Context, w *write, svcID string, retry bool) error {
+func (r *driver) register(ctx context.Context, w *write, svcID string, retry bool) error {
 	out, err := call(ctx, r, func(ctx context.Context) (*sd.RegisterInstanceOutput, error) {
 		return r.client.RegisterInstance(ctx, &sd.RegisterInstanceInput{
 			ServiceId: aws.String(svcID), InstanceId: aws.String(w.id), Attributes: w.attrs,
@@ -137,7 +126,7 @@ func (r *Registry) register(ctx context.Context, w *write, svcID string, retry b
 	return err
 }
 
-func (r *Registry) deregister(ctx context.Context, w *write) error {
+func (r *driver) deregister(ctx context.Context, w *write) error {
 	if w.svc.id == "" {
 		return nil // no service, so no instance to remove
 	}
@@ -151,7 +140,7 @@ func (r *Registry) deregister(ctx context.Context, w *write) error {
 
 // submitDeregister starts a deregistration; an empty operation id means the
 // instance (or its whole service) is already gone.
-func (r *Registry) submitDeregister(ctx context.Context, svcID, instanceID string) (string, error) {
+func (r *driver) submitDeregister(ctx context.Context, svcID, instanceID string) (string, error) {
 	out, err := call(ctx, r, func(ctx context.Context) (*sd.DeregisterInstanceOutput, error) {
 		return r.client.DeregisterInstance(ctx, &sd.DeregisterInstanceInput{
 			ServiceId: aws.String(svcID), InstanceId: aws.String(instanceID),

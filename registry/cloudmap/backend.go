@@ -48,7 +48,7 @@ func init() {
 
 // open builds a client from the standard AWS configuration chain (environment,
 // shared files, instance role) and the backend parameters.
-func open(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
+func open(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 	create, err := cfg.Bool(ParamCreateNamespace)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func open(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
 			o.BaseEndpoint = &endpoint
 		}
 	})
-	return New(ctx, Options{
+	return newDriver(ctx, Options{
 		Client:           client,
 		Namespace:        cfg.String(ParamNamespace),
 		CreateNamespace:  create,

@@ -42,7 +42,7 @@ func BenchmarkListByService(b *testing.B) {
 	}
 }
 
-func seed(ctx context.Context, b *testing.B, r *Registry, service string, n int) {
+func seed(ctx context.Context, b *testing.B, r registry.Registry, service string, n int) {
 	b.Helper()
 	const batch = 1000
 	for lo := 0; lo < n; lo += batch {

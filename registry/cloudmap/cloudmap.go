@@ -3,10 +3,8 @@ package cloudmap
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/servicediscovery"
@@ -69,8 +67,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Registry is the Cloud Map backend. It is safe for concurrent use.
-type Registry struct {
+// driver is the Cloud Map backend's driver, used through a registry.Front. It is safe
+// for concurrent use.
+type driver struct {
 	client *servicediscovery.Client
 	opts   Options
 	log    *slog.Logger
@@ -81,22 +80,29 @@ type Registry struct {
 	busy     busySet
 	reap     reapQueue
 
-	life   context.Context // cancelled by Close, ending in-flight calls and the reaper
+	life   context.Context // the reaper's: cancelled by Close
 	cancel context.CancelFunc
-	closed atomic.Bool
 	wg     sync.WaitGroup
 }
 
-var _ registry.Registry = (*Registry)(nil)
+var _ registry.Driver = (*driver)(nil)
 
 // New resolves (or creates) the namespace and starts the expired-instance reaper,
 // which runs until Close.
-func New(ctx context.Context, opts Options) (*Registry, error) {
+func New(ctx context.Context, opts Options) (*registry.Front, error) {
+	d, err := newDriver(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NewFront("cloudmap", d), nil
+}
+
+func newDriver(ctx context.Context, opts Options) (*driver, error) {
 	if opts.Client == nil {
 		return nil, errors.New("cloudmap: Options.Client is required")
 	}
 	opts = opts.withDefaults()
-	r := &Registry{
+	r := &driver{
 		client:   opts.Client,
 		opts:     opts,
 		log:      opts.Logger,
@@ -118,47 +124,23 @@ func New(ctx context.Context, opts Options) (*Registry, error) {
 }
 
 // NamespaceID is the id of the namespace in use.
-func (r *Registry) NamespaceID() string { return r.nsID }
+func (r *driver) NamespaceID() string { return r.nsID }
 
-// Close stops the reaper and aborts in-flight calls (they fail with ErrClosed). It is
-// idempotent.
-func (r *Registry) Close() error {
-	if r.closed.Swap(true) {
-		return nil
-	}
+// Close stops the reaper. The Front has ended and waited for every call before.
+func (r *driver) Close() error {
 	r.cancel()
 	r.wg.Wait()
 	return nil
 }
 
-// scope ties a call's context to the registry's life, so Close interrupts it with
-// ErrClosed as the cause.
-func (r *Registry) scope(ctx context.Context) (context.Context, func(), error) {
-	if r.closed.Load() {
-		return nil, nil, registry.ErrClosed
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(r.life, func() { cancel(registry.ErrClosed) })
-	return ctx, func() { stop(); cancel(nil) }, nil
-}
-
 // acquire takes one of the request slots that bound the load on Cloud Map.
-func (r *Registry) acquire(ctx context.Context) (func(), error) {
+func (r *driver) acquire(ctx context.Context) (func(), error) {
 	select {
 	case r.sem <- struct{}{}:
 		return func() { <-r.sem }, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-}
-
-// closedErr marks an error caused by Close as ErrClosed, so callers can tell it
-// from a backend failure.
-func closedErr(ctx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(ctx), registry.ErrClosed) && !errors.Is(err, registry.ErrClosed) {
-		return fmt.Errorf("%w: %w", registry.ErrClosed, err)
-	}
-	return err
 }
 
 // busySet counts the instance ids this process is writing, so the reaper leaves

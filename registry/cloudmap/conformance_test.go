@@ -15,7 +15,8 @@ import (
 // TestConformance runs the suite through registry.Open — parameters, the default
 // AWS credential chain and the real SDK client — against the fake, whose operations
 // answer SUBMITTED and PENDING before they succeed. Each registry gets its own
-// namespace, created on open. Watch checks skip: Registry is no registry.Watcher.
+// namespace, created on open. Watch checks skip: Cloud Map has no change feed (Watch
+// fails with registry.ErrNoWatch).
 func TestConformance(t *testing.T) {
 	cloudmaptest.SetCredentialsEnv(t)
 	fake := cloudmaptest.NewServer(cloudmaptest.Options{})

@@ -1,5 +1,5 @@
 // Package cloudmap stores endpoints in AWS Cloud Map (servicediscovery), one of the
-// external registries of the registrar spec (spec/registrar.md, "Registry Backend").
+// external registries of the registrar spec (spec/registrar.md, "driver Backend").
 // It registers itself as the "cloudmap" registry backend.
 //
 // # Mapping
@@ -58,6 +58,6 @@
 //
 // # Watch
 //
-// Cloud Map has no change feed this backend can use, so Registry does not implement
+// Cloud Map has no change feed this backend can use, so driver does not implement
 // registry.Watcher; the registrar polls it.
 package cloudmap

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/servicediscovery/types"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
-	"github.com/switchboard-mesh/switchboard/registry"
 )
 
 // pageSize is Cloud Map's largest ListInstances page.
@@ -21,19 +20,7 @@ const pageSize = 100
 // List reads the matching live endpoints with ListInstances, one Cloud Map service
 // per endpoint service, and returns them sorted. Expired instances are left out and
 // queued for the reaper.
-func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if r.closed.Load() {
-		return nil, registry.ErrClosed
-	}
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
-	}
-	f = f.Normalize()
-	ctx, done, err := r.scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	svcIDs, err := r.servicesFor(ctx, f)
 	if err != nil {
 		return nil, err
@@ -57,7 +44,7 @@ func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endp
 }
 
 // servicesFor returns the ids of the Cloud Map services that can hold matches.
-func (r *Registry) servicesFor(ctx context.Context, f endpoint.Filter) ([]string, error) {
+func (r *driver) servicesFor(ctx context.Context, f endpoint.Filter) ([]string, error) {
 	if f.Service != "" {
 		id, ok, err := r.serviceID(ctx, f.Service, false)
 		if err != nil || !ok {
@@ -77,7 +64,7 @@ func (r *Registry) servicesFor(ctx context.Context, f endpoint.Filter) ([]string
 }
 
 // listService pages through one service's instances.
-func (r *Registry) listService(ctx context.Context, svcID string, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+func (r *driver) listService(ctx context.Context, svcID string, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	now := r.opts.Now()
 	var out []endpoint.Endpoint
 	p := sd.NewListInstancesPaginator(r.client, &sd.ListInstancesInput{ServiceId: aws.String(svcID), MaxResults: aws.Int32(pageSize)})

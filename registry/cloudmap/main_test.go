@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fixture struct {
 	t     *testing.T
 	fake  *cloudmaptest.Server
-	reg   *Registry
+	reg   reg
 	ctx   context.Context
 	clock *clock
 }
@@ -39,14 +39,27 @@ func newFixture(t *testing.T, fakeOpts cloudmaptest.Options, opts Options) *fixt
 	if opts.Now == nil {
 		opts.Now = f.clock.Now
 	}
-	reg, err := New(ctx, opts)
+	r, err := New(ctx, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { _ = reg.Close() })
-	f.reg = reg
+	t.Cleanup(func() { _ = r.Close() })
+	f.reg = reg{Front: r, driver: r.Driver().(*driver)}
 	return f
 }
+
+// reg is a registry: the front the tests call, and its driver for what they look at
+// behind it.
+type reg struct {
+	*registry.Front
+	*driver
+}
+
+func (r reg) Apply(ctx context.Context, ops []registry.Op) error { return r.Front.Apply(ctx, ops) }
+func (r reg) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	return r.Front.List(ctx, f)
+}
+func (r reg) Close() error { return r.Front.Close() }
 
 func (f *fixture) apply(ops ...registry.Op) {
 	f.t.Helper()

@@ -66,7 +66,7 @@ func TestNamespaceResolution(t *testing.T) {
 	defer fake.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	open := func(ns string, create bool) (*Registry, error) {
+	open := func(ns string, create bool) (*registry.Front, error) {
 		return New(ctx, Options{Client: fake.NewClient(), Namespace: ns, CreateNamespace: create})
 	}
 	if _, err := open("missing", false); err == nil || !strings.Contains(err.Error(), "cloudmap-create-namespace") {
@@ -77,16 +77,17 @@ func TestNamespaceResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer created.Close()
-	if !strings.HasPrefix(created.NamespaceID(), "ns-") {
-		t.Fatalf("created namespace id %q", created.NamespaceID())
+	if id := created.Driver().(*driver).NamespaceID(); !strings.HasPrefix(id, "ns-") {
+		t.Fatalf("created namespace id %q", id)
 	}
-	for _, ref := range []string{"team-a", created.NamespaceID()} {
+	createdID := created.Driver().(*driver).NamespaceID()
+	for _, ref := range []string{"team-a", createdID} {
 		r, err := open(ref, true)
 		if err != nil {
 			t.Fatalf("open %s: %v", ref, err)
 		}
-		if r.NamespaceID() != created.NamespaceID() {
-			t.Fatalf("open %s resolved to %s, want %s", ref, r.NamespaceID(), created.NamespaceID())
+		if got := r.Driver().(*driver).NamespaceID(); got != createdID {
+			t.Fatalf("open %s resolved to %s, want %s", ref, got, createdID)
 		}
 		_ = r.Close()
 	}
@@ -113,13 +114,13 @@ func TestOpenThroughRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	nsID := first.(*Registry).NamespaceID()
+	nsID := first.Driver().(*driver).NamespaceID()
 	again, err := registry.Open(ctx, "cloudmap", map[string]string{"cloudmap-endpoint": fake.URL(), "cloudmap-namespace": nsID}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	if got := again.(*Registry).NamespaceID(); got != nsID {
+	if got := again.Driver().(*driver).NamespaceID(); got != nsID {
 		t.Fatalf("opened by id: namespace %s, want %s", got, nsID)
 	}
 	if got := fake.Calls("GetNamespace"); got != 1 {

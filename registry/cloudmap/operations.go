@@ -33,7 +33,7 @@ var transientFailCodes = map[string]bool{"INTERNAL_FAILURE": true, "THROTTLED_RE
 
 // await polls an operation until it finishes or the operation timeout passes, backing
 // off between polls. It returns the finished operation on SUCCESS.
-func (r *Registry) await(ctx context.Context, opID string) (*types.Operation, error) {
+func (r *driver) await(ctx context.Context, opID string) (*types.Operation, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OperationTimeout)
 	defer cancel()
@@ -82,9 +82,9 @@ func failed(op *types.Operation) error {
 
 // stillRunning explains why await stopped waiting: the caller gave up (or the
 // registry closed), or the operation outlived the timeout and may still finish.
-func (r *Registry) stillRunning(parent context.Context, opID string, status types.OperationStatus, lastErr error) error {
+func (r *driver) stillRunning(parent context.Context, opID string, status types.OperationStatus, lastErr error) error {
 	if parent.Err() != nil {
-		return closedErr(parent, fmt.Errorf("waiting for Cloud Map operation %s: %w", opID, context.Cause(parent)))
+		return fmt.Errorf("waiting for Cloud Map operation %s: %w", opID, context.Cause(parent))
 	}
 	detail := ""
 	if lastErr != nil {
@@ -95,16 +95,16 @@ func (r *Registry) stillRunning(parent context.Context, opID string, status type
 }
 
 // call runs one Cloud Map request in a request slot and classifies its error.
-func call[T any](ctx context.Context, r *Registry, fn func(context.Context) (T, error)) (T, error) {
+func call[T any](ctx context.Context, r *driver, fn func(context.Context) (T, error)) (T, error) {
 	release, err := r.acquire(ctx)
 	if err != nil {
 		var zero T
-		return zero, closedErr(ctx, err)
+		return zero, err
 	}
 	defer release()
 	out, err := fn(ctx)
 	if err != nil {
-		return out, closedErr(ctx, classify(err))
+		return out, classify(err)
 	}
 	return out, nil
 }

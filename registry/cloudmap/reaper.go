@@ -28,7 +28,7 @@ func newReapQueue() reapQueue {
 	return reapQueue{ch: make(chan reapItem, reapBacklog), queued: map[reapItem]bool{}}
 }
 
-func (r *Registry) enqueueReap(svcID, instanceID string) {
+func (r *driver) enqueueReap(svcID, instanceID string) {
 	it := reapItem{svcID, instanceID}
 	q := &r.reap
 	q.mu.Lock()
@@ -44,7 +44,7 @@ func (r *Registry) enqueueReap(svcID, instanceID string) {
 }
 
 // reapLoop deregisters expired instances one at a time until Close.
-func (r *Registry) reapLoop() {
+func (r *driver) reapLoop() {
 	defer r.wg.Done()
 	for {
 		select {
@@ -64,7 +64,7 @@ func (r *Registry) reapLoop() {
 // reapOne deregisters an instance if it is still expired. It re-reads the instance
 // first, so a registration refreshed since List saw it survives, and it leaves alone
 // instances this process is writing at the moment.
-func (r *Registry) reapOne(ctx context.Context, it reapItem) error {
+func (r *driver) reapOne(ctx context.Context, it reapItem) error {
 	if r.busy.has(it.instanceID) {
 		return nil
 	}

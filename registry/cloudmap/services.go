@@ -81,7 +81,7 @@ func (c *serviceCache) replace(ids map[string]string) {
 
 // serviceID returns the id of the Cloud Map service holding the endpoint service's
 // instances; ok is false when there is none and create is false.
-func (r *Registry) serviceID(ctx context.Context, service string, create bool) (id string, ok bool, err error) {
+func (r *driver) serviceID(ctx context.Context, service string, create bool) (id string, ok bool, err error) {
 	name := serviceName(service)
 	if id, ok := r.services.get(name); ok {
 		return id, true, nil
@@ -111,7 +111,7 @@ func (r *Registry) serviceID(ctx context.Context, service string, create bool) (
 
 // listServices reads every service of the namespace and refreshes the cache with
 // them, dropping services deleted behind our back.
-func (r *Registry) listServices(ctx context.Context) (map[string]string, error) {
+func (r *driver) listServices(ctx context.Context) (map[string]string, error) {
 	ids := map[string]string{}
 	p := sd.NewListServicesPaginator(r.client, &sd.ListServicesInput{Filters: []types.ServiceFilter{{
 		Name: types.ServiceFilterNameNamespaceId, Values: []string{r.nsID}, Condition: types.FilterConditionEq,
@@ -129,7 +129,7 @@ func (r *Registry) listServices(ctx context.Context) (map[string]string, error) 
 	return ids, nil
 }
 
-func (r *Registry) createService(ctx context.Context, service, name string) (string, error) {
+func (r *driver) createService(ctx context.Context, service, name string) (string, error) {
 	out, err := call(ctx, r, func(ctx context.Context) (*sd.CreateServiceOutput, error) {
 		return r.client.CreateService(ctx, &sd.CreateServiceInput{
 			Name:        aws.String(name),
@@ -151,7 +151,7 @@ func (r *Registry) createService(ctx context.Context, service, name string) (str
 
 // resolveNamespace finds the namespace by id or name, creating an HTTP namespace of
 // that name if asked to.
-func (r *Registry) resolveNamespace(ctx context.Context, ref string, create bool) (string, error) {
+func (r *driver) resolveNamespace(ctx context.Context, ref string, create bool) (string, error) {
 	if strings.HasPrefix(ref, "ns-") {
 		out, err := call(ctx, r, func(ctx context.Context) (*sd.GetNamespaceOutput, error) {
 			return r.client.GetNamespace(ctx, &sd.GetNamespaceInput{Id: aws.String(ref)})
@@ -174,7 +174,7 @@ func (r *Registry) resolveNamespace(ctx context.Context, ref string, create bool
 	return r.createNamespace(ctx, ref)
 }
 
-func (r *Registry) findNamespace(ctx context.Context, name string) (string, error) {
+func (r *driver) findNamespace(ctx context.Context, name string) (string, error) {
 	var ids []string
 	p := sd.NewListNamespacesPaginator(r.client, &sd.ListNamespacesInput{Filters: []types.NamespaceFilter{{
 		Name: types.NamespaceFilterNameName, Values: []string{name}, Condition: types.FilterConditionEq,
@@ -199,7 +199,7 @@ func (r *Registry) findNamespace(ctx context.Context, name string) (string, erro
 	return ids[0], nil
 }
 
-func (r *Registry) createNamespace(ctx context.Context, name string) (string, error) {
+func (r *driver) createNamespace(ctx context.Context, name string) (string, error) {
 	out, err := call(ctx, r, func(ctx context.Context) (*sd.CreateHttpNamespaceOutput, error) {
 		return r.client.CreateHttpNamespace(ctx, &sd.CreateHttpNamespaceInput{
 			Name: aws.String(name), Description: aws.String("switchboard endpoints"),

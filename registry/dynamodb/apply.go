@@ -22,25 +22,17 @@ const (
 	maxTxnBytes = 4_000_000
 )
 
-// Apply validates the batch, coalesces it to one op per key and writes it in
-// transactions of at most 100 items; see the package documentation.
-func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	ctx, end, err := r.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer end()
-	chunks := r.chunks(registry.Coalesce(ops), r.now())
+// Apply writes the batch (one op per key) in transactions of at most 100 items; see
+// the package documentation.
+func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
+	chunks := r.chunks(ops, r.now())
 	for i, c := range chunks {
 		if err := r.write(ctx, c); err != nil {
 			var failed []endpoint.Key
 			for _, c := range chunks[i:] {
 				failed = append(failed, c.keys...)
 			}
-			err = fmt.Errorf("transaction %d of %d on table %s: %w", i+1, len(chunks), r.table, r.closedErr(err))
+			err = fmt.Errorf("transaction %d of %d on table %s: %w", i+1, len(chunks), r.table, err)
 			return &registry.ApplyError{Failed: failed, Err: err}
 		}
 	}
@@ -54,7 +46,7 @@ type chunk struct {
 }
 
 // chunks turns coalesced ops into transactions within DynamoDB's limits.
-func (r *Registry) chunks(ops []registry.Op, now time.Time) []chunk {
+func (r *driver) chunks(ops []registry.Op, now time.Time) []chunk {
 	var (
 		out   []chunk
 		cur   chunk
@@ -90,7 +82,7 @@ func (r *Registry) chunks(ops []registry.Op, now time.Time) []chunk {
 }
 
 // write runs one transaction; the SDK's retryer retries what is transient.
-func (r *Registry) write(ctx context.Context, c chunk) error {
+func (r *driver) write(ctx context.Context, c chunk) error {
 	_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: c.items})
 	if err == nil {
 		return nil

@@ -86,7 +86,7 @@ func TestApplyCoalesces(t *testing.T) {
 // TestChunksRespectByteLimit: large endpoints split before DynamoDB's 4 MB per
 // transaction, keeping every key in order.
 func TestChunksRespectByteLimit(t *testing.T) {
-	r := &Registry{table: "t"}
+	r := &driver{table: "t"}
 	big := strings.Repeat("x", 4096)
 	var ops []registry.Op
 	for i := range 30 {

@@ -45,12 +45,12 @@ func init() {
 	})
 }
 
-func openBackend(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
+func openBackend(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 	create, err := cfg.Bool(ParamCreateTable)
 	if err != nil {
 		return nil, err
 	}
-	return Open(ctx, Config{
+	return open(ctx, Config{
 		Table:       cfg.String(ParamTable),
 		Region:      cfg.String(ParamRegion),
 		Endpoint:    cfg.String(ParamEndpoint),

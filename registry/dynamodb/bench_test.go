@@ -27,7 +27,7 @@ func BenchmarkListByService(b *testing.B) {
 	register(b, many, genEndpoints(100, 100)...)
 	for _, c := range []struct {
 		name string
-		r    *Registry
+		r    reg
 		f    endpoint.Filter
 		want int
 	}{

@@ -76,8 +76,8 @@ func TestOpenByName(t *testing.T) {
 	if err != nil || len(got) != 1 || !endpoint.Equal(got[0], a) {
 		t.Fatalf("List = %v, %v; want [%v]", got, err, a)
 	}
-	if _, isWatcher := r.(registry.Watcher); isWatcher {
-		t.Error("the dynamodb backend implements registry.Watcher, but DynamoDB has no change feed here")
+	if _, err := r.Watch(ctx, endpoint.Filter{}); !errors.Is(err, registry.ErrNoWatch) {
+		t.Errorf("Watch = %v, want registry.ErrNoWatch: DynamoDB has no change feed here", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
+	"github.com/switchboard-mesh/switchboard/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,7 +42,7 @@ func testConfig(srv *dynamotest.Server) Config {
 	}
 }
 
-func openTest(t testing.TB, srv *dynamotest.Server, tweak ...func(*Config)) *Registry {
+func openTest(t testing.TB, srv *dynamotest.Server, tweak ...func(*Config)) reg {
 	t.Helper()
 	cfg := testConfig(srv)
 	for _, f := range tweak {
@@ -52,8 +53,21 @@ func openTest(t testing.TB, srv *dynamotest.Server, tweak ...func(*Config)) *Reg
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	return r
+	return reg{Front: r, driver: r.Driver().(*driver)}
 }
+
+// reg is a registry on the test server: the front the tests call, and its driver
+// for what they look at behind it.
+type reg struct {
+	*registry.Front
+	*driver
+}
+
+func (r reg) Apply(ctx context.Context, ops []registry.Op) error { return r.Front.Apply(ctx, ops) }
+func (r reg) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	return r.Front.List(ctx, f)
+}
+func (r reg) Close() error { return r.Front.Close() }
 
 // rawClient talks to srv directly, for setting up tables and items the backend
 // would not write.

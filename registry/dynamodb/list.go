@@ -16,23 +16,14 @@ import (
 
 // List returns the live endpoints matching f, sorted; see the package documentation
 // for which filters are served by Query.
-func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("list filter: %w", err)
-	}
-	ctx, end, err := r.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	f = f.Normalize()
+func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	now := r.now().UnixMilli()
 	items, err := r.fetch(ctx, r.plan(f, now))
 	if err != nil {
 		if unavailable(err) {
 			err = fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}
-		return nil, fmt.Errorf("list %s: %w", r.table, r.closedErr(err))
+		return nil, fmt.Errorf("list %s: %w", r.table, err)
 	}
 	out := make([]endpoint.Endpoint, 0, len(items))
 	for _, item := range items {
@@ -77,7 +68,7 @@ func (p *plan) prefix(name string, parts []string) string {
 }
 
 // plan picks the access path for a normalised filter (see doc.go).
-func (r *Registry) plan(f endpoint.Filter, nowMs int64) *plan {
+func (r *driver) plan(f endpoint.Filter, nowMs int64) *plan {
 	p := &plan{names: map[string]string{}, values: map[string]types.AttributeValue{}}
 	// A field is either in the key condition or a filter, never both.
 	inKey := map[string]bool{}
@@ -118,7 +109,7 @@ func (r *Registry) plan(f endpoint.Filter, nowMs int64) *plan {
 }
 
 // fetch runs the plan to the last page.
-func (r *Registry) fetch(ctx context.Context, p *plan) ([]map[string]types.AttributeValue, error) {
+func (r *driver) fetch(ctx context.Context, p *plan) ([]map[string]types.AttributeValue, error) {
 	var (
 		items []map[string]types.AttributeValue
 		start map[string]types.AttributeValue

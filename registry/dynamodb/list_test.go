@@ -101,7 +101,7 @@ func TestFilterAccessPaths(t *testing.T) {
 // TestPlanNarrowsByPrefix checks the key conditions: leading fields of the sort key
 // go into begins_with, with the trailing separator; the others become filters.
 func TestPlanNarrowsByPrefix(t *testing.T) {
-	r := &Registry{clusterIndex: true}
+	r := &driver{clusterIndex: true}
 	cases := []struct {
 		f       endpoint.Filter
 		keyCond string

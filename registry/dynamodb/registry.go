@@ -2,12 +2,10 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,8 +72,9 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Registry stores endpoints in a DynamoDB table. It is safe for concurrent use.
-type Registry struct {
+// driver stores endpoints in a DynamoDB table, behind a registry.Front. It is safe
+// for concurrent use.
+type driver struct {
 	client       *dynamodb.Client
 	table        string
 	clusterIndex bool // the GSI exists and is ACTIVE
@@ -83,18 +82,20 @@ type Registry struct {
 	log          *slog.Logger
 	conns        *conns
 	now          func() time.Time
-
-	mu     sync.Mutex
-	closed bool
-	calls  sync.WaitGroup
-	done   context.Context // cancelled by Close, cancelling calls in flight
-	cancel context.CancelFunc
 }
 
-var _ registry.Registry = (*Registry)(nil)
+var _ registry.Driver = (*driver)(nil)
 
 // Open connects to the table, creating it first if cfg.CreateTable is set.
-func Open(ctx context.Context, cfg Config) (*Registry, error) {
+func Open(ctx context.Context, cfg Config) (*registry.Front, error) {
+	d, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NewFront("dynamodb", d), nil
+}
+
+func open(ctx context.Context, cfg Config) (*driver, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -117,10 +118,9 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 	})
-	done, cancel := context.WithCancel(context.Background())
-	r := &Registry{
+	r := &driver{
 		client: client, table: cfg.Table, pageSize: cfg.PageSize, log: cfg.Logger,
-		conns: conns, now: time.Now, done: done, cancel: cancel,
+		conns: conns, now: time.Now,
 	}
 	if r.clusterIndex, err = r.prepareTable(ctx, cfg.CreateTable); err != nil {
 		_ = r.Close()
@@ -129,47 +129,8 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// begin admits a call unless the registry is closed, and ties its context to Close.
-// The returned func must be called when the call ends.
-func (r *Registry) begin(ctx context.Context) (context.Context, func(), error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, nil, registry.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	r.calls.Add(1)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(r.done, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
-		r.calls.Done()
-	}, nil
-}
-
-// closedErr turns the cancellation of a call by Close into ErrClosed.
-func (r *Registry) closedErr(err error) error {
-	if r.done.Err() != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w (during the call): %w", registry.ErrClosed, err)
-	}
-	return err
-}
-
-// Close cancels calls in flight, waits for them and closes its connections. It is
-// idempotent; calls after it fail with registry.ErrClosed.
-func (r *Registry) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
-	r.calls.Wait()
+// Close closes the connections. The Front has ended and waited for every call.
+func (r *driver) Close() error {
 	r.conns.closeAll()
 	return nil
 }

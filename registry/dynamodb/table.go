@@ -19,7 +19,7 @@ const (
 
 // prepareTable checks the table's key schema, creating the table first when asked,
 // and reports whether the cluster GSI can serve queries.
-func (r *Registry) prepareTable(ctx context.Context, create bool) (bool, error) {
+func (r *driver) prepareTable(ctx context.Context, create bool) (bool, error) {
 	desc, err := r.describe(ctx)
 	var missing *types.ResourceNotFoundException
 	switch {
@@ -45,7 +45,7 @@ func (r *Registry) prepareTable(ctx context.Context, create bool) (bool, error) 
 	return gsi, nil
 }
 
-func (r *Registry) describe(ctx context.Context) (*types.TableDescription, error) {
+func (r *driver) describe(ctx context.Context) (*types.TableDescription, error) {
 	out, err := r.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(r.table)})
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func hasClusterIndex(desc *types.TableDescription) bool {
 
 // createTable creates the table and waits for it. Another process creating it at
 // the same time is fine.
-func (r *Registry) createTable(ctx context.Context) (*types.TableDescription, error) {
+func (r *driver) createTable(ctx context.Context) (*types.TableDescription, error) {
 	s := types.ScalarAttributeTypeS
 	_, err := r.client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:   aws.String(r.table),
@@ -116,7 +116,7 @@ func (r *Registry) createTable(ctx context.Context) (*types.TableDescription, er
 // waitActive polls DescribeTable until the table is ACTIVE. It does not use the SDK's
 // table-exists waiter: local emulators such as minidyn report no status at all, which
 // the waiter never accepts, so a missing status counts as ready here.
-func (r *Registry) waitActive(ctx context.Context) (*types.TableDescription, error) {
+func (r *driver) waitActive(ctx context.Context) (*types.TableDescription, error) {
 	ctx, cancel := context.WithTimeout(ctx, activeTimeout)
 	defer cancel()
 	t := time.NewTicker(activePoll)
@@ -144,7 +144,7 @@ func (r *Registry) waitActive(ctx context.Context) (*types.TableDescription, err
 
 // enableTTL turns on DynamoDB's TTL on expires_at. Failure only costs storage —
 // reads filter expired items themselves — so it is logged, not fatal.
-func (r *Registry) enableTTL(ctx context.Context) {
+func (r *driver) enableTTL(ctx context.Context) {
 	out, err := r.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(r.table)})
 	if err == nil && out.TimeToLiveDescription != nil {
 		d := out.TimeToLiveDescription

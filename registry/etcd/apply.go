@@ -13,19 +13,10 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// Apply validates the batch, nets it out and writes it as one Txn per chunk of at
-// most MaxTxnOps operations. A failure after some chunks were written returns an
-// *registry.ApplyError naming the keys of the unwritten chunks.
-func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	ctx, done, err := r.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ops = registry.Coalesce(ops)
+// Apply writes the batch as one Txn per chunk of at most MaxTxnOps operations. A
+// failure after some chunks were written returns an *registry.ApplyError naming the
+// keys of the unwritten chunks.
+func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	for len(ops) > 0 {
 		n := min(len(ops), int(r.maxOps.Load()))
 		err := r.commit(ctx, ops[:n])
@@ -33,7 +24,7 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 			continue // nothing of this chunk was applied: retry it smaller
 		}
 		if err != nil {
-			return &registry.ApplyError{Failed: opKeys(ops), Err: r.closedErr(err)}
+			return &registry.ApplyError{Failed: opKeys(ops), Err: err}
 		}
 		ops = ops[n:]
 	}
@@ -42,7 +33,7 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 
 // shrink lowers the chunk size when the server refused a Txn for carrying too many
 // operations or bytes, and reports whether the chunk should be retried.
-func (r *Registry) shrink(n int, err error) bool {
+func (r *driver) shrink(n int, err error) bool {
 	if n <= 1 || !(errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge)) {
 		return false
 	}
@@ -57,7 +48,7 @@ func (r *Registry) shrink(n int, err error) bool {
 
 // commit writes one chunk in one Txn. A lease the server no longer knows is
 // replaced and the chunk retried once.
-func (r *Registry) commit(ctx context.Context, ops []registry.Op) error {
+func (r *driver) commit(ctx context.Context, ops []registry.Op) error {
 	for attempt := 0; ; attempt++ {
 		txnOps, err := r.txnOps(ctx, ops)
 		if err != nil {
@@ -73,7 +64,7 @@ func (r *Registry) commit(ctx context.Context, ops []registry.Op) error {
 }
 
 // txnOps builds the Txn's operations, attaching each TTL'd key to its lease.
-func (r *Registry) txnOps(ctx context.Context, ops []registry.Op) ([]clientv3.Op, error) {
+func (r *driver) txnOps(ctx context.Context, ops []registry.Op) ([]clientv3.Op, error) {
 	out := make([]clientv3.Op, 0, len(ops))
 	for _, op := range ops {
 		key := r.layout.key(op.Endpoint.Key())

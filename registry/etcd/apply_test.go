@@ -78,7 +78,7 @@ func TestApplyBatchIsAtomicAndCoalesced(t *testing.T) {
 }
 
 // txnCount returns how many distinct revisions wrote the registry's keys.
-func txnCount(t *testing.T, r *Registry) int {
+func txnCount(t *testing.T, r reg) int {
 	t.Helper()
 	resp, err := r.client.Get(testCtx(t), r.Prefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -91,7 +91,7 @@ func txnCount(t *testing.T, r *Registry) int {
 	return len(revs)
 }
 
-func leaseOf(t *testing.T, r *Registry, e endpoint.Endpoint) clientv3.LeaseID {
+func leaseOf(t *testing.T, r reg, e endpoint.Endpoint) clientv3.LeaseID {
 	t.Helper()
 	resp, err := r.client.Get(testCtx(t), r.layout.key(e.Key()))
 	if err != nil {

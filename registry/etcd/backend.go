@@ -39,12 +39,12 @@ func init() {
 			{Name: ParamDialTimeout, Default: DefaultDialTimeout.String(), Usage: "how long to wait for etcd to answer when opening"},
 			{Name: ParamMaxTxnOps, Default: strconv.Itoa(DefaultMaxTxnOps), Usage: "most operations per etcd transaction: the server's --max-txn-ops"},
 		},
-		Open: func(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
+		Open: func(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 			o, err := optionsFromConfig(cfg)
 			if err != nil {
 				return nil, err
 			}
-			return New(ctx, o)
+			return newDriver(ctx, o)
 		},
 	})
 }

@@ -12,7 +12,7 @@ import (
 
 // openBench opens a registry on the benchmark server (fsync on, so write latency
 // is what a real etcd disk gives).
-func openBench(b *testing.B) *Registry {
+func openBench(b *testing.B) reg {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -21,7 +21,7 @@ func openBench(b *testing.B) *Registry {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.Close() })
-	return r
+	return reg{Front: r, driver: r.Driver().(*driver)}
 }
 
 // BenchmarkApply1000 writes 1,000 registrations as one batched Apply (8 Txns of

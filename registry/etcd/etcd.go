@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +40,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Registry is the etcd backend. It is safe for concurrent use.
-type Registry struct {
+// driver is the etcd backend's driver, used through a registry.Front. It is safe for
+// concurrent use.
+type driver struct {
 	client *clientv3.Client
 	layout layout
 	leases *leases
@@ -51,13 +51,6 @@ type Registry struct {
 	// out to accept fewer operations (or bytes) per Txn.
 	maxOps   atomic.Int64
 	pageSize int // keys per range read
-
-	// root ends when the registry closes, ending every call and watch in flight.
-	root   context.Context
-	cancel context.CancelFunc
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup // calls and watch goroutines in flight
 
 	hooks hooks
 }
@@ -74,15 +67,20 @@ type hooks struct {
 	page func(rev int64)
 }
 
-var (
-	_ registry.Registry = (*Registry)(nil)
-	_ registry.Watcher  = (*Registry)(nil)
-)
+var _ registry.WatchDriver = (*driver)(nil)
 
 // New connects to etcd and checks that it answers a read of the prefix within the
 // dial timeout, so a wrong address, certificate or password is reported here rather
 // than on first use.
-func New(ctx context.Context, o Options) (*Registry, error) {
+func New(ctx context.Context, o Options) (*registry.Front, error) {
+	d, err := newDriver(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NewFront("etcd", d), nil
+}
+
+func newDriver(ctx context.Context, o Options) (*driver, error) {
 	o, l, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -110,9 +108,8 @@ func New(ctx context.Context, o Options) (*Registry, error) {
 		}
 		return nil, fmt.Errorf("etcd at %v%s: %w", o.Endpoints, hint, classify(ctx, err))
 	}
-	r := &Registry{client: client, layout: l, leases: newLeases(client), log: o.Logger, pageSize: defaultPageSize}
+	r := &driver{client: client, layout: l, leases: newLeases(client), log: o.Logger, pageSize: defaultPageSize}
 	r.maxOps.Store(int64(o.MaxTxnOps))
-	r.root, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
 
@@ -149,46 +146,11 @@ func probe(ctx context.Context, c *clientv3.Client, prefix string, timeout time.
 }
 
 // Prefix returns the key prefix, ending in '/'.
-func (r *Registry) Prefix() string { return r.layout.prefix }
+func (r *driver) Prefix() string { return r.layout.prefix }
 
-// begin admits one call: it fails with ErrClosed after Close, and returns a context
-// that also ends when the registry closes, and a func the call runs when done.
-func (r *Registry) begin(ctx context.Context) (context.Context, func(), error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
-		return nil, nil, registry.ErrClosed
-	}
-	r.wg.Add(1)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(r.root, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
-		r.wg.Done()
-	}, nil
-}
-
-// closedErr turns an error caused by Close cancelling a call into ErrClosed.
-func (r *Registry) closedErr(err error) error {
-	if err != nil && r.root.Err() != nil {
-		return registry.ErrClosed
-	}
-	return err
-}
-
-// Close ends every watch, waits for calls in flight and closes the client. Leases
-// are left to expire, so entries outlive the process by their TTL. It is idempotent.
-func (r *Registry) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
-	r.wg.Wait()
+// Close closes the client. Leases are left to expire, so entries outlive the process
+// by their TTL.
+func (r *driver) Close() error {
 	if err := r.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("close etcd client: %w", err)
 	}

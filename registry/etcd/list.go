@@ -17,20 +17,11 @@ const defaultPageSize = 2000
 
 // List reads the filter's key range (see doc.go) and returns the matching
 // endpoints, sorted.
-func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	ctx, done, err := r.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	f = f.Normalize()
+func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	start, end := r.layout.span(f)
 	state, _, err := r.snapshot(ctx, f, start, end)
 	if err != nil {
-		return nil, r.closedErr(err)
+		return nil, err
 	}
 	out := make([]endpoint.Endpoint, 0, len(state))
 	for _, ep := range state {
@@ -42,7 +33,7 @@ func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endp
 
 // snapshot reads [start, end) at one revision and returns the endpoints f matches,
 // by etcd key, with that revision.
-func (r *Registry) snapshot(ctx context.Context, f endpoint.Filter, start, end string) (map[string]endpoint.Endpoint, int64, error) {
+func (r *driver) snapshot(ctx context.Context, f endpoint.Filter, start, end string) (map[string]endpoint.Endpoint, int64, error) {
 	state := map[string]endpoint.Endpoint{}
 	rev, err := r.scan(ctx, start, end, func(kv *mvccpb.KeyValue) {
 		if ep, ok := r.decode(kv.Key, kv.Value); ok && f.Match(ep) {
@@ -55,7 +46,7 @@ func (r *Registry) snapshot(ctx context.Context, f endpoint.Filter, start, end s
 // scan visits every key in [start, end) at one revision, a page at a time, and
 // returns the revision. Pages after the first are read at the first page's
 // revision; if that is compacted meanwhile, the scan starts over.
-func (r *Registry) scan(ctx context.Context, start, end string, visit func(*mvccpb.KeyValue)) (int64, error) {
+func (r *driver) scan(ctx context.Context, start, end string, visit func(*mvccpb.KeyValue)) (int64, error) {
 	for {
 		rev, err := r.scanAt(ctx, start, end, visit)
 		if !errors.Is(err, rpctypes.ErrCompacted) {
@@ -64,7 +55,7 @@ func (r *Registry) scan(ctx context.Context, start, end string, visit func(*mvcc
 	}
 }
 
-func (r *Registry) scanAt(ctx context.Context, start, end string, visit func(*mvccpb.KeyValue)) (int64, error) {
+func (r *driver) scanAt(ctx context.Context, start, end string, visit func(*mvccpb.KeyValue)) (int64, error) {
 	var rev int64
 	var seen []*mvccpb.KeyValue
 	for key := start; ; {
@@ -99,7 +90,7 @@ func (r *Registry) scanAt(ctx context.Context, start, end string, visit func(*mv
 
 // decode turns a stored pair into an endpoint, warning about (and skipping) pairs
 // that are not valid endpoints.
-func (r *Registry) decode(key, value []byte) (endpoint.Endpoint, bool) {
+func (r *driver) decode(key, value []byte) (endpoint.Endpoint, bool) {
 	ep, err := r.layout.decode(key, value)
 	if err != nil {
 		r.log.Warn("skipping etcd key that is not a valid endpoint", "err", err)

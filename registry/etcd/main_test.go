@@ -76,7 +76,7 @@ func uniquePrefix(tb testing.TB) string {
 
 // open returns a registry on the shared server with a fresh prefix, closed when the
 // test ends.
-func open(tb testing.TB, mods ...func(*Options)) *Registry {
+func open(tb testing.TB, mods ...func(*Options)) reg {
 	tb.Helper()
 	o := Options{Endpoints: shared.Endpoints(), Prefix: uniquePrefix(tb)}
 	for _, m := range mods {
@@ -89,8 +89,24 @@ func open(tb testing.TB, mods ...func(*Options)) *Registry {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = r.Close() })
-	return r
+	return reg{Front: r, driver: r.Driver().(*driver)}
 }
+
+// reg is a registry on the test server: the front the tests call, and its driver
+// for what they look at behind it.
+type reg struct {
+	*registry.Front
+	*driver
+}
+
+func (r reg) Apply(ctx context.Context, ops []registry.Op) error { return r.Front.Apply(ctx, ops) }
+func (r reg) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	return r.Front.List(ctx, f)
+}
+func (r reg) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+	return r.Front.Watch(ctx, f)
+}
+func (r reg) Close() error { return r.Front.Close() }
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -110,7 +126,7 @@ func mustApply(t *testing.T, r registry.Registry, ops ...registry.Op) {
 }
 
 // revision returns the server's current revision.
-func revision(t *testing.T, r *Registry) int64 {
+func revision(t *testing.T, r reg) int64 {
 	t.Helper()
 	resp, err := r.client.Get(testCtx(t), "revision-probe")
 	if err != nil {

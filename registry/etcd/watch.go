@@ -17,34 +17,22 @@ import (
 // in doc.go). The initial read happens before Watch returns, so an unreachable etcd
 // is reported as an error; later outages are retried until ctx ends or the
 // registry closes, which closes the channel.
-func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	ctx, done, err := r.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	f = f.Normalize()
+func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	start, end := r.layout.span(f)
 	state, rev, err := r.snapshot(ctx, f, start, end)
 	if err != nil {
-		done()
-		return nil, r.closedErr(err)
+		return nil, err
 	}
 	w := &watcher{r: r, f: f, start: start, end: end, state: state, rev: rev, out: make(chan registry.Event),
 		// Jittered so that many watchers do not retry in step.
 		retry: backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}}
-	go func() {
-		defer done()
-		w.run(ctx)
-	}()
+	go w.run(ctx)
 	return w.out, nil
 }
 
 // watcher is one Watch: what it has sent (state) and the revision that state is at.
 type watcher struct {
-	r          *Registry
+	r          *driver
 	f          endpoint.Filter
 	start, end string
 	state      map[string]endpoint.Endpoint // by etcd key

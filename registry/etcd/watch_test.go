@@ -60,7 +60,7 @@ func TestCorruptValueCountsAsAbsent(t *testing.T) {
 // modRevision returns the revision that last wrote e. The watcher's last seen
 // revision is its last event's, not the store's: other tests' leases expire on the
 // shared server too.
-func modRevision(t *testing.T, r *Registry, e endpoint.Endpoint) int64 {
+func modRevision(t *testing.T, r reg, e endpoint.Endpoint) int64 {
 	t.Helper()
 	resp, err := r.client.Get(testCtx(t), r.layout.key(e.Key()))
 	if err != nil || len(resp.Kvs) != 1 {
@@ -85,7 +85,7 @@ type gatedHooks struct {
 	lastSync atomic.Int64
 }
 
-func installHooks(t *testing.T, r *Registry) *gatedHooks {
+func installHooks(t *testing.T, r reg) *gatedHooks {
 	h := &gatedHooks{opens: make(chan watchOpen, 16), release: make(chan struct{})}
 	stop := make(chan struct{})
 	// Runs before the registry's cleanup (cleanups are LIFO), so a failed test

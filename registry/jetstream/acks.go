@@ -13,7 +13,7 @@ import (
 )
 
 // An Apply publishes its messages itself and routes their acks back through one
-// wildcard subscription per Registry, rather than through nats.go's async publisher.
+// wildcard subscription per driver, rather than through nats.go's async publisher.
 // That publisher decodes every ack with encoding/json and keeps a future, a map entry
 // and a reply token per message: a CPU profile of a 10,000-entry Apply put its ack
 // handling at 8 % of the process's CPU (7 % in json.Unmarshal), on a machine where
@@ -30,7 +30,7 @@ const (
 	noResponderRetryWait = 250 * time.Millisecond
 )
 
-// ackRouter owns the subscription an Registry's acks arrive on: replies go to
+// ackRouter owns the subscription an driver's acks arrive on: replies go to
 // <prefix>.<batch id>.<op index>.
 type ackRouter struct {
 	nc     *nats.Conn
@@ -42,8 +42,8 @@ type ackRouter struct {
 	nextID  uint64
 }
 
-// acks returns the Registry's ack router, subscribing on first use.
-func (r *Registry) acks() (*ackRouter, error) {
+// acks returns the driver's ack router, subscribing on first use.
+func (r *driver) acks() (*ackRouter, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.router != nil {

@@ -19,7 +19,7 @@ const (
 	// batch neither floods the server nor keeps unbounded messages for retries.
 	publishWindow = 2048
 	// maxPendingAcks is the budget of nats.go's async publisher, which the
-	// Registry's jetstream context keeps for any async publish outside Apply.
+	// driver's jetstream context keeps for any async publish outside Apply.
 	maxPendingAcks = 8192
 	// ackTimeout fails an ack that never comes: a stream without a leader can take
 	// a publish and never answer. One timer per batch rather than nats.go's one per
@@ -27,20 +27,10 @@ const (
 	ackTimeout = 10 * time.Second
 )
 
-// Apply validates the batch, nets it out, publishes every op asynchronously and waits
-// for all acks. Ops whose ack failed are reported in a *registry.ApplyError; the others
-// are written. A batch is not atomic: JetStream has no multi-subject transaction here.
-func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	if err := r.checkOpen(); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ops = registry.Coalesce(ops)
+// Apply publishes every op asynchronously and waits for all acks. Ops whose ack
+// failed are reported in a *registry.ApplyError; the others are written. A batch is
+// not atomic: JetStream has no multi-subject transaction here.
+func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	router, err := r.acks()
 	if err != nil {
 		return unavailable(err)
@@ -76,7 +66,7 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 // unregister would report success while readers still see the entry. Few keys have
 // other forms, so these go one at a time, before the batch: removed after the key's
 // own subject, they would briefly show readers the older entry again.
-func (r *Registry) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
+func (r *driver) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
 	for i, op := range ops {
 		if op.Kind != registry.OpUnregister || b.errs[i] != nil {
 			continue
@@ -92,7 +82,7 @@ func (r *Registry) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
 
 // removeIfLive publishes op's removal on subject if the subject holds an entry, sized
 // and guarded as every removal is (removal.go).
-func (r *Registry) removeIfLive(ctx context.Context, subject string, op registry.Op, h *headers) error {
+func (r *driver) removeIfLive(ctx context.Context, subject string, op registry.Op, h *headers) error {
 	var err error
 	for range maxRemovalAttempts {
 		p := r.planRemoval(ctx, subject)
@@ -121,7 +111,7 @@ const maxRemovalAttempts = 3
 
 // retryRemovals sizes and publishes again, one at a time, the removals whose subject
 // changed between the read that sized them and their publish.
-func (r *Registry) retryRemovals(b *batch, ops []registry.Op, h *headers) {
+func (r *driver) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 	for _, i := range slices.Clone(b.failed) {
 		if ops[i].Kind != registry.OpUnregister || !isWrongLastSeq(b.errs[i]) {
 			continue
@@ -148,7 +138,7 @@ func (r *Registry) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 // message builds the stream message for one op. Every message replaces its subject
 // (rollup) and names the stream it must land in, so a subject captured by some other
 // stream fails instead of being written there.
-func (r *Registry) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg {
+func (r *driver) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg {
 	k := op.Endpoint.Key()
 	m := &nats.Msg{Subject: r.subj.For(k)}
 	if op.Kind == registry.OpUnregister {
@@ -170,7 +160,7 @@ func (r *Registry) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg
 // share one map: nats.go only reads it, and a batch needs a handful of distinct sets.
 // Each removal has its own: it names the subject sequence it replaces.
 type headers struct {
-	r     *Registry
+	r     *driver
 	byTTL map[endpoint.TTL]nats.Header
 }
 

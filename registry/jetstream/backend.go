@@ -20,12 +20,12 @@ func init() {
 		Name:        "jetstream",
 		Description: "NATS JetStream stream used as a KV store (TTLs, delete markers, watch)",
 		Params:      append(connParams(), streamParams()...),
-		Open: func(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
-			r, err := Open(ctx, cfg)
+		Open: func(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
+			d, err := open(ctx, cfg)
 			if err != nil {
 				return nil, err // not a typed nil inside the interface
 			}
-			return r, nil
+			return d, nil
 		},
 		// `switchboard registry init`: create or update the stream.
 		Init: func(ctx context.Context, cfg registry.Config) error {
@@ -37,8 +37,8 @@ func init() {
 		Name:        "nats",
 		Description: "best-effort core NATS publish (no TTL, no rollup, no acks); write-only",
 		Params:      connParams(),
-		Open: func(ctx context.Context, cfg registry.Config) (registry.Registry, error) {
-			p, err := OpenPublisher(ctx, cfg)
+		Open: func(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
+			p, err := openPublisher(cfg)
 			if err != nil {
 				return nil, err
 			}
@@ -89,9 +89,17 @@ func streamParams() []registry.Param {
 	}
 }
 
-// Open opens the jetstream backend from its parameters: it connects (the Registry owns
-// the connection) and checks or creates the stream.
-func Open(ctx context.Context, cfg registry.Config) (*Registry, error) {
+// Open opens the jetstream backend from its parameters: it connects (the registry
+// owns the connection) and checks or creates the stream.
+func Open(ctx context.Context, cfg registry.Config) (*registry.Front, error) {
+	d, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NewFront("jetstream", d), nil
+}
+
+func open(ctx context.Context, cfg registry.Config) (*driver, error) {
 	cfg = withDefaults(cfg, append(connParams(), streamParams()...))
 	o, err := options(cfg)
 	if err != nil {
@@ -101,7 +109,7 @@ func Open(ctx context.Context, cfg registry.Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := New(ctx, nc, o)
+	r, err := newDriver(ctx, nc, o)
 	if err != nil {
 		nc.Close()
 		return nil, err

@@ -187,7 +187,7 @@ func TestPublisher(t *testing.T) {
 	if _, err := p.List(ctx, endpoint.Filter{}); !errors.Is(err, sbjs.ErrWriteOnly) {
 		t.Errorf("List = %v, want ErrWriteOnly", err)
 	}
-	if _, err := p.(registry.Watcher).Watch(ctx, endpoint.Filter{}); !errors.Is(err, registry.ErrNoWatch) {
+	if _, err := p.Watch(ctx, endpoint.Filter{}); !errors.Is(err, registry.ErrNoWatch) {
 		t.Errorf("Watch = %v, want ErrNoWatch", err)
 	}
 	if err := p.Apply(ctx, []registry.Op{registry.Register(endpoint.Endpoint{Service: "x"})}); !errors.Is(err, endpoint.ErrInvalid) {

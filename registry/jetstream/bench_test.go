@@ -34,14 +34,14 @@ func benchEndpoints(n int) []endpoint.Endpoint {
 	return eps
 }
 
-func benchRegistry(b *testing.B, lookup string, n int) *sbjs.Registry {
+func benchRegistry(b *testing.B, lookup string, n int) *registry.Front {
 	b.Helper()
 	r, _, _ := benchStream(b, lookup, n)
 	return r
 }
 
 // benchStream is benchRegistry that also returns the connection and the stream.
-func benchStream(b *testing.B, lookup string, n int) (*sbjs.Registry, *nats.Conn, sbjs.StreamConfig) {
+func benchStream(b *testing.B, lookup string, n int) (*registry.Front, *nats.Conn, sbjs.StreamConfig) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	b.Cleanup(cancel)

@@ -77,7 +77,7 @@ func TestThreeNodeCluster(t *testing.T) {
 // readYourWrites: a filtered lookup right after an acknowledged write sees it, even
 // though a follower that has not applied the write yet may answer its direct get.
 // The entries it writes are gone again when it returns.
-func readYourWrites(t *testing.T, ctx context.Context, r *sbjs.Registry) {
+func readYourWrites(t *testing.T, ctx context.Context, r *registry.Front) {
 	t.Helper()
 	const n = 60
 	var ops []registry.Op

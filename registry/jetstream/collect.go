@@ -23,7 +23,7 @@ type rawMsg struct {
 // as receiving, so full chunks go to workers on the other cores while the reader
 // keeps receiving; a reader that finds the workers busy decodes the chunk itself.
 type collector struct {
-	r     *Registry
+	r     *driver
 	match func(endpoint.Endpoint) bool // nil: every entry read matches
 	own   *decoder                     // the reader's; each worker has its own
 	chunk []rawMsg
@@ -35,7 +35,7 @@ type collector struct {
 	seqs []uint64 // beside out
 }
 
-func newCollector(r *Registry, match func(endpoint.Endpoint) bool) *collector {
+func newCollector(r *driver, match func(endpoint.Endpoint) bool) *collector {
 	return &collector{r: r, match: match, own: r.decoder()}
 }
 

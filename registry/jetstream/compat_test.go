@@ -171,8 +171,8 @@ func TestReadsWhatOthersWrite(t *testing.T) {
 	if got[1].Address != "10.0.0.6" || got[1].TTL != endpoint.TTL(2*time.Second) {
 		t.Errorf("entry with TTL 1.5s read as %+v, want TTL 2s", got[1])
 	}
-	if r.Undecodable() != 1 || !strings.Contains(logs.String(), "level=DEBUG") || !strings.Contains(logs.String(), "10_0_0_7") {
-		t.Errorf("Undecodable() = %d, want 1, logged at debug:\n%s", r.Undecodable(), logs.String())
+	if sbjs.Undecodable(r) != 1 || !strings.Contains(logs.String(), "level=DEBUG") || !strings.Contains(logs.String(), "10_0_0_7") {
+		t.Errorf("Undecodable() = %d, want 1, logged at debug:\n%s", sbjs.Undecodable(r), logs.String())
 	}
 }
 
@@ -245,8 +245,8 @@ func TestIPv6SubjectsKeepColons(t *testing.T) {
 				t.Errorf("%s List(address %s) = %v", rc.name, addr, keys(got))
 			}
 		}
-		if r.Undecodable() != 0 {
-			t.Errorf("%s: %d messages undecodable", rc.name, r.Undecodable())
+		if sbjs.Undecodable(r) != 0 {
+			t.Errorf("%s: %d messages undecodable", rc.name, sbjs.Undecodable(r))
 		}
 		if n := sbjs.Fallbacks(r); n != 0 {
 			t.Errorf("%s: %d lookups fell back from multi_last", rc.name, n)
@@ -366,7 +366,7 @@ func TestContractReads(t *testing.T) {
 	if _, err := sbjs.EnsureStream(ctx, js, cfg); err != nil { // direct get, for every read path
 		t.Fatal(err)
 	}
-	readers := make([]*sbjs.Registry, len(readCases))
+	readers := make([]*registry.Front, len(readCases))
 	for i, rc := range readCases {
 		readers[i] = openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
 	}
@@ -443,14 +443,14 @@ func TestContractReads(t *testing.T) {
 		// one read the same messages, by different paths.
 		for i, r := range readers {
 			for _, filter := range []endpoint.Filter{{}, {Cluster: "prod"}} {
-				before := r.Undecodable()
+				before := sbjs.Undecodable(r)
 				var got []endpoint.Endpoint
 				for _, e := range mustList(t, ctx, r, filter) {
 					if f.want.live != nil && e.Key() == f.want.live.Key() {
 						got = append(got, e)
 					}
 				}
-				bad := r.Undecodable() - before
+				bad := sbjs.Undecodable(r) - before
 				switch {
 				case f.want.live != nil && (len(got) != 1 || !endpoint.Equal(got[0], *f.want.live)):
 					t.Errorf("%s, %s List(%+v): listed %+v, want %+v", f.name, readCases[i].name, filter, got, *f.want.live)

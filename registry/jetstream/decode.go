@@ -68,7 +68,7 @@ type decoder struct {
 	cache *payloadCache
 }
 
-func (r *Registry) decoder() *decoder {
+func (r *driver) decoder() *decoder {
 	return &decoder{subj: r.subj, in: interner{}, cache: &r.cache}
 }
 

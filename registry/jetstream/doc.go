@@ -1,6 +1,5 @@
 // Package jetstream is the registry backend that keeps endpoints in a NATS JetStream
-// stream used as a KV store (spec/registration.md, "A KV store built from a stream"
-// and "Expiry, lookup, and watch"; DESIGN.md, "Registry and registrar").
+// stream used as a KV store (docs/backends.md, "jetstream", explains the design).
 //
 // Each endpoint is one subject, <prefix>.<cluster>.<protocol>.<service>.<address>.<id>,
 // holding its JSON form; the stream keeps one message per subject, so a read is "last
@@ -16,7 +15,8 @@
 // their consistency, the wire format shared with other writers (the compatibility
 // contract), the removal sizing and its cost.
 //
-// Two backends are registered: "jetstream" (this package's Registry) and "nats", the
-// spec's best-effort destination (Publisher): core NATS publishes without TTL or rollup
-// headers and without acks, for fire-and-forget publishers; it cannot be read back.
+// Two backends are registered: "jetstream" (New) and "nats", a best-effort
+// destination (NewPublisher): core NATS publishes without TTL or rollup headers and
+// without acks, for fire-and-forget publishers; it cannot be read back. Both are
+// drivers behind a registry.Front, which holds the rules every backend shares.
 package jetstream

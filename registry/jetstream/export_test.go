@@ -1,15 +1,20 @@
 package jetstream
 
+import "github.com/switchboard-mesh/switchboard/registry"
+
+// drv is the driver behind a registry the package opened.
+func drv(r *registry.Front) *driver { return r.Driver().(*driver) }
+
 // ReadPaths names every way a List can read the stream, for tests that must hold
 // for each.
 var ReadPaths = []string{pathConsumer.String(), pathMultiLast.String(), pathDirectSeq.String()}
 
 // ForceReadPath makes every List of r read by the named path (one of ReadPaths).
 // Call it before r is used.
-func ForceReadPath(r *Registry, name string) {
+func ForceReadPath(r *registry.Front, name string) {
 	for _, p := range []readPath{pathConsumer, pathMultiLast, pathDirectSeq} {
 		if p.String() == name {
-			r.forcePath = p
+			drv(r).forcePath = p
 			return
 		}
 	}
@@ -18,11 +23,15 @@ func ForceReadPath(r *Registry, name string) {
 
 // SetMultiLastMaxBytes caps the bytes one multi_last answer carries, so tests can
 // make the server cut a page short. Call it before r is used.
-func SetMultiLastMaxBytes(r *Registry, n int) { r.multiLastMaxBytes = n }
+func SetMultiLastMaxBytes(r *registry.Front, n int) { drv(r).multiLastMaxBytes = n }
 
 // Fallbacks is how many lookups multi_last could not serve.
-func Fallbacks(r *Registry) uint64 { return r.fallbacks.Load() }
+func Fallbacks(r *registry.Front) uint64 { return drv(r).fallbacks.Load() }
 
 // PretendWritten makes r believe one of its writes was acknowledged at seq, as if a
 // server that had not read that far had answered its lookups.
-func PretendWritten(r *Registry, seq uint64) { r.noteWritten(seq) }
+func PretendWritten(r *registry.Front, seq uint64) { drv(r).noteWritten(seq) }
+
+// Undecodable is the driver's count of messages that were neither an entry nor a
+// removal.
+func Undecodable(r *registry.Front) uint64 { return drv(r).Undecodable() }

@@ -29,7 +29,7 @@ var errGap = errors.New("consumer skipped a delivery")
 // our subscription's interest reaches it. Flow control makes a slow handler throttle the server instead of
 // overflowing the subscription.
 type feed struct {
-	r       *Registry
+	r       *driver
 	cons    jetstream.PushConsumer
 	cc      jetstream.ConsumeContext
 	pending uint64 // messages matching at creation: the snapshot's size
@@ -46,7 +46,7 @@ type feedHandler func(subject string, seq uint64, h nats.Header, data []byte, pe
 
 // openFeed creates the consumer for the subjects matching any of filters. A
 // headers-only feed delivers no payloads.
-func (r *Registry) openFeed(ctx context.Context, filters []string, headersOnly bool) (*feed, error) {
+func (r *driver) openFeed(ctx context.Context, filters []string, headersOnly bool) (*feed, error) {
 	cfg := jetstream.ConsumerConfig{
 		HeadersOnly:       headersOnly,
 		DeliverSubject:    r.nc.NewInbox(),
@@ -156,18 +156,8 @@ func (f *feed) stop(ctx context.Context) {
 		}
 	}
 	// The deletion is a round trip to the server that the reader does not need
-	// to wait for: nothing is delivered once Stop returns. Close waits for it.
-	r := f.r
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		del()
-		return
-	}
-	r.bg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.bg.Done()
-		del()
-	}()
+	// to wait for: nothing is delivered once Stop returns. Close waits for it; it
+	// is counted before the call or watch that stops the feed returns, so before
+	// Close can begin to wait.
+	f.r.bg.Go(del)
 }

@@ -77,7 +77,7 @@ func freshStream() sbjs.StreamConfig {
 	return sbjs.StreamConfig{Name: fmt.Sprintf("T%d", n), Prefix: fmt.Sprintf("t%d.reg", n), MarkerTTL: time.Second}
 }
 
-func openRegistry(t *testing.T, nc *nats.Conn, o sbjs.Options) *sbjs.Registry {
+func openRegistry(t *testing.T, nc *nats.Conn, o sbjs.Options) *registry.Front {
 	t.Helper()
 	if o.Stream.Name == "" {
 		o.Stream = freshStream()
@@ -218,7 +218,7 @@ var readCases = []readCase{
 }
 
 // openReader opens a registry that reads as rc says.
-func openReader(t *testing.T, nc *nats.Conn, o sbjs.Options, rc readCase) *sbjs.Registry {
+func openReader(t *testing.T, nc *nats.Conn, o sbjs.Options, rc readCase) *registry.Front {
 	t.Helper()
 	o.Lookup = rc.lookup
 	r := openRegistry(t, nc, o)

@@ -32,13 +32,7 @@ type visitFunc func(subject string, seq uint64, h nats.Header, data []byte)
 // where the stream allows direct get, everything else — a full lookup, more matching
 // subjects than one multi_last may return, a stream without direct get — through a
 // consumer, or with LookupDirect by paging with direct get.
-func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
-	}
-	if err := r.checkOpen(); err != nil {
-		return nil, err
-	}
+func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	out, err := r.list(ctx, f, r.pathFor(f))
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("list %s: %w", r.cfg.Name, err))
@@ -70,11 +64,11 @@ func (p readPath) String() string {
 // pathFor picks the read for a filter. A full lookup matches every subject, so it
 // never fits in one multi_last (multiLastMax) in a registry worth the name, and the
 // consumer is the faster read for it.
-func (r *Registry) pathFor(f endpoint.Filter) readPath {
+func (r *driver) pathFor(f endpoint.Filter) readPath {
 	if r.forcePath != 0 {
 		return r.forcePath
 	}
-	filtered := f.Normalize() != endpoint.Filter{}
+	filtered := f != endpoint.Filter{}
 	switch {
 	case filtered && r.allowDirect.Load():
 		return pathMultiLast
@@ -85,14 +79,14 @@ func (r *Registry) pathFor(f endpoint.Filter) readPath {
 }
 
 // fallback is the read that serves a lookup multi_last could not.
-func (r *Registry) fallback() readPath {
+func (r *driver) fallback() readPath {
 	if r.lookup == LookupDirect {
 		return pathDirectSeq
 	}
 	return pathConsumer
 }
 
-func (r *Registry) list(ctx context.Context, f endpoint.Filter, path readPath) ([]endpoint.Endpoint, error) {
+func (r *driver) list(ctx context.Context, f endpoint.Filter, path readPath) ([]endpoint.Endpoint, error) {
 	filters := r.subj.Filters(f)
 	switch path {
 	case pathMultiLast:
@@ -133,12 +127,12 @@ func (r *Registry) list(ctx context.Context, f endpoint.Filter, path readPath) (
 
 // readConsumer delivers the last message of every subject matching filters through
 // a feed, stopping once nothing is pending.
-func (r *Registry) readConsumer(ctx context.Context, filters []string, visit visitFunc) error {
+func (r *driver) readConsumer(ctx context.Context, filters []string, visit visitFunc) error {
 	return r.readFeed(ctx, filters, false, visit)
 }
 
 // readFeed is readConsumer, optionally without payloads.
-func (r *Registry) readFeed(ctx context.Context, filters []string, headersOnly bool, visit visitFunc) error {
+func (r *driver) readFeed(ctx context.Context, filters []string, headersOnly bool, visit visitFunc) error {
 	f, err := r.openFeed(ctx, filters, headersOnly)
 	if err != nil {
 		return err
@@ -188,7 +182,7 @@ func (r *Registry) readFeed(ctx context.Context, filters []string, headersOnly b
 // subjectsHeld reads which subjects matching filters hold a message (live or not),
 // without payloads, and the stream's last sequence before the read began: every
 // message up to it that is missing from the subjects was gone when the read began.
-func (r *Registry) subjectsHeld(ctx context.Context, filters []string) (uint64, map[string]struct{}, error) {
+func (r *driver) subjectsHeld(ctx context.Context, filters []string) (uint64, map[string]struct{}, error) {
 	s, err := r.js.Stream(ctx, r.cfg.Name)
 	if err != nil {
 		return 0, nil, err
@@ -211,7 +205,7 @@ type directGetRequest struct {
 // readDirect pages through the messages matching filter with batched direct get by
 // sequence. Each page ends with an EOB status saying how many messages remain and the
 // last sequence sent.
-func (r *Registry) readDirect(ctx context.Context, filter string, visit visitFunc) error {
+func (r *driver) readDirect(ctx context.Context, filter string, visit visitFunc) error {
 	inbox := r.nc.NewRespInbox()
 	sub, err := r.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -277,9 +271,9 @@ func readDirectPage(ctx context.Context, sub *nats.Subscription, visit visitFunc
 // probe is skipped: it would cost the lookup a third of its time. There only a
 // mirror with mirror_direct could answer instead, and mirrors join the direct-get
 // group only once caught up; as a cheap guard the answer must still cover the
-// writes this Registry had acknowledged. The replica count is re-read at least every
-// replicasRecheck, so a stream scaled up under an open Registry is probed soon after.
-func (r *Registry) readConsistent(ctx context.Context, filters []string) ([]rawMsg, error) {
+// writes this driver had acknowledged. The replica count is re-read at least every
+// replicasRecheck, so a stream scaled up under an open driver is probed soon after.
+func (r *driver) readConsistent(ctx context.Context, filters []string) ([]rawMsg, error) {
 	if r.lookup == LookupDirect {
 		msgs, _, err := r.readMultiLast(ctx, filters)
 		return msgs, err

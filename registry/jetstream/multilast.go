@@ -35,7 +35,7 @@ const multiLastPageTimeout = 10 * time.Second
 var errFallBack = errors.New("multi_last direct get unusable")
 
 // errNoDirect: no server answers direct gets for the stream (503), which happens
-// when direct get is turned off after the Registry opened the stream.
+// when direct get is turned off after the driver opened the stream.
 var errNoDirect = errors.New("no server answers direct get")
 
 // multiLastRequest is the body of a batched last-per-subject direct get.
@@ -55,7 +55,7 @@ type multiLastRequest struct {
 // has to fall back leaves nothing half-collected. Errors wrapping errFallBack mean
 // another read path may still serve the lookup; other errors (a dead connection, the
 // context) end it.
-func (r *Registry) readMultiLast(ctx context.Context, filters []string) ([]rawMsg, uint64, error) {
+func (r *driver) readMultiLast(ctx context.Context, filters []string) ([]rawMsg, uint64, error) {
 	inbox := r.nc.NewRespInbox()
 	sub, err := r.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -154,7 +154,7 @@ type streamState struct {
 
 // leaderState asks the stream leader (the stream info API, which only the leader
 // answers) for the stream's last sequence and replica count.
-func (r *Registry) leaderState(ctx context.Context) (streamState, error) {
+func (r *driver) leaderState(ctx context.Context) (streamState, error) {
 	ctx, cancel := context.WithTimeout(ctx, multiLastPageTimeout)
 	defer cancel()
 	reply, err := r.nc.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.INFO."+r.cfg.Name, nil)

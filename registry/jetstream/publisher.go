@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,7 +17,7 @@ import (
 // to read back.
 var ErrWriteOnly = errors.New("the nats registry backend is write-only (fire-and-forget publish); read with the jetstream backend")
 
-// Publisher is the spec's best-effort `nats` destination. Registrations are plain
+// Publisher is the best-effort `nats` destination's driver. Registrations are plain
 // core-NATS publishes of the endpoint JSON to the entry's subject, with no headers: no
 // TTL, no rollup, no expected stream, no ack. A stream capturing the subjects stores
 // them (and its MaxAge then expires them); without one they reach only live
@@ -26,23 +25,26 @@ var ErrWriteOnly = errors.New("the nats registry backend is write-only (fire-and
 // reader needs to tell them from an entry.
 //
 // Apply returns once the server has received the batch (a flush), which is all core
-// NATS can confirm. List fails with ErrWriteOnly; Watch with registry.ErrNoWatch.
+// NATS can confirm. List fails with ErrWriteOnly; it has no Watch, so the Front's
+// fails with registry.ErrNoWatch.
 type Publisher struct {
 	nc      *nats.Conn
 	ownConn bool
 	subj    Subjects
-
-	mu     sync.Mutex
-	closed bool
 }
 
-var (
-	_ registry.Registry = (*Publisher)(nil)
-	_ registry.Watcher  = (*Publisher)(nil)
-)
+var _ registry.Driver = (*Publisher)(nil)
 
-// NewPublisher returns a Publisher over nc, which stays the caller's.
-func NewPublisher(nc *nats.Conn, prefix string) (*Publisher, error) {
+// NewPublisher returns the nats backend over nc, which stays the caller's.
+func NewPublisher(nc *nats.Conn, prefix string) (*registry.Front, error) {
+	p, err := newPublisher(nc, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NewFront("nats", p), nil
+}
+
+func newPublisher(nc *nats.Conn, prefix string) (*Publisher, error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
@@ -53,15 +55,15 @@ func NewPublisher(nc *nats.Conn, prefix string) (*Publisher, error) {
 	return &Publisher{nc: nc, subj: subj}, nil
 }
 
-// OpenPublisher opens the nats backend from its parameters; the Publisher owns the
+// openPublisher opens the nats backend from its parameters; the Publisher owns the
 // connection.
-func OpenPublisher(_ context.Context, cfg registry.Config) (*Publisher, error) {
+func openPublisher(cfg registry.Config) (*Publisher, error) {
 	cfg = withDefaults(cfg, connParams())
 	nc, err := Connect(cfg)
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewPublisher(nc, cfg.String(ParamPrefix))
+	p, err := newPublisher(nc, cfg.String(ParamPrefix))
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -70,16 +72,9 @@ func OpenPublisher(_ context.Context, cfg registry.Config) (*Publisher, error) {
 	return p, nil
 }
 
-// Apply validates and publishes the batch, then flushes. Core NATS cannot say which
-// messages arrived, so a failure names every op of the batch.
+// Apply publishes the batch, then flushes. Core NATS cannot say which messages
+// arrived, so a failure names every op of the batch.
 func (p *Publisher) Apply(ctx context.Context, ops []registry.Op) error {
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	if err := p.checkOpen(); err != nil {
-		return err
-	}
-	ops = registry.Coalesce(ops)
 	err := p.publish(ctx, ops)
 	if err == nil {
 		return nil
@@ -120,37 +115,11 @@ func (p *Publisher) publish(ctx context.Context, ops []registry.Op) error {
 
 // List fails: see ErrWriteOnly.
 func (p *Publisher) List(context.Context, endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if err := p.checkOpen(); err != nil {
-		return nil, err
-	}
 	return nil, ErrWriteOnly
 }
 
-// Watch fails with registry.ErrNoWatch: nothing is stored to watch.
-func (p *Publisher) Watch(context.Context, endpoint.Filter) (<-chan registry.Event, error) {
-	if err := p.checkOpen(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: %w", registry.ErrNoWatch, ErrWriteOnly)
-}
-
-func (p *Publisher) checkOpen() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return registry.ErrClosed
-	}
-	return nil
-}
-
-// Close closes the connection if the Publisher opened it. It is idempotent.
+// Close closes the connection if the Publisher opened it.
 func (p *Publisher) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	p.closed = true
 	if p.ownConn {
 		p.nc.Close()
 	}

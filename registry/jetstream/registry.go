@@ -40,7 +40,7 @@ const (
 // DefaultWatchRescan is how often a watch looks for entries removed without a marker.
 const DefaultWatchRescan = time.Minute
 
-// Options configure a Registry.
+// Options configure New.
 type Options struct {
 	Stream StreamConfig
 	// CreateStream creates the stream from Stream when it does not exist. An existing
@@ -56,13 +56,13 @@ type Options struct {
 	// Logger receives warnings about undecodable messages and watch resyncs.
 	Logger *slog.Logger
 	// Undecodable, when set, counts messages that could not be read as entries, in
-	// addition to Registry.Undecodable.
+	// addition to the driver's Undecodable.
 	Undecodable prometheus.Counter
 }
 
-// Registry is the JetStream backend: registry.Registry and registry.Watcher over a
-// stream used as a KV store. It is safe for concurrent use.
-type Registry struct {
+// driver is the JetStream backend's driver, used through a registry.Front: a stream
+// used as a KV store, with a change feed. It is safe for concurrent use.
+type driver struct {
 	nc      *nats.Conn
 	ownConn bool
 	js      jetstream.JetStream
@@ -77,7 +77,7 @@ type Registry struct {
 	// allowDirect: the stream allowed direct get when opened, so filtered lookups
 	// use multi_last. Cleared when a server says otherwise.
 	allowDirect atomic.Bool
-	// written is the highest stream sequence this Registry's writes were
+	// written is the highest stream sequence this driver's writes were
 	// acknowledged with: what a filtered lookup's answer must cover on an R1 stream.
 	written atomic.Uint64
 	// fallbacks counts filtered lookups multi_last could not serve.
@@ -86,25 +86,27 @@ type Registry struct {
 	forcePath         readPath
 	multiLastMaxBytes int
 
-	mu     sync.Mutex
-	closed bool
+	mu sync.Mutex
 	// replicas is the stream's replica count as read at replicasAt (readConsistent).
 	replicas   int
 	replicasAt time.Time
-	router     *ackRouter // Apply's acks; set on first use
-	watches    map[*watch]context.CancelFunc
-	wg         sync.WaitGroup
-	bg         sync.WaitGroup // consumer deletions (feed.stop); added to only while open
+	router     *ackRouter     // Apply's acks; set on first use
+	bg         sync.WaitGroup // consumer deletions (feed.stop), started by calls before Close
 }
 
-var (
-	_ registry.Registry = (*Registry)(nil)
-	_ registry.Watcher  = (*Registry)(nil)
-)
+var _ registry.WatchDriver = (*driver)(nil)
 
-// New returns a Registry over nc, which stays the caller's: Close does not close it.
+// New returns a registry over nc, which stays the caller's: Close does not close it.
 // It checks the stream (creating it if asked) before returning.
-func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
+func New(ctx context.Context, nc *nats.Conn, o Options) (*registry.Front, error) {
+	d, err := newDriver(ctx, nc, o)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NewFront("jetstream", d), nil
+}
+
+func newDriver(ctx context.Context, nc *nats.Conn, o Options) (*driver, error) {
 	cfg := o.Stream.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -136,24 +138,24 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Registry, error) {
 	case rescan < 0:
 		rescan = 0
 	}
-	r := &Registry{
+	r := &driver{
 		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup, rescan: rescan,
 		log: log.With("stream", cfg.Name), metric: o.Undecodable,
-		watches:  map[*watch]context.CancelFunc{},
 		replicas: got.Replicas, replicasAt: time.Now(),
 	}
 	r.allowDirect.Store(got.AllowDirect)
 	return r, nil
 }
 
-// Undecodable is how many messages this Registry has read that were neither an entry
-// nor a removal. Each was also logged.
-func (r *Registry) Undecodable() uint64 { return r.bad.Load() }
+// Undecodable is how many messages this registry has read that were neither an entry
+// nor a removal. Each was also logged. Reach it through the Front's Driver, as an
+// interface{ Undecodable() uint64 }; Options.Undecodable counts them as a metric.
+func (r *driver) Undecodable() uint64 { return r.bad.Load() }
 
 // noteBad counts and logs a message that could not be read as an entry. The log is
 // at debug: another writer's unusable entries are met on every read, and the count
 // (Undecodable, the metric) is what tells an operator about them.
-func (r *Registry) noteBad(d decoded) {
+func (r *driver) noteBad(d decoded) {
 	r.bad.Add(1)
 	if r.metric != nil {
 		r.metric.Inc()
@@ -161,30 +163,11 @@ func (r *Registry) noteBad(d decoded) {
 	r.log.Debug("skipping undecodable registration message", "subject", d.subject, "error", d.err)
 }
 
-func (r *Registry) checkOpen() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return registry.ErrClosed
-	}
-	return nil
-}
-
-// Close ends every watch and, when the Registry opened its own connection, closes it.
-// It is idempotent.
-func (r *Registry) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	for _, cancel := range r.watches {
-		cancel()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-	r.bg.Wait() // no Add after closed is set
+// Close releases what Apply and the reads left: the ack subscription, the async
+// publisher, consumer deletions still under way; and the connection, when the
+// registry opened it. The Front has ended every call and watch before.
+func (r *driver) Close() error {
+	r.bg.Wait()
 	r.mu.Lock()
 	router := r.router
 	r.mu.Unlock()
@@ -216,8 +199,8 @@ func unavailable(err error) error {
 	return err
 }
 
-// noteWritten records that a write of this Registry was acknowledged at seq.
-func (r *Registry) noteWritten(seq uint64) {
+// noteWritten records that a write of this driver was acknowledged at seq.
+func (r *driver) noteWritten(seq uint64) {
 	for {
 		cur := r.written.Load()
 		if seq <= cur || r.written.CompareAndSwap(cur, seq) {

@@ -101,7 +101,7 @@ const maxSizingRequests = 32
 
 // planRemovals reads the current message of every unregistered subject of ops and
 // sizes its removal; plans[i] is set for the unregister ops only.
-func (r *Registry) planRemovals(ctx context.Context, ops []registry.Op) []*removalPlan {
+func (r *driver) planRemovals(ctx context.Context, ops []registry.Op) []*removalPlan {
 	plans := make([]*removalPlan, len(ops))
 	sem := make(chan struct{}, maxSizingRequests)
 	var wg sync.WaitGroup
@@ -121,7 +121,7 @@ func (r *Registry) planRemovals(ctx context.Context, ops []registry.Op) []*remov
 	return plans
 }
 
-func (r *Registry) planRemoval(ctx context.Context, subject string) removalPlan {
+func (r *driver) planRemoval(ctx context.Context, subject string) removalPlan {
 	marker := lifetime{ttl: r.cfg.MarkerTTL}
 	m, err := r.lastMsg(ctx, subject)
 	switch {
@@ -145,7 +145,7 @@ type storedMsg struct {
 // lastMsg reads subject's last message from the stream leader. It asks the stream API
 // rather than direct get, so it needs no AllowDirect and never reads a replica that
 // trails the leader.
-func (r *Registry) lastMsg(ctx context.Context, subject string) (storedMsg, error) {
+func (r *driver) lastMsg(ctx context.Context, subject string) (storedMsg, error) {
 	req, _ := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{subject})

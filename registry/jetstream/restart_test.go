@@ -105,8 +105,8 @@ func TestUndecodableCountedAndLogged(t *testing.T) {
 	if len(got) != 1 || got[0].Key() != good.Key() {
 		t.Fatalf("List = %v, want only %s", got, good.Key())
 	}
-	if r.Undecodable() != 2 || counterValue(t, counter) != 2 {
-		t.Fatalf("after List: Undecodable() = %d, counter = %v; want 2 and 2", r.Undecodable(), counterValue(t, counter))
+	if sbjs.Undecodable(r) != 2 || counterValue(t, counter) != 2 {
+		t.Fatalf("after List: Undecodable() = %d, counter = %v; want 2 and 2", sbjs.Undecodable(r), counterValue(t, counter))
 	}
 	for _, s := range []string{garbageSubj, straySubj, "undecodable"} {
 		if !strings.Contains(logs.String(), s) {
@@ -119,8 +119,8 @@ func TestUndecodableCountedAndLogged(t *testing.T) {
 	}
 	expectEvent(t, ch, 5*time.Second, registry.Added, good.Key())
 	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
-	if r.Undecodable() != 4 {
-		t.Fatalf("after the watch's initial state Undecodable() = %d, want 4", r.Undecodable())
+	if sbjs.Undecodable(r) != 4 {
+		t.Fatalf("after the watch's initial state Undecodable() = %d, want 4", sbjs.Undecodable(r))
 	}
 	// A payload already read (and remembered) as good's is still refused on another
 	// entry's subject: by the open watch (5) and by List, which also meets the
@@ -132,7 +132,7 @@ func TestUndecodableCountedAndLogged(t *testing.T) {
 	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 1 || got[0].Key() != good.Key() {
 		t.Fatalf("with good's payload on a foreign subject List = %v, want only good", got)
 	}
-	eventually(t, 5*time.Second, "watch and List count the misplaced payload", func() bool { return r.Undecodable() == 7 })
+	eventually(t, 5*time.Second, "watch and List count the misplaced payload", func() bool { return sbjs.Undecodable(r) == 7 })
 	// Garbage replacing a live entry takes it away, for List and watchers alike.
 	if _, err := js.Publish(ctx, subj.For(good.Key()), []byte("{")); err != nil {
 		t.Fatal(err)

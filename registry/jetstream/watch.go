@@ -36,13 +36,7 @@ var errReconnected = errors.New("connection re-established")
 // reconnect, missed heartbeats — the next one re-reads the state the same way, so
 // the watcher gets only the differences and never misses a removal whose marker
 // expired while it was away.
-func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
-	}
-	if err := r.checkOpen(); err != nil {
-		return nil, err
-	}
+func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	w := &watch{r: r, filters: r.subj.Filters(f), out: make(chan registry.Event, 1024),
 		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder()}
 	// The first feed is opened here so an unreachable stream fails the call; later
@@ -51,23 +45,12 @@ func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registr
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("watch %s: %w", r.cfg.Name, err))
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		cancel()
-		fd.stop(ctx)
-		return nil, registry.ErrClosed
-	}
-	r.watches[w] = cancel
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go w.run(ctx, cancel, fd)
+	go w.run(ctx, fd)
 	return w.out, nil
 }
 
 type watch struct {
-	r       *Registry
+	r       *driver
 	filters []string
 	out     chan registry.Event
 	// known holds the live entries read, by subject, and byKey their subjects by
@@ -86,15 +69,8 @@ type watchEntry struct {
 	seq uint64
 }
 
-func (w *watch) run(ctx context.Context, cancel context.CancelFunc, fd *feed) {
-	defer w.r.wg.Done()
+func (w *watch) run(ctx context.Context, fd *feed) {
 	defer close(w.out)
-	defer func() {
-		cancel()
-		w.r.mu.Lock()
-		delete(w.r.watches, w)
-		w.r.mu.Unlock()
-	}()
 	// Full jitter keeps many watchers from resyncing in lockstep.
 	retry := backoff.Backoff{Min: minBackoff, Max: maxBackoff}
 	for {

@@ -17,16 +17,16 @@ func init() {
 	registry.RegisterBackend(registry.Backend{
 		Name:        "memory",
 		Description: "in-process store (the embedded default); state is lost when the process exits",
-		Open: func(context.Context, registry.Config) (registry.Registry, error) {
-			return New(), nil
+		Open: func(context.Context, registry.Config) (registry.Driver, error) {
+			return newStore(), nil
 		},
 	})
 }
 
-// Registry is the in-memory backend. It is safe for concurrent use.
-type Registry struct {
+// store is the in-memory driver. The registry.Front it is used through validates,
+// admits and counts the calls; store only keeps the endpoints.
+type store struct {
 	mu        sync.RWMutex
-	closed    bool
 	entries   map[endpoint.Key]*entry
 	byService map[string]map[endpoint.Key]*entry
 	expiries  expiryHeap
@@ -34,7 +34,7 @@ type Registry struct {
 
 	wake chan struct{} // tells the expiry loop that the earliest deadline moved
 	done chan struct{}
-	wg   sync.WaitGroup
+	wg   sync.WaitGroup // the expiry loop and the watchers' queues
 	now  func() time.Time
 }
 
@@ -44,13 +44,15 @@ type entry struct {
 }
 
 var (
-	_ registry.Registry = (*Registry)(nil)
-	_ registry.Watcher  = (*Registry)(nil)
+	_ registry.WatchDriver  = (*store)(nil)
+	_ registry.CachedLister = (*store)(nil)
 )
 
 // New returns an empty registry whose expiry loop runs until Close.
-func New() *Registry {
-	r := &Registry{
+func New() *registry.Front { return registry.NewFront("memory", newStore()) }
+
+func newStore() *store {
+	r := &store{
 		entries:   map[endpoint.Key]*entry{},
 		byService: map[string]map[endpoint.Key]*entry{},
 		watchers:  map[*watcher]struct{}{},
@@ -63,21 +65,10 @@ func New() *Registry {
 	return r
 }
 
-// Apply validates and applies a batch atomically: readers and watchers see all of it
-// or none of it, and a key written twice counts once (last op wins).
-func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
-	if err := registry.Validate(ops); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ops = registry.Coalesce(ops)
+// Apply applies a batch atomically: readers and watchers see all of it or none of it.
+func (r *store) Apply(_ context.Context, ops []registry.Op) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return registry.ErrClosed
-	}
 	now := r.now()
 	for _, op := range ops {
 		if op.Kind == registry.OpRegister {
@@ -89,7 +80,7 @@ func (r *Registry) Apply(ctx context.Context, ops []registry.Op) error {
 	return nil
 }
 
-func (r *Registry) put(ep endpoint.Endpoint, now time.Time) {
+func (r *store) put(ep endpoint.Endpoint, now time.Time) {
 	k := ep.Key()
 	var expires time.Time
 	if d := ep.TTL.Duration(); d > 0 {
@@ -106,6 +97,11 @@ func (r *Registry) put(ep endpoint.Endpoint, now time.Time) {
 		}
 		return
 	}
+	if ok {
+		// Expired, and not yet reaped by the loop: it is gone all the same, so
+		// watchers hear of its removal before the new entry.
+		r.remove(k)
+	}
 	e := &entry{ep: ep, expires: expires}
 	r.entries[k] = e
 	svc := r.byService[k.Service]
@@ -119,7 +115,7 @@ func (r *Registry) put(ep endpoint.Endpoint, now time.Time) {
 
 // remove deletes k and tells watchers. An entry past its deadline already counts as
 // gone for List, but its removal event is still owed to watchers, who saw it added.
-func (r *Registry) remove(k endpoint.Key) {
+func (r *store) remove(k endpoint.Key) {
 	e, ok := r.entries[k]
 	if !ok {
 		return
@@ -139,16 +135,15 @@ func (e *entry) expired(now time.Time) bool {
 }
 
 // List returns the matching live endpoints, sorted.
-func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	f = f.Normalize()
+func (r *store) List(_ context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	eps, _ := r.ListCached(f)
+	return eps, nil
+}
+
+// ListCached is List: everything is at hand.
+func (r *store) ListCached(f endpoint.Filter) ([]endpoint.Endpoint, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.closed {
-		return nil, registry.ErrClosed
-	}
 	candidates := r.entries
 	if f.Service != "" {
 		candidates = r.byService[f.Service]
@@ -161,29 +156,18 @@ func (r *Registry) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endp
 		}
 	}
 	endpoint.Sort(out)
-	return out, nil
+	return out, true
 }
 
-// Close stops the expiry loop and ends every watch. It is idempotent.
-func (r *Registry) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
+// Close stops the expiry loop. The Front has ended every watch before.
+func (r *store) Close() error {
 	close(r.done)
-	for w := range r.watchers {
-		w.Stop()
-	}
-	r.watchers = nil
-	r.mu.Unlock()
 	r.wg.Wait()
 	return nil
 }
 
 // poke wakes the expiry loop without blocking; one pending wake-up is enough.
-func (r *Registry) poke() {
+func (r *store) poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -192,7 +176,7 @@ func (r *Registry) poke() {
 
 // expireLoop removes entries when their deadline passes, so watchers hear about
 // expiries even when nobody calls List.
-func (r *Registry) expireLoop() {
+func (r *store) expireLoop() {
 	defer r.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -217,7 +201,7 @@ func (r *Registry) expireLoop() {
 // expireDue removes every entry whose deadline has passed and returns the next
 // deadline (zero if none). Heap items can be stale — the entry was refreshed or
 // removed since — and are skipped by comparing deadlines.
-func (r *Registry) expireDue(now time.Time) time.Time {
+func (r *store) expireDue(now time.Time) time.Time {
 	for len(r.expiries) > 0 {
 		x := r.expiries[0]
 		if now.Before(x.at) {

@@ -12,14 +12,9 @@ import (
 // watcher has its own queue (internal/feed), so a slow reader never blocks writers or
 // other watchers; one far behind gets each endpoint's net change instead of every
 // step, so the queue stays bounded by the endpoints and the reader still converges.
-func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	f = f.Normalize()
+func (r *store) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	w := &watcher{filter: f, Queue: feed.New()}
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, registry.ErrClosed
-	}
 	// The initial state is queued under the same lock as later changes, so nothing
 	// falls between the snapshot and the feed.
 	now := r.now()
@@ -35,9 +30,9 @@ func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registr
 	}
 	w.Push(registry.Event{Type: registry.Synced})
 	r.watchers[w] = struct{}{}
+	r.wg.Add(1) // under the lock, with the watcher: Close waits for what it can see
 	r.mu.Unlock()
 
-	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		w.Run(ctx)
@@ -49,7 +44,7 @@ func (r *Registry) Watch(ctx context.Context, f endpoint.Filter) (<-chan registr
 }
 
 // notify queues ev for every watcher whose filter matches. Callers hold r.mu.
-func (r *Registry) notify(ev registry.Event) {
+func (r *store) notify(ev registry.Event) {
 	for w := range r.watchers {
 		if w.filter.Match(ev.Endpoint) {
 			w.Push(registry.Event{Type: ev.Type, Endpoint: ev.Endpoint.Clone()})

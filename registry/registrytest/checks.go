@@ -29,6 +29,11 @@ var checks = []check{
 	{"WatchChangesInOrder", checkWatchChanges},
 	{"WatchExpiry", checkWatchExpiry},
 	{"CloseIdempotent", checkClose},
+	{"InvalidFilterRejected", checkInvalidFilter},
+	{"WatchAfterClose", checkWatchAfterClose},
+	{"WatchContextCancel", checkWatchContextCancel},
+	{"CloseWaitsForCalls", checkCloseWaitsForCalls},
+	{"ReregisterExpired", checkReregisterExpired},
 }
 
 func checkRegisterList(ctx context.Context, h *harness) error {

@@ -55,6 +55,11 @@ func fmtKeys(ks []string) string { return "[" + strings.Join(ks, " ") + "]" }
 
 // eventually polls cond until it reports true, fails, or wait runs out.
 func eventually(ctx context.Context, wait time.Duration, what string, cond func() (bool, error)) error {
+	return eventuallyEvery(ctx, wait, 50*time.Millisecond, what, cond)
+}
+
+// eventuallyEvery is eventually polling every interval.
+func eventuallyEvery(ctx context.Context, wait, interval time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	for {
 		ok, err := cond()
@@ -70,7 +75,7 @@ func eventually(ctx context.Context, wait time.Duration, what string, cond func(
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

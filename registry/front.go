@@ -1,0 +1,219 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// Driver is the storage half of a registry: what a backend implements. A backend is
+// used through a Front, as a database/sql driver is through *sql.DB; the Front holds
+// the rules every backend shares, so a Driver may rely on them:
+//
+//   - Apply gets a batch that is validated (Validate) and netted out (Coalesce), never
+//     an empty one; List and Watch get a filter that is validated and normalised.
+//   - The context of every call also ends when the registry closes; the Front turns
+//     what that cuts short into ErrClosed, and a call its caller gave up on into the
+//     caller's context error.
+//   - Close is called once, after every call and watch it was handed has returned
+//     (a watch has returned when its channel is closed).
+//
+// What is left to a Driver is the storage itself: writing a batch, reading it back
+// sorted without expired entries, releasing its resources.
+type Driver interface {
+	Apply(ctx context.Context, ops []Op) error
+	List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error)
+	Close() error
+}
+
+// WatchDriver is implemented by drivers with a change feed. Watch sends what the
+// Watcher contract says; the Front keeps what reaches the caller consistent (see
+// Front.Watch). The channel must be closed once ctx ends.
+type WatchDriver interface {
+	Watch(ctx context.Context, f endpoint.Filter) (<-chan Event, error)
+}
+
+// CachedLister is implemented by drivers that can answer some lists at once from
+// memory (the memory backend always, the registrar client from its cache). The Front
+// asks it first, without the context it would tie to Close for a call that may block:
+// that costs allocations a cached read must not.
+type CachedLister interface {
+	// ListCached returns the matching endpoints, or false if the answer is not at
+	// hand and List must be called.
+	ListCached(f endpoint.Filter) ([]endpoint.Endpoint, bool)
+}
+
+// Front is a registry as callers use it: one Driver behind the rules of the registry
+// contract. Open returns one, and so does every backend's constructor. It validates
+// input once, refuses calls after Close, ends and waits for calls in flight on
+// Close, maps cancellation, keeps every watch consistent, and counts every call
+// (Collect). It is safe for concurrent use.
+type Front struct {
+	name string
+	d    Driver
+	wd   WatchDriver  // nil: no change feed
+	cl   CachedLister // nil: every List goes to the driver
+	m    *metrics
+
+	// root ends when Close begins; every call's context is tied to it.
+	root context.Context
+	stop context.CancelCauseFunc
+
+	mu     sync.RWMutex // guards closed against calls being admitted
+	closed bool
+	calls  sync.WaitGroup // admitted calls and running watches
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ Registry = (*Front)(nil)
+	_ Watcher  = (*Front)(nil)
+)
+
+// NewFront puts d behind the shared rules; name (the backend's) labels its metrics.
+// Backends call it from their constructors; Open calls it for a backend opened by
+// name.
+func NewFront(name string, d Driver) *Front {
+	if f, ok := d.(*Front); ok {
+		return f
+	}
+	f := &Front{name: name, d: d, m: newMetrics(name, d)}
+	f.wd, _ = d.(WatchDriver)
+	f.cl, _ = d.(CachedLister)
+	f.root, f.stop = context.WithCancelCause(context.Background())
+	return f
+}
+
+// Name is the backend's name.
+func (f *Front) Name() string { return f.name }
+
+// Driver returns the backend behind the front, for what only that backend offers (as
+// database/sql's Conn.Raw does). Calls made on it directly skip the shared rules.
+func (f *Front) Driver() Driver { return f.d }
+
+// CanWatch reports whether the backend has a change feed.
+func (f *Front) CanWatch() bool { return f.wd != nil }
+
+// enter admits one call, or fails with ErrClosed. An admitted call must end with
+// leave (a watch: with f.calls.Done once it has returned).
+func (f *Front) enter() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return ErrClosed
+	}
+	// Counted under the lock that Close takes to set closed, so that Close never
+	// starts waiting before a call it will wait for is counted.
+	f.calls.Add(1)
+	return nil
+}
+
+// leave counts a call that began at start, and ends it: Close may return from here
+// on, so nothing of the call may follow.
+func (f *Front) leave(op int, start time.Time, err *error) {
+	f.m.observe(op, start, err)
+	f.calls.Done()
+}
+
+// bind returns a context that also ends when Close begins, with ErrClosed as its
+// cause.
+func (f *Front) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(f.root, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// result maps a driver's error: a call Close cut short fails with ErrClosed, one whose
+// caller gave up matches the caller's context error; either keeps the driver's words.
+func (f *Front) result(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case f.root.Err() != nil && !errors.Is(err, ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
+}
+
+// Apply validates the whole batch, nets it out and hands it to the backend.
+func (f *Front) Apply(ctx context.Context, ops []Op) (err error) {
+	start := time.Now()
+	if err := f.enter(); err != nil {
+		f.m.observe(opApply, start, &err)
+		return err
+	}
+	defer f.leave(opApply, start, &err)
+	if err := Validate(ops); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	cctx, cancel := f.bind(ctx)
+	defer cancel()
+	return f.result(ctx, f.d.Apply(cctx, Coalesce(ops)))
+}
+
+// List validates the filter (a filter that could never match is a typo, reported as
+// endpoint.ErrInvalid rather than answered with nothing) and reads.
+func (f *Front) List(ctx context.Context, filter endpoint.Filter) (eps []endpoint.Endpoint, err error) {
+	start := time.Now()
+	if err := f.enter(); err != nil {
+		f.m.observe(opList, start, &err)
+		return nil, err
+	}
+	defer f.leave(opList, start, &err)
+	if err := filter.Validate(); err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	filter = filter.Normalize()
+	if f.cl != nil {
+		if eps, ok := f.cl.ListCached(filter); ok {
+			return eps, nil
+		}
+	}
+	cctx, cancel := f.bind(ctx)
+	defer cancel()
+	eps, err = f.d.List(cctx, filter)
+	if err != nil {
+		return nil, f.result(ctx, err)
+	}
+	return eps, nil
+}
+
+// Close ends every call in flight and every watch, waits for them, and releases the
+// backend. It is idempotent: every call waits for the first to finish, and only the
+// first reports the backend's error.
+func (f *Front) Close() error {
+	first := false
+	f.closeOnce.Do(func() {
+		first = true
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		f.stop(ErrClosed)
+		f.calls.Wait()
+		f.closeErr = f.d.Close()
+	})
+	if !first {
+		return nil
+	}
+	return f.closeErr
+}
