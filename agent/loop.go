@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"sync"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/agent/check"
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -176,12 +176,10 @@ func (l *loop) observe(r result) {
 	}
 }
 
+// backoff is the wait before an entry's retry after n failed writes (each entry
+// counts its own).
 func (l *loop) backoff(n int) time.Duration {
-	ceiling := l.opts.RetryMin << min(n, 20)
-	if ceiling <= 0 || ceiling > l.opts.RetryMax {
-		ceiling = l.opts.RetryMax
-	}
-	return time.Duration(rand.Int64N(int64(ceiling)) + 1)
+	return backoff.Backoff{Min: l.opts.RetryMin, Max: l.opts.RetryMax}.Delay(n)
 }
 
 // nextWake is how long until a refresh or retry is due.

@@ -5,21 +5,19 @@ import (
 	"time"
 )
 
-func TestBackoffFullJitterCapped(t *testing.T) {
-	b := Backoff{Base: 100 * time.Millisecond, Max: 3 * time.Second, HealthyAfter: time.Minute}
-	highest := func(n int64) int64 { return n - 1 }
-	lowest := func(int64) int64 { return 0 }
-	want := []time.Duration{100, 200, 400, 800, 1600, 3000, 3000}
-	for i, w := range want {
-		if got := b.delay(i, highest); got != w*time.Millisecond {
-			t.Errorf("attempt %d: ceiling %v, want %v", i, got, w*time.Millisecond)
-		}
-		if got := b.delay(i, lowest); got != 0 {
-			t.Errorf("attempt %d: floor %v, want 0 (full jitter)", i, got)
+// The schedule itself (full jitter under a doubling, capped ceiling) is
+// internal/backoff's and tested there; this is the data plane's use of it.
+func TestRetrierBacksOffFromBaseToMax(t *testing.T) {
+	r := retrier{b: Backoff{Base: 100 * time.Millisecond, Max: 3 * time.Second, HealthyAfter: time.Minute},
+		rnd: func(n int64) int64 { return n - 1 }}
+	for i, w := range []time.Duration{100, 200, 400, 800, 1600, 3000, 3000} {
+		if got := r.next(false, 0); got != w*time.Millisecond {
+			t.Errorf("failure %d: %v, want the ceiling %v", i, got, w*time.Millisecond)
 		}
 	}
-	if got := b.delay(1000, highest); got != b.Max {
-		t.Errorf("huge attempt: %v, want cap %v", got, b.Max)
+	low := retrier{b: r.b, rnd: func(int64) int64 { return 0 }}
+	if got := low.next(false, 0); got != time.Millisecond {
+		t.Errorf("lowest wait %v, want the 1ms floor (full jitter)", got)
 	}
 }
 

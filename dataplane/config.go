@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/auth"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 )
 
 // Defaults for Config.
@@ -28,7 +29,8 @@ type ConnectionDetails struct {
 }
 
 // Backoff shapes reconnection delays: attempt n waits a uniformly random time in
-// [0, min(Max, Base*2^n)] (full jitter). The attempt count returns to zero after a
+// [0, min(Max, Base*2^n)] (full jitter, as internal/backoff computes it for every
+// retry loop), at least a millisecond. The attempt count returns to zero after a
 // session that registered and stayed up for HealthyAfter.
 type Backoff struct {
 	Base, Max, HealthyAfter time.Duration
@@ -109,7 +111,7 @@ func (c *Config) applyDefaults() {
 // retrier counts consecutive failed sessions and picks the wait before the next.
 type retrier struct {
 	b       Backoff
-	rnd     func(int64) int64
+	rnd     func(int64) int64 // nil: math/rand/v2
 	attempt int
 }
 
@@ -120,17 +122,7 @@ func (r *retrier) next(registered bool, lasted time.Duration) time.Duration {
 	if registered && lasted >= r.b.HealthyAfter {
 		r.attempt = 0
 	}
-	d := r.b.delay(r.attempt, r.rnd)
+	d := backoff.Backoff{Min: r.b.Base, Max: r.b.Max, Rand: r.rnd}.Delay(r.attempt)
 	r.attempt++
 	return d
-}
-
-// delay is the full-jitter wait before reconnect attempt n (0-based).
-func (b Backoff) delay(attempt int, rnd func(int64) int64) time.Duration {
-	ceil := b.Base
-	for i := 0; i < attempt && ceil < b.Max; i++ {
-		ceil *= 2
-	}
-	ceil = min(ceil, b.Max)
-	return time.Duration(rnd(int64(ceil) + 1))
 }
