@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
+	"github.com/switchboard-mesh/switchboard/registry/follow"
 )
 
 // syncer keeps the snapshot in line with the backend: a full List every interval,
@@ -82,69 +83,39 @@ func (y *syncer) poll(ctx context.Context) {
 }
 
 // watchLoop follows the backend's change feed, re-opening it with backoff when it
-// ends, until ctx ends. It returns at once when the backend has no feed.
+// ends, until ctx ends. It returns at once when the backend has no feed. Its initial
+// state is a full read like a poll; later events apply one by one.
 func (y *syncer) watchLoop(ctx context.Context) {
 	w, ok := y.backend.(registry.Watcher)
 	if !ok {
 		return
 	}
-	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	for ctx.Err() == nil {
-		synced, err := y.watchOnce(ctx, w)
-		if errors.Is(err, registry.ErrNoWatch) {
-			y.log.Info("registry backend has no change feed; polling only", "interval", y.interval)
-			close(y.noFeed)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		y.m.syncErrors.Inc()
-		y.log.Warn("registry watch ended; re-opening", "err", err)
-		if synced {
-			b.Reset()
-		}
-		if !b.Wait(ctx) {
-			return
-		}
-	}
-}
-
-// watchOnce runs one watch to its end. Its initial state is a full read like a poll;
-// later events apply one by one. It reports whether the initial state completed.
-func (y *syncer) watchOnce(ctx context.Context, w registry.Watcher) (bool, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := y.s.beginFull()
-	began := time.Now()
-	ch, err := w.Watch(wctx, endpoint.Filter{})
-	if err != nil {
-		y.s.abortFull(start)
-		return false, err
-	}
-	initial := map[endpoint.Key]endpoint.Endpoint{}
-	synced := false
-	for ev := range ch {
-		switch {
-		case synced:
-			y.s.applyEvent(ev)
-		case ev.Type == registry.Synced:
+	var start uint64
+	var began time.Time
+	err := follow.Run(ctx, w, endpoint.Filter{}, backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}, follow.Handler{
+		Open: func() { start, began = y.s.beginFull(), time.Now() },
+		Synced: func(state map[endpoint.Key]endpoint.Endpoint) {
 			y.m.syncDuration.Observe(time.Since(began).Seconds())
-			eps := make([]endpoint.Endpoint, 0, len(initial))
-			for _, e := range initial {
+			eps := make([]endpoint.Endpoint, 0, len(state))
+			for _, e := range state {
 				eps = append(eps, e)
 			}
 			y.s.endFull(start, eps)
-			initial, synced = nil, true
 			y.s.markReady()
-		case ev.Type == registry.Removed:
-			delete(initial, ev.Endpoint.Key())
-		default:
-			initial[ev.Endpoint.Key()] = ev.Endpoint
-		}
+		},
+		Changed: y.s.applyEvent,
+		Ended: func(err error, synced bool, wait time.Duration) {
+			if !synced {
+				y.s.abortFull(start)
+			}
+			if ctx.Err() == nil && !errors.Is(err, registry.ErrNoWatch) {
+				y.m.syncErrors.Inc()
+				y.log.Warn("registry watch ended; re-opening", "err", err, "retry_in", wait)
+			}
+		},
+	})
+	if errors.Is(err, registry.ErrNoWatch) {
+		y.log.Info("registry backend has no change feed; polling only", "interval", y.interval)
+		close(y.noFeed)
 	}
-	if !synced {
-		y.s.abortFull(start)
-	}
-	return synced, errors.New("change feed closed")
 }

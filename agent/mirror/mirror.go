@@ -159,6 +159,6 @@ func sameEntries(a, b map[endpoint.Key]endpoint.Endpoint) bool {
 
 // retry spaces retries after failures: full jitter over a capped exponential, so
 // that many agents retrying one backend spread out.
-func (m *Mirror) retry() *backoff.Backoff {
-	return &backoff.Backoff{Min: m.opts.RetryMin, Max: m.opts.RetryMax}
+func (m *Mirror) retry() backoff.Backoff {
+	return backoff.Backoff{Min: m.opts.RetryMin, Max: m.opts.RetryMax}
 }
