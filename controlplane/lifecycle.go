@@ -128,7 +128,7 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 			w.link(l.SourceNodeID)
 			w.relinked(l.ID)
 		case l.TargetNodeID == n.ID && l.DestEndpoint != ext:
-			u = store.LinkUpdate{DestEndpoint: &ext, ConnConfig: store.Ptr(s.clientConfig(l.ID, n)),
+			u = store.LinkUpdate{DestEndpoint: &ext, ConnConfig: store.Ptr(s.clientConfig(l.ID, n, segmentsIn(l.ConnConfig))),
 				Status: store.Ptr(store.LinkPending), StatusMessage: store.Ptr("destination endpoint changed")}
 			w.link(l.SourceNodeID)
 		case said && up:

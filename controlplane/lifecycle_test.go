@@ -3,6 +3,7 @@ package controlplane
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -148,8 +149,8 @@ func TestEnsureLinksDirection(t *testing.T) {
 			var cc ClientConfig
 			h.must(json.Unmarshal([]byte(l.ConnConfig), &cc))
 			want := ClientConfig{Endpoint: "cloud/n1.example:443", LinkID: l.ID, BackoffInitial: "1s",
-				TLS: ClientTLS{SpireSocketPath: "/run/spire.sock"}}
-			if cc != want {
+				TLS: ClientTLS{SpireSocketPath: "/run/spire.sock"}, Segments: []string{DefaultSegment}}
+			if !reflect.DeepEqual(cc, want) {
 				t.Fatalf("client config = %+v, want %+v", cc, want)
 			}
 			equalStrings(t, "link nodes", res.LinkNodes, []string{"a/n1"})

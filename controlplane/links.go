@@ -29,6 +29,10 @@ type ClientConfig struct {
 	BackoffMax        string `json:"backoff_max,omitempty"`
 	KeepaliveInterval string `json:"keepalive_interval,omitempty"`
 	KeepaliveTimeout  string `json:"keepalive_timeout,omitempty"`
+	// Segments are the segments the link's group pair is in. A data plane forwards a
+	// message that came in over the link only over links of one of them, so a hub
+	// shared by several segments does not carry traffic from one into another.
+	Segments []string `json:"segments,omitempty"`
 }
 
 // ClientTLS says how the source node secures the connection: mTLS from SPIRE when the
@@ -45,10 +49,10 @@ func durationString(d time.Duration) string {
 	return d.String()
 }
 
-// clientConfig builds the JSON for a link to target's external endpoint.
-func (s *Service) clientConfig(linkID string, target store.Node) string {
+// clientConfig builds the JSON for a link to target's external endpoint, in segments.
+func (s *Service) clientConfig(linkID string, target store.Node, segments []string) string {
 	c := ClientConfig{
-		Endpoint: target.ExternalEndpoint(), LinkID: linkID, TLS: ClientTLS{Insecure: true},
+		Endpoint: target.ExternalEndpoint(), LinkID: linkID, TLS: ClientTLS{Insecure: true}, Segments: segments,
 		BackoffInitial: durationString(s.links.BackoffInitial), BackoffMax: durationString(s.links.BackoffMax),
 		KeepaliveInterval: durationString(s.links.KeepaliveInterval),
 		KeepaliveTimeout:  durationString(s.links.KeepaliveTimeout),
@@ -60,6 +64,13 @@ func (s *Service) clientConfig(linkID string, target store.Node) string {
 	}
 	data, _ := json.Marshal(c) // plain strings and bools: cannot fail
 	return string(data)
+}
+
+// segmentsIn reads the segments back from a link's client config.
+func segmentsIn(connConfig string) []string {
+	var c ClientConfig
+	_ = json.Unmarshal([]byte(connConfig), &c) // written by clientConfig
+	return c.Segments
 }
 
 // ensureLinks is the spec's ensure_links_for_node: for every group the topology lets
@@ -88,14 +99,14 @@ func (s *Service) ensureLinks(ctx context.Context, n store.Node, w *work) error 
 		if linked[peer] {
 			continue
 		}
-		if err := s.createLink(ctx, n, peer, w); err != nil {
+		if err := s.createLink(ctx, n, peer, topo.segmentsOf(n.Group, peer), w); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Service) createLink(ctx context.Context, n store.Node, peer string, w *work) error {
+func (s *Service) createLink(ctx context.Context, n store.Node, peer string, segments []string, w *work) error {
 	remote, err := s.store.ListNodes(ctx, store.NodeFilter{Group: peer, ConnectedOnly: true})
 	if err != nil {
 		return fmt.Errorf("list nodes of group %s: %w", peer, err)
@@ -113,7 +124,7 @@ func (s *Service) createLink(ctx context.Context, n store.Node, peer string, w *
 		ID: s.newID(), SourceNodeID: src.ID, SourceGroup: src.Group, DestGroup: target.Group,
 		TargetNodeID: target.ID, DestEndpoint: target.ExternalEndpoint(), Status: store.LinkPending,
 	}
-	l.ConnConfig = s.clientConfig(l.ID, target)
+	l.ConnConfig = s.clientConfig(l.ID, target, segments)
 	if err := s.store.CreateLink(ctx, l); err != nil {
 		return fmt.Errorf("create link %s -> %s: %w", src.ID, target.ID, err)
 	}

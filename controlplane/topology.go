@@ -188,6 +188,18 @@ func (r *resolved) pairs() (map[[2]string]bool, map[string][]string) {
 	return r.allowed, r.peers
 }
 
+// segmentsOf returns, sorted, the segments that link groups a and b.
+func (r *resolved) segmentsOf(a, b string) []string {
+	var out []string
+	for _, seg := range r.segs {
+		if slices.ContainsFunc(seg.Edges, func(e [2]string) bool { return e == [2]string{a, b} || e == [2]string{b, a} }) {
+			out = append(out, seg.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // resolved returns the topology resolved against the registered groups as the store
 // lists them, for callers outside the service lock.
 func (s *Service) resolved(ctx context.Context) (*resolved, error) {

@@ -60,6 +60,9 @@ type conn struct {
 	msgs   chan qmsg
 	wake   chan struct{} // something was added to ctrl, or an ack is due
 	mp     atomic.Pointer[connMetrics]
+	// segs are a link's segments (nil: none, or a peering): what came in over the link
+	// may leave only over links of one of them.
+	segs atomic.Pointer[[]string]
 
 	// qmu orders enqueues against close: a copy is either in the queue when close
 	// drains it (and counted there) or refused, never left behind uncounted.
@@ -95,7 +98,16 @@ func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
 	return c
 }
 
-func (c *conn) met() *connMetrics         { return c.mp.Load() }
+func (c *conn) met() *connMetrics      { return c.mp.Load() }
+func (c *conn) setSegments(s []string) { c.segs.Store(&s) }
+
+// segments returns the link's segments (nil when it has none).
+func (c *conn) segments() []string {
+	if p := c.segs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 func (c *conn) setMetrics(m *connMetrics) { c.mp.Store(m) }
 
 // label names the conn in metrics and logs.

@@ -24,16 +24,30 @@ const (
 	mdNode     = "sb-node"
 	mdGroup    = "sb-group"
 	mdEndpoint = "sb-endpoint"
+	mdSegments = "sb-segment" // one value per segment of the link
 )
+
+// linkConfig is what the node reads from the control plane's client configuration of
+// a link.
+type linkConfig struct {
+	Segments []string `json:"segments"`
+}
 
 // Connect dials endpoint for link linkID. It returns once the first stream is up (or
 // fails within DialTimeout); afterwards the link redials by itself whenever its stream
 // breaks, until Disconnect.
-func (n *Node) Connect(ctx context.Context, linkID, endpoint string, _ json.RawMessage) (dataplane.ConnID, error) {
+func (n *Node) Connect(ctx context.Context, linkID, endpoint string, config json.RawMessage) (dataplane.ConnID, error) {
 	if n.ctx.Err() != nil {
 		return 0, errors.New("node is stopping")
 	}
+	var lc linkConfig
+	if len(config) > 0 {
+		if err := json.Unmarshal(config, &lc); err != nil {
+			return 0, fmt.Errorf("link %s: config: %w", linkID, err)
+		}
+	}
 	c := n.newConn(linkOut, linkID, endpoint, "")
+	c.setSegments(lc.Segments)
 	n.addConn(c)
 	first := make(chan error, 1)
 	n.wg.Go(func() { n.dialLoop(c, first) })
@@ -124,6 +138,9 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 	md := metadata.Pairs(mdNode, n.id, mdGroup, n.cfg.Group, mdEndpoint, c.endpoint)
 	if c.linkID != "" {
 		md.Append(mdLinkID, c.linkID)
+	}
+	if segs := c.segments(); len(segs) > 0 {
+		md.Append(mdSegments, segs...)
 	}
 	c.mu.Unlock()
 	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(n.ctx, md))

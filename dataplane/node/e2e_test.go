@@ -207,4 +207,25 @@ func TestSegmentsIsolateTenants(t *testing.T) {
 	if m := inB.quiet(500 * time.Millisecond); m != nil {
 		t.Fatalf("customer-b got %q from %s across the segment boundary", m.GetPayload(), m.GetOrigin())
 	}
+	// A broadcast from customer-a reaches cloud's subscriber and stops there: cloud's
+	// route toward customer-b is in customer-b's segment, not in the one the message
+	// came in over.
+	for i := range 10 {
+		if _, err := pubA.publish(ctx, "org/ns/b-svc", fmt.Sprint("broadcast from a ", i), true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inCloud.next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := inB.quiet(500 * time.Millisecond); m != nil {
+		t.Fatalf("customer-b got broadcast %q from %s across the segment boundary", m.GetPayload(), m.GetOrigin())
+	}
+	// cloud itself is in both segments: its broadcasts reach customer-b.
+	if _, err := clientOf(t, f, "cloud/n1").publish(ctx, "org/ns/b-svc", "from cloud", true); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := inB.next(ctx); err != nil || string(m.GetPayload()) != "from cloud" {
+		t.Fatalf("customer-b, broadcast from cloud: %v %v", m, err)
+	}
 }

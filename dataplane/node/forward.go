@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,9 +115,13 @@ func (n *Node) receive(m *nodev1.Message, from *conn, cu *custody) {
 		from.drop(reasonMalformed, 1)
 		return
 	}
-	// The copy is ours now: spend one hop on it before anyone else sees it.
+	// The copy is ours now: spend one hop on it before anyone else sees it, and
+	// note the segments of the link it came in by, for the peers it may go to.
 	if m.Ttl > 0 {
 		m.Ttl--
+	}
+	if !from.kind.isPeer() {
+		m.Segments = from.segments()
 	}
 	o := n.forward(qmsg{m, cu}, name, from, 0)
 	if !o.routable {
@@ -131,7 +136,7 @@ func (n *Node) receive(m *nodev1.Message, from *conn, cu *custody) {
 func (n *Node) forward(q qmsg, name dataplane.Name, from *conn, wait time.Duration) outcome {
 	m := q.m
 	tg := n.tab.lookup(name, from)
-	tg.routes = without(tg.routes, from)
+	tg.routes = inSegments(without(tg.routes, from), m.GetSegments())
 	hopsLeft := m.GetTtl() > 0
 	if !hopsLeft {
 		if len(tg.peersLocal)+len(tg.routes)+len(tg.peersRouted) > 0 && len(tg.local) == 0 {
@@ -219,6 +224,41 @@ func anyConn(q qmsg, a, b []*conn, rr *atomic.Uint64, wait time.Duration) outcom
 	var o outcome
 	o.tally(at(start).enqueue(q, wait))
 	return o
+}
+
+// inSegments keeps the links that share a segment with segs (all of them when segs is
+// empty: the message was published in this group). A link without segments is in
+// every one.
+func inSegments(cs []*conn, segs []string) []*conn {
+	if len(segs) == 0 {
+		return cs
+	}
+	var out []*conn
+	for i, c := range cs {
+		ok := sharesSegment(c.segments(), segs)
+		switch {
+		case !ok && out == nil:
+			out = append(make([]*conn, 0, len(cs)), cs[:i]...)
+		case ok && out != nil:
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return cs
+	}
+	return out
+}
+
+func sharesSegment(a, b []string) bool {
+	if len(a) == 0 {
+		return true
+	}
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func without(cs []*conn, c *conn) []*conn {

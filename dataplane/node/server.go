@@ -37,7 +37,7 @@ func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
 	var c *conn
 	switch {
 	case linkID != "":
-		c = n.acceptLink(linkID, from, first(md, mdEndpoint))
+		c = n.acceptLink(linkID, from, first(md, mdEndpoint), md.Get(mdSegments))
 	case group == n.cfg.Group:
 		c = n.newConn(peerIn, "", from, from)
 		n.addConn(c)
@@ -69,7 +69,7 @@ func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
 
 // acceptLink finds or creates the accepted conn of link linkID and claims the link
 // for the dialer, from.
-func (n *Node) acceptLink(linkID, from, dialed string) *conn {
+func (n *Node) acceptLink(linkID, from, dialed string, segments []string) *conn {
 	n.mu.Lock()
 	if n.ctx.Err() != nil {
 		n.mu.Unlock()
@@ -86,6 +86,7 @@ func (n *Node) acceptLink(linkID, from, dialed string) *conn {
 	c.mu.Lock()
 	c.remote, c.endpoint, c.dialed = from, from, dialed
 	c.mu.Unlock()
+	c.setSegments(segments)
 	n.mu.Unlock()
 	if n.ctrl != nil {
 		_ = n.ctrl.ClaimLink(dataplane.Claim{LinkID: linkID, Endpoint: dialed, RemoteNodeID: from})

@@ -108,8 +108,13 @@ type Message struct {
 	Seq    uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Nanoseconds since the Unix epoch when it was published; for latency measurements.
 	PublishedUnixNano int64 `protobuf:"varint,7,opt,name=published_unix_nano,json=publishedUnixNano,proto3" json:"published_unix_nano,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Over a peering within a group: the segments of the link the message entered the
+	// group by; the peer forwards it only over links of one of them. Empty: any (the
+	// message was published in the group, or its link has no segments). Over a link
+	// between groups it is ignored: the receiver knows the link's segments itself.
+	Segments      []string `protobuf:"bytes,8,rep,name=segments,proto3" json:"segments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -189,6 +194,13 @@ func (x *Message) GetPublishedUnixNano() int64 {
 		return x.PublishedUnixNano
 	}
 	return 0
+}
+
+func (x *Message) GetSegments() []string {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
 }
 
 type LinkFrame struct {
@@ -1017,7 +1029,7 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x03 \x01(\tR\aservice\x12\x13\n" +
 	"\x02id\x18\x04 \x01(\x04H\x00R\x02id\x88\x01\x01B\x05\n" +
-	"\x03_id\"\xdc\x01\n" +
+	"\x03_id\"\xf8\x01\n" +
 	"\aMessage\x12-\n" +
 	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1c\n" +
@@ -1025,7 +1037,8 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\x03ttl\x18\x04 \x01(\rR\x03ttl\x12\x16\n" +
 	"\x06origin\x18\x05 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12.\n" +
-	"\x13published_unix_nano\x18\a \x01(\x03R\x11publishedUnixNano\"\xf5\x02\n" +
+	"\x13published_unix_nano\x18\a \x01(\x03R\x11publishedUnixNano\x12\x1a\n" +
+	"\bsegments\x18\b \x03(\tR\bsegments\"\xf5\x02\n" +
 	"\tLinkFrame\x122\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1a.switchboard.node.v1.BatchH\x00R\x05batch\x12=\n" +
 	"\tsubscribe\x18\x02 \x01(\v2\x1d.switchboard.node.v1.InterestH\x00R\tsubscribe\x12A\n" +
