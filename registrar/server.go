@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/grpcstop"
 )
 
 // ServerConfig configures a Server: a Registrar with its gRPC and HTTP endpoints.
@@ -204,17 +205,7 @@ func (s *Server) stopGRPC() {
 		s.grpc.Stop()
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(s.stopTO):
-		s.grpc.Stop()
-		<-done
-	}
+	grpcstop.Stop(s.grpc, s.stopTO)
 }
 
 // Kill stops the server as a crash would: connections drop at once and queued writes

@@ -11,6 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
+	"github.com/switchboard-mesh/switchboard/internal/grpcstop"
 )
 
 const defaultStopTimeout = 5 * time.Second
@@ -79,14 +80,7 @@ func (s *Server) shutdown() {
 	if timeout <= 0 {
 		timeout = defaultStopTimeout
 	}
-	stopped := make(chan struct{})
-	go func() { s.ngrpc.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(timeout):
-		s.ngrpc.Stop()
-		<-stopped
-	}
+	grpcstop.Stop(s.ngrpc, timeout)
 	s.south.Closing()
 	s.sgrpc.Stop()
 	if s.http != nil {
