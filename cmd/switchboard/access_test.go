@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 // execMainEnv makes the test binary run main instead of the tests, so a test can run
@@ -70,7 +71,7 @@ func startCP(t *testing.T, body string) (nb string, out *syncbuf.Buffer, stop fu
 // with who made it.
 func TestNorthboundRolesOverMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := tlsutil.NewCA("test")
+	ca, err := tlstest.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestControlPlaneRefusesPlaintextRemote(t *testing.T) {
 		}
 	}
 	// The same with TLS but no authorization: the API would be open to the network.
-	ca, err := tlsutil.NewCA("test")
+	ca, err := tlstest.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
 	}

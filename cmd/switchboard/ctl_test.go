@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 // startControlPlane runs `switchboard controlplane --config` in the background with
@@ -284,7 +285,7 @@ func TestControlPlaneDefaults(t *testing.T) {
 // ctl's --tls-* flags, and refuses ctl without them.
 func TestCtlOverMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := tlsutil.NewCA("test")
+	ca, err := tlstest.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
-	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,7 +89,7 @@ func (f *fakeNorthbound) AddSegment(ctx context.Context, req *controlplanev1.Seg
 
 type rig struct {
 	t        *testing.T
-	ca       *tlsutil.CA
+	ca       *tlstest.CA
 	addr     string
 	fake     *fakeNorthbound
 	authz    *Authorizer
@@ -103,7 +103,7 @@ type rig struct {
 // client certificate, so token-only and certificate-only callers both reach it.
 func newRig(t *testing.T, authz config.Authorization) *rig {
 	t.Helper()
-	ca, err := tlsutil.NewCA("access test")
+	ca, err := tlstest.NewCA("access test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -144,7 +145,7 @@ func TestHealthAndMetrics(t *testing.T) {
 // TestMTLS: both endpoints on TLS, the southbound one requiring client certificates.
 func TestMTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := tlsutil.NewCA("test")
+	ca, err := tlstest.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,11 @@ import (
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 // nodeTLS issues a node's certificate from ca and returns its server and client TLS.
-func nodeTLS(t *testing.T, ca *tlsutil.CA, name string) (server, client *tls.Config) {
+func nodeTLS(t *testing.T, ca *tlstest.CA, name string) (server, client *tls.Config) {
 	t.Helper()
 	leaf, err := ca.Issue("", "127.0.0.1")
 	if err != nil {
@@ -43,11 +44,11 @@ func nodeTLS(t *testing.T, ca *tlsutil.CA, name string) (server, client *tls.Con
 // messages; a node whose certificate another CA signed cannot link, and says why —
 // in its log, in its metrics, and in the link's status at the control plane.
 func TestLinksOverMTLS(t *testing.T) {
-	good, err := tlsutil.NewCA("fabric")
+	good, err := tlstest.NewCA("fabric")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := tlsutil.NewCA("someone else")
+	other, err := tlstest.NewCA("someone else")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tlsutil
+package tlsutil_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -55,23 +58,23 @@ func handshake(t *testing.T, server, client *tls.Config) error {
 }
 
 type pki struct {
-	ca, otherCA           *CA
-	server, client        Files
-	outsider, wrongDomain Files
+	ca, otherCA           *tlstest.CA
+	server, client        tlsutil.Files
+	outsider, wrongDomain tlsutil.Files
 	serverName            string
 }
 
 func newPKI(t *testing.T) pki {
 	t.Helper()
-	ca, err := NewCA("test CA")
+	ca, err := tlstest.NewCA("test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := NewCA("other CA")
+	other, err := tlstest.NewCA("other CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(ca *CA, id, name string) Files {
+	issue := func(ca *tlstest.CA, id, name string) tlsutil.Files {
 		leaf, err := ca.Issue(id, "127.0.0.1", "registrar.test")
 		if err != nil {
 			t.Fatal(err)
@@ -95,16 +98,16 @@ func newPKI(t *testing.T) pki {
 
 func TestFilesMTLS(t *testing.T) {
 	p := newPKI(t)
-	server, err := ServerConfig(Files{CA: p.server.CA, Cert: p.server.Cert, Key: p.server.Key}, "mesh.test")
+	server, err := tlsutil.ServerConfig(tlsutil.Files{CA: p.server.CA, Cert: p.server.Cert, Key: p.server.Key}, "mesh.test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := func(f Files, keepCert bool) *tls.Config {
-		cf := Files{CA: p.server.CA}
+	client := func(f tlsutil.Files, keepCert bool) *tls.Config {
+		cf := tlsutil.Files{CA: p.server.CA}
 		if keepCert {
 			cf.Cert, cf.Key = f.Cert, f.Key
 		}
-		c, err := ClientConfig(cf, p.serverName, "")
+		c, err := tlsutil.ClientConfig(cf, p.serverName, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,18 +131,18 @@ func TestFilesMTLS(t *testing.T) {
 
 func TestClientChecksServerTrustDomain(t *testing.T) {
 	p := newPKI(t)
-	server, err := ServerConfig(Files{Cert: p.server.Cert, Key: p.server.Key}, "")
+	server, err := tlsutil.ServerConfig(tlsutil.Files{Cert: p.server.Cert, Key: p.server.Key}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := ClientConfig(Files{CA: p.server.CA}, "", "mesh.test")
+	ok, err := tlsutil.ClientConfig(tlsutil.Files{CA: p.server.CA}, "", "mesh.test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := handshake(t, server, ok); err != nil {
 		t.Fatalf("server in the trust domain refused: %v", err)
 	}
-	wrong, err := ClientConfig(Files{CA: p.server.CA}, "", "elsewhere.test")
+	wrong, err := tlsutil.ClientConfig(tlsutil.Files{CA: p.server.CA}, "", "elsewhere.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +154,20 @@ func TestClientChecksServerTrustDomain(t *testing.T) {
 func TestConfigErrorsNameTheProblem(t *testing.T) {
 	p := newPKI(t)
 	for name, fn := range map[string]func() error{
-		"server without key": func() error { _, err := ServerConfig(Files{Cert: p.server.Cert}, ""); return err },
+		"server without key": func() error { _, err := tlsutil.ServerConfig(tlsutil.Files{Cert: p.server.Cert}, ""); return err },
 		"domain without CA": func() error {
-			_, err := ServerConfig(Files{Cert: p.server.Cert, Key: p.server.Key}, "mesh.test")
+			_, err := tlsutil.ServerConfig(tlsutil.Files{Cert: p.server.Cert, Key: p.server.Key}, "mesh.test")
 			return err
 		},
-		"cert without key": func() error { _, err := ClientConfig(Files{Cert: p.client.Cert}, "", ""); return err },
-		"missing CA file":  func() error { _, err := ClientConfig(Files{CA: "/nonexistent/ca.pem"}, "", ""); return err },
-		"bad trust domain": func() error { _, err := ClientConfig(Files{CA: p.server.CA}, "", "Not A Domain"); return err },
+		"cert without key": func() error { _, err := tlsutil.ClientConfig(tlsutil.Files{Cert: p.client.Cert}, "", ""); return err },
+		"missing CA file": func() error {
+			_, err := tlsutil.ClientConfig(tlsutil.Files{CA: "/nonexistent/ca.pem"}, "", "")
+			return err
+		},
+		"bad trust domain": func() error {
+			_, err := tlsutil.ClientConfig(tlsutil.Files{CA: p.server.CA}, "", "Not A Domain")
+			return err
+		},
 	} {
 		if err := fn(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -167,7 +176,7 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 }
 
 // startWorkloadAPI serves an SVID for id on a fresh unix socket.
-func startWorkloadAPI(t *testing.T, ca *CA, id string) *WorkloadAPI {
+func startWorkloadAPI(t *testing.T, ca *tlstest.CA, id string) *tlstest.WorkloadAPI {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "wl")
 	if err != nil {
@@ -178,7 +187,7 @@ func startWorkloadAPI(t *testing.T, ca *CA, id string) *WorkloadAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ServeWorkloadAPI(filepath.Join(dir, "agent.sock"), id, leaf, ca)
+	w, err := tlstest.ServeWorkloadAPI(filepath.Join(dir, "agent.sock"), id, leaf, ca)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +196,14 @@ func startWorkloadAPI(t *testing.T, ca *CA, id string) *WorkloadAPI {
 }
 
 func TestSPIFFESourceMTLS(t *testing.T) {
-	ca, err := NewCA("spire")
+	ca, err := tlstest.NewCA("spire")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	source := func(id string) *Source {
-		s, err := NewSource(ctx, startWorkloadAPI(t, ca, id).Addr())
+	source := func(id string) *tlsutil.Source {
+		s, err := tlsutil.NewSource(ctx, startWorkloadAPI(t, ca, id).Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +236,7 @@ func TestSPIFFESourceMTLS(t *testing.T) {
 func TestSPIFFESourceUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := NewSource(ctx, "unix:///nonexistent/agent.sock"); err == nil {
+	if _, err := tlsutil.NewSource(ctx, "unix:///nonexistent/agent.sock"); err == nil {
 		t.Fatal("NewSource succeeded without a workload API")
 	}
 }

@@ -21,12 +21,13 @@ import (
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 	"github.com/switchboard-mesh/switchboard/registrar"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-func issue(t *testing.T, ca *tlsutil.CA, id, name string) tlsutil.Files {
+func issue(t *testing.T, ca *tlstest.CA, id, name string) tlsutil.Files {
 	t.Helper()
 	leaf, err := ca.Issue(id, "127.0.0.1")
 	if err != nil {
@@ -79,11 +80,11 @@ func openRegistrar(t *testing.T, params map[string]string) registry.Registry {
 // acceptable certificate all get clear errors, and nothing is stored.
 func TestE2ERejectsWithMTLS(t *testing.T) {
 	env := newEtcd(t)
-	ca, err := tlsutil.NewCA("mesh CA")
+	ca, err := tlstest.NewCA("mesh CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := tlsutil.NewCA("other CA")
+	other, err := tlstest.NewCA("other CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestE2ERejectsWithMTLS(t *testing.T) {
 // mTLS with SVIDs from the SPIFFE Workload API, peers authorised by trust domain.
 func TestE2ESPIFFE(t *testing.T) {
 	env := newEtcd(t)
-	ca, err := tlsutil.NewCA("spire")
+	ca, err := tlstest.NewCA("spire")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestE2ESPIFFE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := tlsutil.ServeWorkloadAPI(filepath.Join(dir, "agent.sock"), id, leaf, ca)
+		w, err := tlstest.ServeWorkloadAPI(filepath.Join(dir, "agent.sock"), id, leaf, ca)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 	"github.com/switchboard-mesh/switchboard/registrar"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -24,7 +25,7 @@ import (
 // else's; a policy grant lets a tooling identity write a whole service.
 func TestE2EWritePolicy(t *testing.T) {
 	env := newEtcd(t)
-	ca, err := tlsutil.NewCA("mesh CA")
+	ca, err := tlstest.NewCA("mesh CA")
 	if err != nil {
 		t.Fatal(err)
 	}

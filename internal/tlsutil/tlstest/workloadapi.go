@@ -1,4 +1,4 @@
-package tlsutil
+package tlstest
 
 import (
 	"crypto/x509"

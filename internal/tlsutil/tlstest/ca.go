@@ -1,4 +1,8 @@
-package tlsutil
+// Package tlstest is what tests need to exercise Switchboard's TLS links for real: a
+// throw-away CA that issues SVID-shaped certificates, and a SPIFFE Workload API server
+// that hands them out over a unix socket the way a SPIRE agent does. Production code
+// is in internal/tlsutil; nothing here is for use outside tests and local setups.
+package tlstest
 
 import (
 	"crypto"
@@ -15,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 )
 
 // CA is a throw-away certificate authority for tests and local setups: it issues
@@ -110,15 +116,15 @@ func (ca *CA) Issue(spiffeID string, hosts ...string) (*Leaf, error) {
 
 // WriteFiles writes the CA bundle and the leaf as dir/ca.pem, dir/<name>.pem and
 // dir/<name>-key.pem.
-func (ca *CA) WriteFiles(dir, name string, leaf *Leaf) (Files, error) {
-	f := Files{
+func (ca *CA) WriteFiles(dir, name string, leaf *Leaf) (tlsutil.Files, error) {
+	f := tlsutil.Files{
 		CA:   filepath.Join(dir, "ca.pem"),
 		Cert: filepath.Join(dir, name+".pem"),
 		Key:  filepath.Join(dir, name+"-key.pem"),
 	}
 	for path, data := range map[string][]byte{f.CA: ca.PEM, f.Cert: leaf.CertPEM, f.Key: leaf.KeyPEM} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return Files{}, err
+			return tlsutil.Files{}, err
 		}
 	}
 	return f, nil
