@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/switchboard-mesh/switchboard/internal/controllerproto"
 )
 
 // ConnID is the datapath's own id of a connection.
@@ -78,10 +80,11 @@ var (
 	ErrSubNotFound  = errors.New(StatusSubscriptionNotFound)
 )
 
-// Status strings in ConfigCommandAck that the CP's reconcilers match exactly.
+// Status strings in ConfigCommandAck that the CP's reconcilers match exactly; the
+// controller protocol fixes them (internal/controllerproto).
 const (
-	StatusConnectionNotFound   = "connection not found"
-	StatusSubscriptionNotFound = "subscription not found"
+	StatusConnectionNotFound   = controllerproto.ConnectionNotFound
+	StatusSubscriptionNotFound = controllerproto.SubscriptionNotFound
 )
 
 // Datapath is the node's forwarding plane as the controller drives it. All methods

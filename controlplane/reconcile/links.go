@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
-	"github.com/switchboard-mesh/switchboard/dataplane"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/internal/controllerproto"
 )
 
 // LinkOptions configure a Links reconciler.
@@ -273,7 +273,7 @@ func (r *Links) processAck(ctx context.Context, nodeID string, p *linkPlan, cmd 
 		errs = append(errs, r.deleted(ctx, l, statuses[i]))
 	}
 	for i, id := range cmd.ConnectionsToDelete[len(p.remove):] {
-		if st := statuses[len(p.remove)+i]; !st.GetSuccess() && st.GetError() != dataplane.StatusConnectionNotFound {
+		if st := statuses[len(p.remove)+i]; !st.GetSuccess() && st.GetError() != controllerproto.ConnectionNotFound {
 			r.o.Logger.Warn("stale connection not deleted", "node", nodeID, "link", id, "error", st.GetError())
 		}
 	}
@@ -295,7 +295,7 @@ func (r *Links) deleted(ctx context.Context, l store.Link, st *controllerv1.Conn
 	if err := statusMatches(st, l.ID); err != nil {
 		return err
 	}
-	if !st.GetSuccess() && st.GetError() != dataplane.StatusConnectionNotFound {
+	if !st.GetSuccess() && st.GetError() != controllerproto.ConnectionNotFound {
 		return fmt.Errorf("delete link %s on %s: %s", l.ID, l.SourceNodeID, st.GetError())
 	}
 	if err := r.o.Store.DeleteLinkIf(ctx, l.ID, l.Version); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
-	"github.com/switchboard-mesh/switchboard/dataplane"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/internal/controllerproto"
 )
 
 // RouteOptions configure a Routes reconciler. Subscriptions the CP does not track are
@@ -292,7 +292,7 @@ func (r *Routes) processAck(ctx context.Context, nodeID string, p *routePlan, ac
 		switch {
 		case st.GetSuccess():
 			errs = append(errs, r.markApplied(ctx, rt))
-		case st.GetError() == dataplane.StatusConnectionNotFound:
+		case st.GetError() == controllerproto.ConnectionNotFound:
 			// Left Pending; the next pass finds the link down and resets it.
 			errs = append(errs, fmt.Errorf("%w: a connection of %s went away before its subscription was sent", ErrRetrySoon, nodeID))
 		default:
@@ -308,8 +308,8 @@ func (r *Routes) processAck(ctx context.Context, nodeID string, p *routePlan, ac
 
 // unsubscribed: success or "not found" hard-deletes the route (orphans have none).
 func (r *Routes) unsubscribed(ctx context.Context, nodeID string, rt *store.Route, k subKey, st *controllerv1.SubscriptionStatus) error {
-	gone := st.GetSuccess() || st.GetError() == dataplane.StatusSubscriptionNotFound ||
-		st.GetError() == dataplane.StatusConnectionNotFound
+	gone := st.GetSuccess() || st.GetError() == controllerproto.SubscriptionNotFound ||
+		st.GetError() == controllerproto.ConnectionNotFound
 	if !gone {
 		return fmt.Errorf("unsubscribe %s over %s on %s: %s", k.name, k.link, nodeID, st.GetError())
 	}
