@@ -25,6 +25,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"time"
+
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
 )
 
 type options struct {
@@ -34,9 +36,14 @@ type options struct {
 	scenarios, stores                   string
 	timeout                             time.Duration
 	baseDelay                           time.Duration
+	leaseTTL                            time.Duration // ha
+	fsync                               bool          // ha: etcd fsyncs
 }
 
 func main() {
+	if path := os.Getenv(childEnv); path != "" { // a control-plane replica of the ha scenario
+		os.Exit(childCP(path))
+	}
 	var c options
 	flag.IntVar(&c.nodes, "nodes", 1000, "data-plane nodes")
 	flag.IntVar(&c.groups, "groups", 100, "groups the nodes are spread over (the first is the hub)")
@@ -52,7 +59,10 @@ func main() {
 	flag.StringVar(&c.scenarios, "scenarios", "startup", "comma-separated: startup (every node starts at once), "+
 		"names (star, a name of its own per group), mesh (* <-> *, every node announces one name), "+
 		"crash (mesh, then one node per group crashes and reconnects), "+
-		"restart (API mode, names, then the control plane restarts on the same address and database)")
+		"restart (API mode, names, then the control plane restarts on the same address and database), "+
+		"ha (names on two replicas over a 3-member etcd, then the leader is SIGKILLed)")
+	flag.DurationVar(&c.leaseTTL, "lease-ttl", config.DefaultLeaseTTL, "ha: the election lease")
+	flag.BoolVar(&c.fsync, "fsync", false, "ha: etcd fsyncs its log (off: the etcd members share this machine's disk)")
 	flag.StringVar(&c.stores, "stores", "", "comma-separated stores for the names, mesh, crash and restart scenarios (default: -store)")
 	flag.Parse()
 	if c.stores == "" {

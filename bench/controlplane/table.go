@@ -62,6 +62,14 @@ func writeTable(w io.Writer, c options, rs []result) {
 func runScenarios(c options) error {
 	var ms []measure
 	for _, sc := range strings.Split(c.scenarios, ",") {
+		if strings.TrimSpace(sc) == "ha" { // always on etcd
+			for range c.runs {
+				ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+				ms = append(ms, haRun(ctx, c)...)
+				cancel()
+			}
+			continue
+		}
 		for _, st := range strings.Split(c.stores, ",") {
 			if st != "memory" && st != "sqlite" {
 				return fmt.Errorf("unknown store %q", st)
@@ -97,10 +105,12 @@ func report(c options, write func(io.Writer)) error {
 }
 
 var scenarioText = map[string]string{
-	"names":   "star, one distinct name announced per group: announcements → all Applied",
-	"mesh":    "full mesh `* ↔ *`, every node announces one shared name: announcements → all Applied",
-	"crash":   "full mesh, one node per group (10%) crashes and reconnects → all Applied again",
-	"restart": "API mode, star with a name per group; the control plane restarts on the same address and SQLite file → all Applied, one connection per link",
+	"names":         "star, one distinct name announced per group: announcements → all Applied",
+	"mesh":          "full mesh `* ↔ *`, every node announces one shared name: announcements → all Applied",
+	"crash":         "full mesh, one node per group (10%) crashes and reconnects → all Applied again",
+	"restart":       "API mode, star with a name per group; the control plane restarts on the same address and SQLite file → all Applied, one connection per link",
+	"ha-takeover":   "two replicas on a 3-member etcd, star with a name per group; the leader is SIGKILLed → the standby leads",
+	"ha-reconverge": "the same → every node registered with the new leader, every link and route Applied",
 }
 
 func writeScenarioTable(w io.Writer, c options, ms []measure) {

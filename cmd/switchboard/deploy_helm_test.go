@@ -113,6 +113,10 @@ func TestDeployHelmChartRenders(t *testing.T) {
 		{"etcd backend", map[string]any{"backend.name": "etcd"}, []string{"agent", "controlplane", "registrar"}},
 		{"dynamodb backend", map[string]any{"backend.name": "dynamodb"}, []string{"agent", "controlplane", "registrar"}},
 		{"cloudmap backend", map[string]any{"backend.name": "cloudmap"}, []string{"agent", "controlplane", "registrar"}},
+		{"controlplane HA on etcd", map[string]any{"controlplane.replicas": 2, "controlplane.database.type": "etcd",
+			"controlplane.database.etcd.endpoints": []any{"https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"},
+			"controlplane.database.etcd.tlsSecret": "etcd-client", "controlplane.database.etcd.username": "cp",
+			"controlplane.database.etcd.passwordSecret": "etcd-cp"}, allCommands},
 		{"nothing", map[string]any{"registrar.enabled": false, "agent.enabled": false, "controlplane.enabled": false, "streamInit.enabled": false},
 			nil},
 	}
@@ -135,6 +139,26 @@ func TestDeployHelmChartRenders(t *testing.T) {
 }
 
 // An agent without the chart's registrar has nowhere to register: the chart says so.
+// Two control-plane replicas need the etcd store, which needs endpoints: the chart
+// says so.
+func TestDeployHelmChartControlPlaneReplicas(t *testing.T) {
+	for _, c := range []struct {
+		set  map[string]any
+		want string
+	}{
+		{map[string]any{"controlplane.replicas": 2}, "controlplane.database.type etcd"},
+		{map[string]any{"controlplane.database.type": "etcd"}, "controlplane.database.etcd.endpoints"},
+	} {
+		values := chartValues(t)
+		for k, v := range c.set {
+			set(t, values, k, v)
+		}
+		if _, err := renderChart(t, values); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("render with %v: %v, want an error naming %s", c.set, err, c.want)
+		}
+	}
+}
+
 func TestDeployHelmChartNeedsRegistrarAddress(t *testing.T) {
 	values := chartValues(t)
 	set(t, values, "registrar.enabled", false)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -58,10 +59,10 @@ func (s *Server) openHA() error {
 	host, _ := os.Hostname()
 	self := leader.Info{ID: host + "-" + strconv.Itoa(os.Getpid()), Southbound: e.AdvertiseSouthbound, Northbound: e.AdvertiseNorthbound}
 	if self.Southbound == "" {
-		self.Southbound = s.SouthboundAddr()
+		self.Southbound = advertised(s.SouthboundAddr(), host)
 	}
 	if self.Northbound == "" {
-		self.Northbound = s.NorthboundAddr()
+		self.Northbound = advertised(s.NorthboundAddr(), host)
 	}
 	el, err := leader.New(leader.Options{Client: es.Client(), Prefix: es.Prefix() + "election", TTL: ttl, Self: self,
 		Logger: s.log.With("component", "leader")})
@@ -171,4 +172,24 @@ func (s *Server) IsLeader() bool { return s.ha == nil || s.ha.leading.Load() }
 func isEtcd(st any) bool {
 	_, ok := st.(*cpetcd.Store)
 	return ok
+}
+
+// advertised is the address a listener on addr is reached at: a wildcard host
+// (0.0.0.0, ::) means nothing to a node, so it is replaced by the address the
+// machine's name resolves to — a pod's IP in Kubernetes.
+func advertised(addr, hostname string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !net.ParseIP(host).IsUnspecified() {
+		return addr
+	}
+	ips, err := net.LookupHost(hostname)
+	if err != nil {
+		return addr
+	}
+	for _, ip := range ips {
+		if p := net.ParseIP(ip); p != nil && !p.IsLoopback() {
+			return net.JoinHostPort(ip, port)
+		}
+	}
+	return addr
 }

@@ -48,3 +48,35 @@ allows only integers there, so they print as integers. */}}
 - {{ printf "--%s=%v" $flag $value | quote }}
 {{- end }}
 {{- end }}
+
+{{/* The control plane config's database section, from controlplane.database. */}}
+{{- define "switchboard.controlplaneDatabase" -}}
+{{- $db := .Values.controlplane.database -}}
+database:
+{{- if eq $db.type "etcd" }}
+  type: etcd
+  etcd:
+    {{- if not $db.etcd.endpoints }}
+    {{- fail "controlplane.database.etcd.endpoints is required when controlplane.database.type is etcd" }}
+    {{- end }}
+    endpoints:
+      {{- toYaml $db.etcd.endpoints | nindent 6 }}
+    prefix: {{ $db.etcd.prefix | quote }}
+    lease_ttl: {{ $db.etcd.leaseTTL | quote }}
+    {{- if $db.etcd.tlsSecret }}
+    ca_file: /etc/switchboard-etcd/tls/ca.crt
+    cert_file: /etc/switchboard-etcd/tls/tls.crt
+    key_file: /etc/switchboard-etcd/tls/tls.key
+    {{- end }}
+    {{- if and $db.etcd.username (not $db.etcd.passwordSecret) }}
+    {{- fail "controlplane.database.etcd.username needs controlplane.database.etcd.passwordSecret" }}
+    {{- end }}
+    {{- if $db.etcd.username }}
+    username: {{ $db.etcd.username | quote }}
+    password_file: /etc/switchboard-etcd/password/password
+    {{- end }}
+{{- else }}
+  type: sqlite
+  path: /var/lib/switchboard/controlplane.db
+{{- end }}
+{{- end }}
