@@ -140,7 +140,7 @@ func haRun(ctx context.Context, c options) []measure {
 	if err != nil {
 		return fail(err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	eps, _ := json.Marshal(cluster.Endpoints())
 	cfgPath := filepath.Join(dir, "cp.yaml")
 	cfg := fmt.Sprintf("northbound: {endpoint: \"127.0.0.1:0\"}\nsouthbound: {endpoint: \"127.0.0.1:0\"}\n"+

@@ -60,6 +60,7 @@ type Store struct {
 	// modRev is each key's mod revision as the cache saw it last; commits compare it.
 	modRev   map[string]int64
 	routeSeq int64
+	cacheRev int64 // the etcd revision the cache was read at
 	fence    *fence
 	// stale: etcd changed since cache was read (a standby's view), or a commit
 	// failed on a compare (the leader's cache can no longer be trusted).
@@ -145,8 +146,14 @@ func (s *Store) Prefix() string { return s.prefix }
 // reload replaces the cache with etcd's contents. The caller holds no lock on the
 // cache; s.mu is taken for the swap.
 func (s *Store) reload(ctx context.Context) error {
+	// Cleared before the read: a change the watch reports while it runs marks the
+	// view stale again instead of being lost.
+	s.mu.Lock()
+	s.stale = false
+	s.mu.Unlock()
 	resp, err := s.client.Get(ctx, s.prefix, clientv3.WithPrefix())
 	if err != nil {
+		s.markStale()
 		return err
 	}
 	c := memory.Contents{Secrets: map[string]string{}}
@@ -160,7 +167,10 @@ func (s *Store) reload(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cache, s.modRev, s.routeSeq, s.stale = memory.Restore(c), modRev, c.LastRouteID, false
+	if resp.Header.Revision < s.cacheRev {
+		return nil // a concurrent reload read a later state
+	}
+	s.cache, s.modRev, s.routeSeq, s.cacheRev = memory.Restore(c), modRev, c.LastRouteID, resp.Header.Revision
 	return nil
 }
 
@@ -168,7 +178,10 @@ func (s *Store) reload(ctx context.Context) error {
 // until ctx ends. A leader's own commits mark nothing: its cache is current.
 func (s *Store) watch(ctx context.Context) {
 	for ctx.Err() == nil {
-		for resp := range s.client.Watch(clientv3.WithRequireLeader(ctx), s.prefix, clientv3.WithPrefix()) {
+		s.mu.Lock()
+		from := s.cacheRev + 1 // nothing after the view's read is missed
+		s.mu.Unlock()
+		for resp := range s.client.Watch(clientv3.WithRequireLeader(ctx), s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
 			s.mu.Lock()
 			if s.fence == nil {
 				s.stale = true
