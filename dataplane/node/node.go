@@ -14,8 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
@@ -153,22 +151,13 @@ func (n *Node) newController() error {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	target := n.cfg.ControlPlane[0]
-	if len(n.cfg.ControlPlane) > 1 {
-		// Several control-plane addresses: the channel tries them in order.
-		r := manual.NewBuilderWithScheme("switchboard-cp")
-		addrs := make([]resolver.Address, len(n.cfg.ControlPlane))
-		for i, a := range n.cfg.ControlPlane {
-			addrs[i] = resolver.Address{Addr: a}
-		}
-		r.InitialState(resolver.State{Addresses: addrs})
-		opts = append(append([]grpc.DialOption(nil), opts...), grpc.WithResolvers(r))
-		target = "switchboard-cp:///control-plane"
-	}
 	ctrl, err := dataplane.New(dataplane.Config{
 		NodeID: n.cfg.NodeID, Group: n.cfg.Group,
-		Details:     []dataplane.ConnectionDetails{{Endpoint: n.cfg.Endpoint, ExternalEndpoint: n.cfg.ExternalEndpoint}},
-		Target:      target,
+		Details: []dataplane.ConnectionDetails{{Endpoint: n.cfg.Endpoint, ExternalEndpoint: n.cfg.ExternalEndpoint}},
+		// Several addresses are replicas of which one leads: the controller follows
+		// the leader a standby names (a channel over all of them would stay with
+		// whichever replica accepted the connection).
+		Targets:     n.cfg.ControlPlane,
 		DialOptions: opts, Tokens: n.cfg.Tokens, Datapath: n, AckTimeout: n.cfg.AckTimeout,
 		Backoff: n.cfg.Backoff, Logger: n.cfg.Logger.With("component", "controller"),
 	})
