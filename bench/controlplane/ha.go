@@ -130,7 +130,7 @@ func haRun(ctx context.Context, c options) []measure {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	cluster, err := embedetcd.Start(ctx, embedetcd.Options{Members: 3, Dir: dir, Fsync: c.fsync, Configure: func(e *embed.Config) {
-		e.MaxTxnOps, e.MaxRequestBytes = 100000, 64<<20
+		e.MaxTxnOps, e.MaxRequestBytes = uint(c.maxTxnOps), 64<<20
 	}})
 	if err != nil {
 		return fail(err)

@@ -38,6 +38,7 @@ type options struct {
 	baseDelay                           time.Duration
 	leaseTTL                            time.Duration // ha
 	fsync                               bool          // ha: etcd fsyncs
+	maxTxnOps                           int           // ha: etcd's --max-txn-ops
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 		"restart (API mode, names, then the control plane restarts on the same address and database), "+
 		"ha (names on two replicas over a 3-member etcd, then the leader is SIGKILLed)")
 	flag.DurationVar(&c.leaseTTL, "lease-ttl", config.DefaultLeaseTTL, "ha: the election lease")
+	flag.IntVar(&c.maxTxnOps, "max-txn-ops", 100000, "ha: etcd's --max-txn-ops (its default is 128)")
 	flag.BoolVar(&c.fsync, "fsync", false, "ha: etcd fsyncs its log (off: the etcd members share this machine's disk)")
 	flag.StringVar(&c.stores, "stores", "", "comma-separated stores for the names, mesh, crash and restart scenarios (default: -store)")
 	flag.Parse()
