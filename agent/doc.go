@@ -1,5 +1,5 @@
-// Package agent is Switchboard's per-node agent: the rest of spec/registration.md
-// beyond the JetStream stream itself.
+// Package agent is Switchboard's per-node agent (docs/agent.md): registration as a
+// side effect of health, and discovery outputs kept current from the registry.
 //
 //   - Registration as a side effect of health ("The publish gate"): an Agent publishes
 //     the entries of its manifest (package manifest) while their health checks

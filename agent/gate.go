@@ -21,7 +21,7 @@ const (
 	ReasonUnhealthy   = "health checks failing"
 )
 
-// Gate is the publish gate of spec/registration.md: publish only when there are
+// Gate is the publish gate (docs/agent.md): publish only when there are
 // entries, the agent is not in no-op mode, the last apply did not fail, and every
 // health check is OK. It is conservative: when it says no, it says why.
 func Gate(in GateInput) (open bool, reason string) {

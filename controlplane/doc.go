@@ -1,6 +1,6 @@
 // Package controlplane is the control plane's model and decision logic, without network
-// transport: spec/control-plane.md sections "Topology", "Node Lifecycle",
-// "Link Management" and "Route Management".
+// transport (docs/controlplane.md, "How it converges"): topology, node lifecycle, link
+// and route management.
 //
 // Service (the spec's route service) turns events into link and route records in a
 // store.Store and answers, for each event, which nodes the link and route reconcilers

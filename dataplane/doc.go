@@ -1,5 +1,5 @@
 // Package dataplane is the data-plane side of the control-plane protocol: the
-// Controller of spec/control-plane.md, "Data-Plane Controller" and "Reconnection".
+// Controller (docs/controlplane.md, "The data-plane side").
 //
 // A Controller holds one bidirectional ControllerService stream to the control plane
 // (CP). Each time it connects it resets its session state, registers the node (with a

@@ -1,5 +1,5 @@
 // Package endpoint is Switchboard's one data model: an endpoint is one reachable
-// instance of a service (DESIGN.md, "The one data model").
+// instance of a service (docs/architecture.md, "The one data model").
 //
 // Every part of the system — registry backends, the registrar protocol, the agent and
 // the JetStream subjects — uses these types, and every entry point calls Validate, so

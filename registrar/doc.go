@@ -1,18 +1,17 @@
-// Package registrar is the in-cluster Registrar of spec/registrar.md: the one bridge
+// Package registrar is the in-cluster Registrar (docs/registrar.md): the one bridge
 // between a cluster's agents and the external registry.
 //
 // A Registrar keeps a versioned in-memory snapshot of every cluster's endpoints
 // (state.go), fed by polling the backend's List every sync interval and, when the
-// backend has one, by its native watch (sync.go, phases 2, 4 and 5). Writes from agents
-// are accepted into the snapshot and broadcast at once, then persisted in coalesced
-// batches by a write-behind writer (writer.go, phase 3); pending writes are overlaid on
-// every sync result so an endpoint never flaps. Watchers read one shared, bounded
-// history ring through their own cursor (watch.go): a watcher that falls behind the
-// ring is resynced with a full snapshot, never slows the others and never silently
-// loses an event. Resume tokens carry the replica's epoch (package registrar/token),
-// following DESIGN.md, "Registry and registrar". Events also carry the persisted
-// frontier, which lets a client forget the writes it would otherwise send again
-// after a failover.
+// backend has one, by its native watch (sync.go). Writes from agents are accepted into
+// the snapshot and broadcast at once, then persisted in coalesced batches by a
+// write-behind writer (writer.go); pending writes are overlaid on every sync result so
+// an endpoint never flaps. Watchers read one shared, bounded history ring through their
+// own cursor (watch.go): a watcher that falls behind the ring is resynced with a full
+// snapshot, never slows the others and never silently loses an event. Resume tokens
+// carry the replica's epoch (package registrar/token), so a token from another replica
+// or epoch is never misread. Events carry the persisted frontier, which lets a client
+// forget the writes it would otherwise send again after a failover.
 //
 // Server (server.go) wires the gRPC service switchboard.registrar.v1.Registrar, the
 // gRPC health and reflection services and the HTTP health port (/healthz, /readyz,

@@ -6,7 +6,7 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 )
 
-// metrics are the series of spec/registrar.md, "Metrics and Observability", plus a few
+// metrics are the series of docs/registrar.md, "Observability", plus a few
 // that say why: batch outcomes and watcher resyncs.
 type metrics struct {
 	connected    prometheus.Gauge

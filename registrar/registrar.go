@@ -19,7 +19,7 @@ import (
 )
 
 // Config configures a Registrar. Zero durations and sizes take the defaults of
-// spec/registrar.md.
+// docs/registrar.md.
 type Config struct {
 	// Cluster is the only cluster this registrar accepts writes for (--cluster-name).
 	Cluster string

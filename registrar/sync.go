@@ -13,9 +13,10 @@ import (
 )
 
 // syncer keeps the snapshot in line with the backend: a full List every interval,
-// always, and the backend's native watch when it has one (spec phase 5). The poll is
+// always, and the backend's native watch when it has one (registry/follow). The poll is
 // the backstop that repairs anything a watch missed; every cluster's endpoints are
-// taken, which is how agents learn of other clusters (phase 4).
+// taken, which is how agents learn of other clusters (docs/registrar.md, "What it
+// does": Sync).
 type syncer struct {
 	s        *state
 	backend  registry.Registry

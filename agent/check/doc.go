@@ -2,6 +2,6 @@
 // health protocol and exec — and turns their results into a healthy/unhealthy state
 // with rise and fall thresholds.
 //
-// The publish gate of spec/registration.md ("every health check returned OK")
+// The publish gate (docs/agent.md: "every health check returned OK")
 // consults that state: see package agent.
 package check

@@ -1,5 +1,5 @@
 // Package filesd turns endpoints into Prometheus file_sd target groups
-// (spec/registration.md, "Prometheus": RegistrationEntries.PrometheusFileSD).
+// (docs/agent.md, "Prometheus file_sd").
 //
 // An endpoint is scraped when its service or protocol is "prometheus", or when it
 // carries the annotation prometheus.io/scrape: "true"; any other value of that

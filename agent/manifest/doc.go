@@ -1,6 +1,6 @@
 // Package manifest parses the agent's manifest: the endpoints a node registers while
-// their health checks pass (register_when_stable in spec/registration.md, "The
-// publish gate").
+// their health checks pass (register_when_stable; docs/agent.md, "The publish
+// gate").
 //
 //	entries:
 //	  - cluster: prod

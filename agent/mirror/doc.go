@@ -1,5 +1,5 @@
 // Package mirror keeps a local copy of a registry's endpoints for the agent's
-// templates and file_sd output (spec/registration.md, "Expiry, lookup, and watch").
+// templates and file_sd output (docs/agent.md, "The agent's copy of the registry").
 //
 // It follows the registry's change feed where the backend has one (registry.Watcher):
 // the initial Added events and the Synced marker build the copy, later events keep it

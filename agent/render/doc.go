@@ -1,5 +1,5 @@
 // Package render renders Go text/template files over the registry's endpoints —
-// lookup from templates in spec/registration.md ("From a template": the
+// lookup from templates (docs/agent.md, "Templates": the
 // registrations(cluster, protocol, service, ip) function) — and keeps the rendered
 // files up to date: written atomically, only when the content changed, with an
 // optional command run after each change (like consul-template's reload command).

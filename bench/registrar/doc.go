@@ -1,4 +1,4 @@
-// Command registrar benchmarks the Registrar (spec/registrar.md) on a real backend —
+// Command registrar benchmarks the Registrar (docs/registrar.md) on a real backend —
 // an embedded etcd server — over loopback gRPC, and writes the results as a
 // Markdown table, recorded with its explanation in docs/benchmarks/registrar.md:
 //

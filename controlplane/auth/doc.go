@@ -1,5 +1,5 @@
 // Package auth implements registration authentication for data-plane nodes
-// (spec/control-plane.md, "Registration Authentication").
+// (docs/controlplane.md, "Registration auth").
 //
 // The control plane holds an Authenticator and calls Verify with the credentials,
 // group name and node id of every RegisterNodeRequest before it saves anything; any

@@ -1,5 +1,5 @@
 // Package nodestream is the control plane's node command handler
-// (spec/control-plane.md, "Components": Node Command Handler): it keeps the control
+// (docs/controlplane.md, "The data-plane side"): it keeps the control
 // stream of every connected data-plane node, sends commands on it, and matches each
 // response to its request by message id.
 //

@@ -1,7 +1,7 @@
 // Package northbound is the control plane's management API (ControlPlaneService), used by
 // `switchboard ctl` and operators: list nodes, links, routes and segments, ask a node for
 // its live connections and subscriptions, and — in API mode — change the topology and
-// announce or withdraw wildcard routes (spec/control-plane.md, "Topology", "API mode").
+// announce or withdraw wildcard routes (docs/controlplane.md, "Northbound access").
 package northbound
 
 import (
@@ -313,7 +313,7 @@ func routeName(req *controlplanev1.RouteRequest) (store.Name, error) {
 	return name, nil
 }
 
-// toStatus maps the core's errors to gRPC codes (DESIGN.md, "Conventions").
+// toStatus maps the core's errors to gRPC codes (docs/development.md, "Conventions").
 func toStatus(err error) error {
 	code := codes.Internal
 	switch {

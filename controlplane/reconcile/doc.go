@@ -1,6 +1,6 @@
 // Package reconcile converges data-plane nodes toward the control plane's desired state
-// (spec/control-plane.md, "Link Reconciliation", "Route Reconciliation", "Failure
-// Handling", "Periodic Reconciliation").
+// (docs/controlplane.md, "How it converges": link and route reconciliation, failure
+// handling, periodic reconciliation).
 //
 // Two reconcilers, one for links and one for routes, each run parallel workers on a
 // k8s.io/client-go/util/workqueue rate-limited queue keyed by node id: exponential

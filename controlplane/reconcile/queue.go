@@ -15,7 +15,7 @@ import (
 // after the base delay without consuming one of its max_requeues retries.
 var ErrRetrySoon = errors.New("retry without counting")
 
-// QueueConfig tunes a Queue (spec/control-plane.md, "Retry and Backoff").
+// QueueConfig tunes a Queue (docs/controlplane.md, "How it converges": retries).
 type QueueConfig struct {
 	Name        string
 	Workers     int           // parallel workers; default 4

@@ -1,7 +1,7 @@
 // Package southbound is the control plane's ControllerService, the gRPC endpoint data-plane
-// nodes keep one bidirectional stream open to (spec/control-plane.md, "Node
-// Lifecycle": Registration, Registration Authentication, Deregistration, Crash
-// Disconnect; "Race Conditions": Concurrent DP-initiated config).
+// nodes keep one bidirectional stream open to (docs/controlplane.md, "The data-plane
+// side"): registration and its authentication, deregistration, crash disconnect, and
+// configuration a node sends on its own.
 //
 // A stream goes through three phases:
 //

@@ -1,6 +1,6 @@
 // Package dynamotest serves github.com/truora/minidyn over HTTP on 127.0.0.1 so tests
-// can drive the real aws-sdk-go-v2 DynamoDB client against it (DESIGN.md, "Real
-// components, and how they start").
+// can drive the real aws-sdk-go-v2 DynamoDB client against it (docs/development.md,
+// "Real servers in tests").
 //
 // The wrapper fills the gaps of minidyn that Switchboard's DynamoDB backend meets:
 //

@@ -4,5 +4,5 @@
 // It is what `switchboard dev` serves to users who have no NATS cluster, and what the
 // JetStream registry tests (and any other test needing NATS) start instead of a mock —
 // real servers on random ports, the shape of nats-server's own
-// server/jetstream_helpers_test.go (DESIGN.md, "Real components, and how they start").
+// server/jetstream_helpers_test.go (docs/development.md, "Real servers in tests").
 package embednats

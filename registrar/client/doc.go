@@ -1,5 +1,5 @@
 // Package client is the agent side of the registrar (docs/registrar.md, "The agent
-// client"): a registry.Registry and registry.Watcher, registered as the backend
+// side"): a registry.Registry and registry.Watcher, registered as the backend
 // "registrar", that talks to one or more registrar replicas over gRPC. Like every
 // backend it is a driver behind a registry.Front, which holds the rules every backend
 // shares; Client is that front with the client's own methods (WaitReady).
@@ -10,7 +10,7 @@
 // write stays until the stream has caught up with it, so a read never goes back in
 // time. The stream reconnects forever with exponential backoff and full jitter,
 // resumes from the last version it applied, and the cache keeps serving the
-// last-known-good state meanwhile (DESIGN.md, "Registry and registrar").
+// last-known-good state meanwhile (docs/registrar.md, "The agent side").
 //
 // The client remembers each write until the registrar reports it persisted (the
 // persisted frontier carried by events). When it lands on a registrar replica of a

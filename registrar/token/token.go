@@ -1,5 +1,5 @@
 // Package token is the registrar's resume token: a replica's epoch and a sequence
-// number (spec/registrar.md, "API Surface"; DESIGN.md, "Registry and registrar").
+// number (docs/registrar.md, "What it does": Push).
 // The server issues tokens; the client compares them to tell when its stream has
 // caught up with its own writes. Everything else treats a token as opaque.
 package token

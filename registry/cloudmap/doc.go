@@ -1,6 +1,7 @@
 // Package cloudmap stores endpoints in AWS Cloud Map (servicediscovery), one of the
-// external registries of the registrar spec (spec/registrar.md, "driver Backend").
-// It registers itself as the "cloudmap" registry backend.
+// external registries a registrar can sit in front of (docs/backends.md, "cloudmap").
+// It registers itself as the "cloudmap" registry backend; like every backend it is a
+// driver behind a registry.Front, which holds the rules every backend shares.
 //
 // # Mapping
 //
@@ -24,18 +25,18 @@
 //
 // # Writes
 //
-// Apply validates and coalesces the batch, encodes every registration (an endpoint
-// whose attributes exceed Cloud Map's 5,000-character limit fails the whole batch
-// before anything is sent, as endpoint.ErrInvalid naming "annotations"), then sends
-// RegisterInstance / DeregisterInstance concurrently. Both are asynchronous in Cloud
-// Map: each returns an operation id, which is polled with GetOperation (backing off
-// from 20ms to 1s) until SUCCESS or FAIL, bounded by cloudmap-operation-timeout. Keys
-// whose operation failed, timed out or could not be submitted are reported in one
-// *registry.ApplyError; the rest of the batch is written. A batch is therefore not
-// atomic. Transient failures (throttling, 5xx, network, an operation still pending
-// at the timeout, FAIL with INTERNAL_FAILURE or THROTTLED_REQUEST) also match
-// registry.ErrUnavailable. Deregistering an instance Cloud Map does not know is not an
-// error.
+// Apply gets the batch validated and coalesced (by the Front), encodes every
+// registration (an endpoint whose attributes exceed Cloud Map's 5,000-character limit
+// fails the whole batch before anything is sent, as endpoint.ErrInvalid naming
+// "annotations"), then sends RegisterInstance / DeregisterInstance concurrently. Both
+// are asynchronous in Cloud Map: each returns an operation id, which is polled with
+// GetOperation (backing off from 20ms to 1s) until SUCCESS or FAIL, bounded by
+// cloudmap-operation-timeout. Keys whose operation failed, timed out or could not be
+// submitted are reported in one *registry.ApplyError; the rest of the batch is written.
+// A batch is therefore not atomic. Transient failures (throttling, 5xx, network, an
+// operation still pending at the timeout, FAIL with INTERNAL_FAILURE or
+// THROTTLED_REQUEST) also match registry.ErrUnavailable. Deregistering an instance
+// Cloud Map does not know is not an error.
 //
 // # Reads
 //
@@ -58,6 +59,6 @@
 //
 // # Watch
 //
-// Cloud Map has no change feed this backend can use, so driver does not implement
-// registry.Watcher; the registrar polls it.
+// Cloud Map has no change feed this backend can use: Watch fails with
+// registry.ErrNoWatch, and the registrar polls it.
 package cloudmap

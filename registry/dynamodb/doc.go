@@ -1,9 +1,9 @@
 // Package dynamodb is the registry backend that stores endpoints in an Amazon DynamoDB
-// table, for registrars that share state across clusters (spec/registrar.md, "Proposed
-// Solution" and "Sync Strategy"). It registers itself as the
-// "dynamodb" backend. DynamoDB has no change feed this backend could follow (Streams are
-// not used), so it implements registry.Registry but not registry.Watcher: the registrar
-// polls it.
+// table, for registrars that share state across clusters (docs/backends.md,
+// "dynamodb"). It registers itself as the "dynamodb" backend; like every backend it is
+// a driver behind a registry.Front. DynamoDB has no change feed this backend could
+// follow (Streams are not used), so Watch fails with registry.ErrNoWatch: the
+// registrar polls it.
 //
 // # Table schema
 //
@@ -52,12 +52,12 @@
 //
 // # Writes
 //
-// Apply validates the batch, coalesces it to one op per key (a transaction may not touch
-// an item twice) and writes it with TransactWriteItems — a Put per registration, a Delete
-// per unregistration — in chunks of at most 100 items and about 4 MB. Each chunk is
-// atomic; chunks are written in order, and on failure the *registry.ApplyError names
-// every key of the failed chunk and of the chunks after it, and why each cancelled
-// item failed.
+// Apply gets the batch validated and coalesced to one op per key by the Front (a
+// transaction may not touch an item twice) and writes it with TransactWriteItems — a
+// Put per registration, a Delete per unregistration — in chunks of at most 100 items
+// and about 4 MB. Each chunk is atomic; chunks are written in order, and on failure the
+// *registry.ApplyError names every key of the failed chunk and of the chunks after it,
+// and why each cancelled item failed.
 //
 // # Retries
 //

@@ -1,6 +1,6 @@
-// Package etcd is the etcd v3 registry backend (spec/registrar.md, "External registry"
-// and "Batching and Write Coalescing"; DESIGN.md, "Native watch"). Importing it
-// registers the backend "etcd" with registry.Open.
+// Package etcd is the etcd v3 registry backend (docs/backends.md, "etcd"). Importing it
+// registers the backend "etcd" with registry.Open; like every backend it is a driver
+// behind a registry.Front, which holds the rules every backend shares.
 //
 // # Key layout
 //
@@ -18,12 +18,11 @@
 //
 // # Writes
 //
-// Apply validates the whole batch (registry.Validate), nets it out
-// (registry.Coalesce) and writes it as one Txn per chunk of at most MaxTxnOps
-// operations (the server's --max-txn-ops, default 128), so a batch that fits is
-// atomic: readers and watchers see all of it at one revision or none of it. Larger
-// batches are atomic per chunk; on failure, ApplyError lists the keys of the chunks
-// that were not confirmed written. If the server's limit (ops or request bytes) turns
+// Apply gets the batch validated and netted out by the Front, and writes it as one Txn
+// per chunk of at most MaxTxnOps operations (the server's --max-txn-ops, default 128),
+// so a batch that fits is atomic: readers and watchers see all of it at one revision
+// or none of it. Larger batches are atomic per chunk; on failure, ApplyError lists the
+// keys of the chunks that were not confirmed written. If the server's limit (ops or request bytes) turns
 // out lower than configured, the chunk size is halved and the chunk retried — a failed
 // Txn applies nothing, so the retry is safe.
 //

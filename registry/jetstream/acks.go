@@ -30,7 +30,7 @@ const (
 	noResponderRetryWait = 250 * time.Millisecond
 )
 
-// ackRouter owns the subscription an driver's acks arrive on: replies go to
+// ackRouter owns the subscription a registry's acks arrive on: replies go to
 // <prefix>.<batch id>.<op index>.
 type ackRouter struct {
 	nc     *nats.Conn

@@ -70,8 +70,8 @@ func (c StreamConfig) validate() error {
 	return err
 }
 
-// jetstreamConfig is the stream configuration of spec/registration.md, "A KV store
-// built from a stream": one message per subject with rollup, per-message TTLs under a
+// jetstreamConfig is the stream configuration of a KV store built from a stream
+// (docs/backends.md, "jetstream"): one message per subject with rollup, per-message TTLs under a
 // stream-wide MaxAge, delete markers on expiry, direct get for lookups, and hard deletes
 // refused (purge allowed) so history cannot be rewritten behind watchers' backs.
 func (c StreamConfig) jetstreamConfig() jetstream.StreamConfig {

@@ -2,6 +2,6 @@
 // so that a reader never sees a half-written file and an unchanged file is never
 // touched: consumers such as Prometheus or a reload command react to writes.
 //
-// It serves the agent's outputs (spec/registration.md, "From a template" and
-// "Prometheus").
+// It serves the agent's outputs (docs/agent.md, "Templates" and "Prometheus
+// file_sd").
 package atomicfile
