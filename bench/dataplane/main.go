@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -29,7 +30,7 @@ import (
 type options struct {
 	messages, size, window, rate, fanout, fanoutMessages int
 	latencyFor                                           time.Duration
-	out                                                  string
+	out, cpuprofile, only                                string
 }
 
 func main() {
@@ -42,6 +43,8 @@ func main() {
 	flag.IntVar(&o.fanout, "fanout", 100, "subscribers of the fan-out runs")
 	flag.IntVar(&o.fanoutMessages, "fanout-messages", 5000, "messages per fan-out run")
 	flag.StringVar(&o.out, "out", "", "also write the table to this file")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the node's runs to this file (go tool pprof)")
+	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -78,12 +81,22 @@ type target interface {
 
 func run(ctx context.Context, o options) error {
 	var results []result
-	for _, mk := range []func(context.Context) (target, error){startNATS, startNodes} {
-		t, err := mk(ctx)
+	systems := map[string]func(context.Context) (target, error){"nats": startNATS, "node": startNodes}
+	for _, name := range []string{"nats", "node"} {
+		if o.only != "" && o.only != name {
+			continue
+		}
+		t, err := systems[name](ctx)
 		if err != nil {
 			return err
 		}
+		stop, err := profile(o, name)
+		if err != nil {
+			t.close()
+			return err
+		}
 		r, err := measure(ctx, t, o)
+		stop()
 		t.close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name(), err)
@@ -96,6 +109,26 @@ func run(ctx context.Context, o options) error {
 		return os.WriteFile(o.out, []byte(table), 0o644)
 	}
 	return nil
+}
+
+// profile starts a CPU profile of the node's runs when asked; the returned function
+// stops it.
+func profile(o options, system string) (func(), error) {
+	if o.cpuprofile == "" || system != "node" {
+		return func() {}, nil
+	}
+	f, err := os.Create(o.cpuprofile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 func loadavg() string {

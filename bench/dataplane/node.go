@@ -50,7 +50,9 @@ func startNodes(ctx context.Context) (target, error) {
 		return nil, err
 	}
 	dial := func(addr string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		// The node's buffer pool and codec on the client side too: with gRPC's
+		// defaults a 1 MiB buffer is cleared for every batch (dataplane/node/bufpool.go).
+		return grpc.NewClient(addr, append(node.ClientOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	}
 	if t.pubConn, err = dial(f.Node("a/n1").Addr()); err != nil {
 		t.close()

@@ -32,7 +32,7 @@ func (f *nodeClientFlags) dial() (*grpc.ClientConn, error) {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	return grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds))
+	return grpc.NewClient(f.addr, append(node.ClientOptions(), grpc.WithTransportCredentials(creds))...)
 }
 
 func newPubCmd(a *app) *cobra.Command {

@@ -122,7 +122,7 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) msgLimit() int { return n.cfg.MaxMessageBytes + maxBatchBytes + 64<<10 }
 
 func (n *Node) grpcServer() *grpc.Server {
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit())}
+	opts := append(serverOptions(), grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit()))
 	if n.cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.ServerTLS)))
 	}
@@ -137,10 +137,10 @@ func (n *Node) linkDialOptions() []grpc.DialOption {
 	if n.cfg.LinkTLS != nil {
 		creds = credentials.NewTLS(n.cfg.LinkTLS)
 	}
-	return []grpc.DialOption{
+	return append(ClientOptions(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.msgLimit()), grpc.MaxCallSendMsgSize(n.msgLimit())),
-	}
+	)
 }
 
 func (n *Node) newController() error {
