@@ -1,9 +1,13 @@
 package registrar
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registry"
 )
 
 // metrics are the series of docs/registrar.md, "Observability", plus a few
@@ -75,3 +79,18 @@ func (m *metrics) endpointCount(cluster string, n int) {
 }
 
 func (m *metrics) queueDepth(n int) { m.queue.Set(float64(n)) }
+
+// registerBackendMetrics exports the backend's series (a registry.Front counts every
+// call it makes) beside the registrar's. Replicas in one process that share a backend
+// and a metrics registry share its series.
+func registerBackendMetrics(reg prometheus.Registerer, backend registry.Registry) error {
+	c, ok := backend.(prometheus.Collector)
+	if !ok || reg == nil {
+		return nil
+	}
+	var dup prometheus.AlreadyRegisteredError
+	if err := reg.Register(c); err != nil && !errors.As(err, &dup) {
+		return fmt.Errorf("registrar: backend metrics: %w", err)
+	}
+	return nil
+}

@@ -121,6 +121,9 @@ func New(cfg Config) (*Registrar, error) {
 		return nil, err
 	}
 	m := newMetrics(cfg.Metrics)
+	if err := registerBackendMetrics(cfg.Metrics, cfg.Backend); err != nil {
+		return nil, err
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("registrar: draw epoch: %w", err)
