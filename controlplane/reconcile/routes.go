@@ -14,8 +14,9 @@ import (
 )
 
 // RouteOptions configure a Routes reconciler. Subscriptions the CP does not track are
-// always deleted, as the spec's route reconciler does (enable_orphan_detection is
-// about connections).
+// deleted whatever enable_orphan_detection says (that option is about connections),
+// except those over links the CP has no record of, which belong to the link
+// reconciler (unknownLink).
 type RouteOptions struct {
 	Store store.Store
 	Nodes Nodes
@@ -164,11 +165,32 @@ func (r *Routes) classify(ctx context.Context, nodeID string, routes []store.Rou
 		}
 	}
 	for k := range live.subs {
-		if !tracked[k] && !sharesTracked(k, tracked, live.conns) {
+		if tracked[k] || sharesTracked(k, tracked, live.conns) {
+			continue
+		}
+		unknown, err := r.unknownLink(ctx, &links, k.link)
+		if err != nil {
+			return nil, err
+		}
+		if !unknown {
 			p.add(p.del, &p.delOrder, k, nil)
 		}
 	}
 	return p, nil
+}
+
+// unknownLink reports whether a subscription's link is one this control plane has
+// no record of. Such a subscription is left to the link reconciler: after a restart
+// the nodes still name their connections by the old link ids, and the link
+// reconciler hands each connection over to its new link (the subscriptions go with
+// it) or removes it. Deleting them here would cut delivery over a connection that is
+// about to be handed over.
+func (r *Routes) unknownLink(ctx context.Context, links *linkCache, id string) (bool, error) {
+	if id == "" {
+		return false, nil
+	}
+	l, err := links.get(ctx, id)
+	return l == nil, err
 }
 
 // sharesTracked reports whether the orphan subscription k is, on the data plane, the

@@ -291,3 +291,34 @@ func TestNullComponentNormalised(t *testing.T) {
 		t.Fatalf("wire form with id: %v", p)
 	}
 }
+
+// TestRouteLeavesSubscriptionsOfUnknownLinks: a subscription over a link the store has
+// no record of (after a restart, nodes still name connections by old link ids) is the
+// link reconciler's to hand over or remove; the route reconciler leaves it, so
+// delivery over a connection about to be handed over is not cut.
+func TestRouteLeavesSubscriptionsOfUnknownLinks(t *testing.T) {
+	forStores(t, func(t *testing.T, db string) {
+		r := newRig(t, db, true)
+		r.converge()
+		rt := r.route()
+		if err := r.st.DeleteRoute(r.ctx, rt.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.st.DeleteLink(r.ctx, rt.LinkID); err != nil {
+			t.Fatal(err)
+		}
+		// A route still in the store keeps the pass from skipping the node.
+		other := store.NewName("org", "ns", "other")
+		if _, err := r.st.CreateRoute(r.ctx, store.Route{SourceNodeID: rt.SourceNodeID, DestNodeID: rt.DestNodeID,
+			LinkID: "not-yet-made", Name: other, Status: store.RoutePending}); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.syncRoutes(rt.SourceNodeID)
+		kept := slices.ContainsFunc(r.node(rt.SourceNodeID).Datapath().Subscriptions(), func(s dataplane.SubInfo) bool {
+			return s.Name == svcName
+		})
+		if !kept {
+			t.Fatalf("subscription over unknown link %s deleted by the route reconciler", rt.LinkID)
+		}
+	})
+}
