@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
+	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/leader"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
@@ -42,6 +43,8 @@ type ha struct {
 	// leading opens the southbound and northbound writes: set once the store holds
 	// the lead and the service has reset, cleared before anything stops.
 	leading atomic.Bool
+	// loadedSecrets are the group secrets the store held when the replica started.
+	loadedSecrets map[string]string
 }
 
 // openHA sets up the election when the store is on etcd; the listeners must be
@@ -69,7 +72,12 @@ func (s *Server) openHA() error {
 	if err != nil {
 		return fmt.Errorf("database.etcd: %w", err)
 	}
-	s.ha = &ha{store: es, elector: el}
+	// The secrets the verifier was given at start, to know which to drop at takeover.
+	loaded, err := es.ListGroupSecrets(context.Background())
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	s.ha = &ha{store: es, elector: el, loadedSecrets: loaded}
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: ns, Name: "leader", Help: "1 while this replica leads (reconciles and serves nodes), 0 while it stands by.",
 	}, func() float64 {
@@ -106,6 +114,11 @@ func (s *Server) lead(ctx context.Context, t leader.Term) {
 		s.log.Error("taking the lead: reset", "err", err)
 		return
 	}
+	if err := s.reloadGroupSecrets(ctx); err != nil {
+		s.ha.store.Follow()
+		s.log.Error("taking the lead: group secrets", "err", err)
+		return
+	}
 	s.ha.leading.Store(true)
 	s.log.Info("leading: reconciling and accepting nodes", "took", time.Since(start), "rev", t.Rev)
 	var workers sync.WaitGroup
@@ -121,6 +134,35 @@ func (s *Server) lead(ctx context.Context, t leader.Term) {
 	s.sgrpc.Stop()
 	workers.Wait()
 	s.log.Info("stopped leading: reconcilers stopped, node streams closed", "at", time.Now().UnixNano())
+}
+
+// reloadGroupSecrets brings the registration verifier up to the secrets in the
+// store: it loaded them when the replica started, and the leader of the time may
+// have added, rotated or removed some since. A file's secrets stay the file's.
+func (s *Server) reloadGroupSecrets(ctx context.Context) error {
+	verifier, ok := s.auth.(*auth.SharedSecret)
+	if !ok || s.svc.Mode() != config.APIMode {
+		return nil
+	}
+	stored, err := s.store.ListGroupSecrets(ctx)
+	if err != nil {
+		return err
+	}
+	file := s.o.Config.RegistrationAuth.Secrets
+	for g := range s.ha.loadedSecrets {
+		if _, still := stored[g]; !still && file[g] == "" {
+			verifier.RemoveSecret(g)
+		}
+	}
+	for g, secret := range stored {
+		if file[g] != "" {
+			continue
+		}
+		if err := verifier.SetSecret(g, secret); err != nil {
+			return fmt.Errorf("stored secret of group %s: %w", g, err)
+		}
+	}
+	return nil
 }
 
 // notLeader is a standby's answer, naming the leader when one is known.

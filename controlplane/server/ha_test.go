@@ -20,7 +20,8 @@ import (
 func etcdConfig(t *testing.T, c *embedetcd.Cluster) string {
 	t.Helper()
 	return "database:\n  type: etcd\n  etcd:\n    endpoints: [" + strings.Join(c.Endpoints(), ", ") +
-		"]\n    prefix: /" + strings.ReplaceAll(t.Name(), "/", "-") + "/\n    lease_ttl: 2s\n"
+		"]\n    prefix: /" + strings.ReplaceAll(t.Name(), "/", "-") + "/\n    lease_ttl: 2s\n" +
+		"registration_auth:\n  type: shared_secret\n  secrets: {cloud: cloud-secret-0123456789abcdef0123456789}\n"
 }
 
 func leaderGauge(t *testing.T, reg *prometheus.Registry) float64 {
@@ -76,6 +77,11 @@ func TestHAStandbyAndResign(t *testing.T) {
 		t.Fatalf("standby write: %v, want FailedPrecondition naming %s", err, a.NorthboundAddr())
 	}
 
+	// A secret added after the standby started: it learns it when it takes over.
+	const secret = "0123456789abcdef0123456789abcdef"
+	if _, err := nbA.AddGroupSecret(ctx, &controlplanev1.GroupSecretRequest{Group: "edge", Secret: secret}); err != nil {
+		t.Fatal(err)
+	}
 	if err := stopA(); err != nil {
 		t.Fatalf("leader stop: %v", err)
 	}
@@ -87,6 +93,17 @@ func TestHAStandbyAndResign(t *testing.T) {
 	}
 	if leaderGauge(t, regB) != 1 {
 		t.Fatal("the new leader's gauge is not 1")
+	}
+	groups, err := nbB.ListGroups(ctx, &controlplanev1.ListGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]string{}
+	for _, g := range groups.GetGroups() {
+		sources[g.GetName()] = g.GetSecretSource()
+	}
+	if sources["edge"] != "api" || sources["cloud"] != "config" {
+		t.Fatalf("secret sources on the new leader: %v, want edge from the API, cloud from the file", sources)
 	}
 }
 
