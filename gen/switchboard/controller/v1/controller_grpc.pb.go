@@ -5,7 +5,7 @@
 // source: switchboard/controller/v1/controller.proto
 
 // The southbound protocol between the control plane (CP) and data-plane (DP) nodes
-// (spec/control-plane.md, "Node Lifecycle" and "Data-Plane Controller"). One
+// (docs/controlplane.md explains the node lifecycle and the data-plane controller). One
 // bidirectional stream per node carries every message in both directions.
 
 package controllerv1

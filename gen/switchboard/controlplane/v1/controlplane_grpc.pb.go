@@ -5,7 +5,7 @@
 // source: switchboard/controlplane/v1/controlplane.proto
 
 // The northbound management API of the control plane, used by `switchboard ctl` and
-// operators (spec/control-plane.md, "Topology" API mode and "Wildcard Routes").
+// operators (docs/controlplane.md explains topology modes and wildcard routes).
 // Mutations of the topology return FAILED_PRECONDITION in config mode.
 
 package controlplanev1
