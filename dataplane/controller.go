@@ -123,7 +123,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer c.closeConn()
 	r := retrier{b: c.cfg.Backoff, rnd: rand.Int64N}
-	hinted := false
 	for {
 		if c.isLeaving() {
 			return nil
@@ -138,13 +137,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		wait := r.next(registered, time.Since(start))
 		if c.targets != nil {
-			// A standby's hint is followed at once, but only once in a row: a hint
-			// that leads nowhere (a leader that just died) waits like any failure.
-			if c.targets.after(err) && !hinted {
-				wait, hinted = 0, true
-			} else {
-				hinted = false
-			}
+			wait = c.targets.afterSession(err, wait, time.Now())
 		}
 		c.cfg.Logger.Warn("control-plane session ended; reconnecting",
 			"node", c.nodeLabel(), "err", err, "attempt", r.attempt, "wait", wait, "next", c.target())

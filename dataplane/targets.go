@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -31,6 +32,43 @@ type targets struct {
 	mu    sync.Mutex
 	cur   string
 	conns map[string]*grpc.ClientConn
+	// hinted: the current address is a standby's hint, followed at once.
+	hinted bool
+	// standbyAt is when a replica last answered as a standby.
+	standbyAt time.Time
+}
+
+// While a replica answered as a standby within standbyWindow, the control plane is
+// up and electing a leader (a lease runs out, typically within 10 s): sessions are
+// retried at least every standbyRetry instead of backing off to Backoff.Max, so the
+// fleet is back soon after the election rather than up to Backoff.Max later.
+const (
+	standbyWindow = time.Minute
+	standbyRetry  = time.Second
+)
+
+// afterSession picks the address for the next session and returns the wait before
+// it, from the backoff's wait and how the last session ended. A standby's hint is
+// followed at once, but only once in a row: a hint that leads nowhere (a leader that
+// just died) waits like any failure.
+func (t *targets) afterSession(err error, wait time.Duration, now time.Time) time.Duration {
+	if IsNotLeader(err) {
+		t.mu.Lock()
+		t.standbyAt = now
+		t.mu.Unlock()
+	}
+	followed := t.after(err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if followed && !t.hinted {
+		t.hinted = true
+		return 0
+	}
+	t.hinted = false
+	if !t.standbyAt.IsZero() && now.Sub(t.standbyAt) < standbyWindow {
+		return min(wait, standbyRetry)
+	}
+	return wait
 }
 
 func newTargets(addrs []string, dial func(string) (*grpc.ClientConn, error)) *targets {
@@ -85,21 +123,29 @@ func (t *targets) close() {
 
 // LeaderHint returns the leader's southbound address a standby named in err, or "".
 func LeaderHint(err error) string {
-	if err == nil {
-		return ""
+	if info := notLeaderInfo(err); info != nil {
+		return info.Metadata[LeaderHintKey]
 	}
+	return ""
+}
+
+// IsNotLeader reports whether err is a standby's answer (with a hint or, while no
+// leader is elected, without one).
+func IsNotLeader(err error) bool { return notLeaderInfo(err) != nil }
+
+func notLeaderInfo(err error) *errdetails.ErrorInfo {
 	var se interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &se) {
-		return ""
+	if err == nil || !errors.As(err, &se) {
+		return nil
 	}
 	st := se.GRPCStatus()
 	if st.Code() != codes.Unavailable {
-		return ""
+		return nil
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == NotLeaderReason {
-			return info.Metadata[LeaderHintKey]
+			return info
 		}
 	}
-	return ""
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -57,3 +58,29 @@ func TestConfigTargetsChecked(t *testing.T) {
 }
 
 type nopDatapath struct{ Datapath }
+
+// TestAfterSessionWaits: a standby's hint is tried at once, but not twice in a row;
+// while a standby answered within the window, waits are capped at standbyRetry (the
+// control plane is electing, not down); after it, the backoff's wait stands.
+func TestAfterSessionWaits(t *testing.T) {
+	tg := newTargets([]string{"a:1", "b:1"}, func(string) (*grpc.ClientConn, error) { return nil, nil })
+	t0 := time.Unix(1000, 0)
+	long := 20 * time.Second
+	steps := []struct {
+		err  error
+		at   time.Time
+		want time.Duration
+	}{
+		{errors.New("refused"), t0, long},                                            // no standby seen yet
+		{notLeader(t, codes.Unavailable, "c:1"), t0, 0},                              // hint followed at once
+		{errors.New("refused"), t0.Add(time.Second), standbyRetry},                   // the hint led nowhere
+		{notLeader(t, codes.Unavailable, "c:1"), t0.Add(2 * time.Second), 0},         // a hint again, after a failure
+		{notLeader(t, codes.Unavailable, ""), t0.Add(3 * time.Second), standbyRetry}, // electing, no hint
+		{errors.New("refused"), t0.Add(3*time.Second + standbyWindow), long},         // long after the standby
+	}
+	for i, s := range steps {
+		if got := tg.afterSession(s.err, long, s.at); got != s.want {
+			t.Fatalf("step %d (%v): wait %s, want %s", i, s.err, got, s.want)
+		}
+	}
+}

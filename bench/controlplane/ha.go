@@ -199,6 +199,7 @@ func haRun(ctx context.Context, c options) []measure {
 		return fail(fmt.Errorf("before the kill: %w", err))
 	}
 	load := loadAvg()
+	rev0 := revision(ctx, cli)
 	_ = lead.cmd.Process.Kill()
 	<-lead.done
 	killed := time.Now()
@@ -209,6 +210,7 @@ func haRun(ctx context.Context, c options) []measure {
 	err = haConverged(ctx, view, nodes, links, routes)
 	reconverge := time.Since(killed)
 	load += " → " + loadAvg()
+	txns := revision(ctx, cli) - rev0 // every etcd write is one revision
 	t, r := base, base
 	t.scenario, t.converge, t.load, t.links, t.routes = "ha-takeover", takeover, load, links, routes
 	r.scenario, r.converge, r.load, r.links, r.routes, r.failed = "ha-reconverge", reconverge, load, links, routes, err
@@ -216,8 +218,8 @@ func haRun(ctx context.Context, c options) []measure {
 	if err == nil {
 		r.verified = e2e.Converged(ctx, view, fabric, true)
 	}
-	fmt.Fprintf(os.Stderr, "ha: takeover %s, re-converged %s after the SIGKILL (%v), load %s\n",
-		takeover.Round(time.Millisecond), reconverge.Round(time.Millisecond), err, load)
+	fmt.Fprintf(os.Stderr, "ha: takeover %s, re-converged %s after the SIGKILL (%v), %d etcd write transactions, load %s\n",
+		takeover.Round(time.Millisecond), reconverge.Round(time.Millisecond), err, txns, load)
 	return []measure{t, r}
 }
 
@@ -313,4 +315,13 @@ func allRegistered(nodes []*e2e.Node) bool {
 		}
 	}
 	return true
+}
+
+// revision is etcd's current revision (0 when it cannot be read).
+func revision(ctx context.Context, cli *clientv3.Client) int64 {
+	resp, err := cli.Get(ctx, "/bench/meta/term")
+	if err != nil {
+		return 0
+	}
+	return resp.Header.Revision
 }

@@ -172,12 +172,14 @@ func (s *Server) notLeader(code codes.Code) error {
 	if ok {
 		msg = fmt.Sprintf("this control plane replica is a standby; the leader is %s at %s (northbound %s)", l.ID, l.Southbound, l.Northbound)
 	}
-	st := status.New(code, msg)
-	if !ok {
-		return st.Err()
+	// The reason goes along also without a leader to name: a node then knows that
+	// the control plane is up and electing, and retries soon.
+	info := &errdetails.ErrorInfo{Domain: notLeaderDomain, Reason: notLeaderReason}
+	if ok {
+		info.Metadata = map[string]string{leaderHintKey: l.Southbound, leaderNorthKey: l.Northbound}
 	}
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: notLeaderDomain, Reason: notLeaderReason,
-		Metadata: map[string]string{leaderHintKey: l.Southbound, leaderNorthKey: l.Northbound}}); err == nil {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(info); err == nil {
 		st = d
 	}
 	return st.Err()
