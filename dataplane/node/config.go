@@ -44,8 +44,9 @@ type Config struct {
 	// ExternalEndpoint is how nodes of other groups reach this one; empty: this node
 	// only dials links, it never receives one.
 	ExternalEndpoint string
-	// ControlPlane lists the control plane's southbound addresses, tried in order;
-	// empty runs the node without one (local clients and the group only).
+	// ControlPlane lists the control plane's southbound addresses — its replicas,
+	// of which a standby names the leader to go to, any other failure moving to the
+	// next; empty runs the node without one (local clients and the group only).
 	ControlPlane []string
 	// ControlPlaneDialOptions choose the transport credentials toward the control
 	// plane (default: plaintext).
