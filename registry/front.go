@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -63,9 +64,13 @@ type Front struct {
 	root context.Context
 	stop context.CancelCauseFunc
 
-	mu     sync.RWMutex // guards closed against calls being admitted
-	closed bool
-	calls  sync.WaitGroup // admitted calls and running watches
+	// state counts the admitted calls and running watches in its low bits; its
+	// closing bit is set when Close begins. One atomic add admits a call and one
+	// ends it, so a cached read stays cheap.
+	state atomic.Int64
+	// drained is closed once closing is set and nothing admitted is left.
+	drained   chan struct{}
+	drainOnce sync.Once
 
 	closeOnce sync.Once
 	closeErr  error
@@ -83,7 +88,7 @@ func NewFront(name string, d Driver) *Front {
 	if f, ok := d.(*Front); ok {
 		return f
 	}
-	f := &Front{name: name, d: d, m: newMetrics(name, d)}
+	f := &Front{name: name, d: d, m: newMetrics(name, d), drained: make(chan struct{})}
 	f.wd, _ = d.(WatchDriver)
 	f.cl, _ = d.(CachedLister)
 	f.root, f.stop = context.WithCancelCause(context.Background())
@@ -100,25 +105,31 @@ func (f *Front) Driver() Driver { return f.d }
 // CanWatch reports whether the backend has a change feed.
 func (f *Front) CanWatch() bool { return f.wd != nil }
 
+// closing marks state once Close has begun.
+const closing = 1 << 62
+
 // enter admits one call, or fails with ErrClosed. An admitted call must end with
-// leave (a watch: with f.calls.Done once it has returned).
+// done (through leave, for a call; for a watch, once it has returned).
 func (f *Front) enter() error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed {
+	if f.state.Add(1)&closing != 0 {
+		f.done()
 		return ErrClosed
 	}
-	// Counted under the lock that Close takes to set closed, so that Close never
-	// starts waiting before a call it will wait for is counted.
-	f.calls.Add(1)
 	return nil
+}
+
+// done ends an admitted call. The last to end after Close began lets Close go on.
+func (f *Front) done() {
+	if f.state.Add(-1) == closing {
+		f.drainOnce.Do(func() { close(f.drained) })
+	}
 }
 
 // leave counts a call that began at start, and ends it: Close may return from here
 // on, so nothing of the call may follow.
 func (f *Front) leave(op int, start time.Time, err *error) {
 	f.m.observe(op, start, err)
-	f.calls.Done()
+	f.done()
 }
 
 // bind returns a context that also ends when Close begins, with ErrClosed as its
@@ -170,25 +181,32 @@ func (f *Front) Apply(ctx context.Context, ops []Op) (err error) {
 
 // List validates the filter (a filter that could never match is a typo, reported as
 // endpoint.ErrInvalid rather than answered with nothing) and reads.
-func (f *Front) List(ctx context.Context, filter endpoint.Filter) (eps []endpoint.Endpoint, err error) {
-	start := time.Now()
+func (f *Front) List(ctx context.Context, filter endpoint.Filter) ([]endpoint.Endpoint, error) {
 	if err := f.enter(); err != nil {
-		f.m.observe(opList, start, &err)
+		f.m.count(opList, err)
 		return nil, err
 	}
-	defer f.leave(opList, start, &err)
-	if err := filter.Validate(); err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	filter = filter.Normalize()
-	if f.cl != nil {
+	filter, err := checkFilter(ctx, filter)
+	if err == nil && f.cl != nil {
+		// A cached read is counted but not timed: the clock would cost it more
+		// than the read, and the histogram is about the backend.
 		if eps, ok := f.cl.ListCached(filter); ok {
+			f.m.count(opList, nil)
+			f.done()
 			return eps, nil
 		}
 	}
+	if err != nil {
+		f.m.count(opList, err)
+		f.done()
+		return nil, err
+	}
+	return f.list(ctx, filter)
+}
+
+// list asks the driver, for an admitted call.
+func (f *Front) list(ctx context.Context, filter endpoint.Filter) (eps []endpoint.Endpoint, err error) {
+	defer f.leave(opList, time.Now(), &err)
 	cctx, cancel := f.bind(ctx)
 	defer cancel()
 	eps, err = f.d.List(cctx, filter)
@@ -198,6 +216,20 @@ func (f *Front) List(ctx context.Context, filter endpoint.Filter) (eps []endpoin
 	return eps, nil
 }
 
+// checkFilter validates a filter and returns it normalised, unless ctx has ended.
+func checkFilter(ctx context.Context, f endpoint.Filter) (endpoint.Filter, error) {
+	if err := f.Validate(); err != nil {
+		return f, fmt.Errorf("filter: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return f, err
+	}
+	if f.Address != "" || f.Cluster == "*" || f.Protocol == "*" || f.Service == "*" {
+		f = f.Normalize() // most filters are normal already, and Validate normalised a copy
+	}
+	return f, nil
+}
+
 // Close ends every call in flight and every watch, waits for them, and releases the
 // backend. It is idempotent: every call waits for the first to finish, and only the
 // first reports the backend's error.
@@ -205,11 +237,12 @@ func (f *Front) Close() error {
 	first := false
 	f.closeOnce.Do(func() {
 		first = true
-		f.mu.Lock()
-		f.closed = true
-		f.mu.Unlock()
+		// From here on enter refuses; what it admitted before is counted.
+		if f.state.Add(closing) == closing {
+			f.drainOnce.Do(func() { close(f.drained) })
+		}
 		f.stop(ErrClosed)
-		f.calls.Wait()
+		<-f.drained
 		f.closeErr = f.d.Close()
 	})
 	if !first {

@@ -26,7 +26,7 @@ func (f *Front) Watch(ctx context.Context, filter endpoint.Filter) (<-chan Event
 	ch, err := f.watch(ctx, filter)
 	f.m.observe(opWatch, start, &err)
 	if err != nil {
-		f.calls.Done()
+		f.done()
 	}
 	return ch, err
 }
@@ -36,14 +36,12 @@ func (f *Front) watch(ctx context.Context, filter endpoint.Filter) (<-chan Event
 	if f.wd == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoWatch, f.name)
 	}
-	if err := filter.Validate(); err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
+	filter, err := checkFilter(ctx, filter)
+	if err != nil {
 		return nil, err
 	}
 	cctx, cancel := f.bind(ctx)
-	in, err := f.wd.Watch(cctx, filter.Normalize())
+	in, err := f.wd.Watch(cctx, filter)
 	if err != nil {
 		cancel()
 		return nil, f.result(ctx, err)
@@ -58,7 +56,7 @@ func (f *Front) watch(ctx context.Context, filter endpoint.Filter) (<-chan Event
 // for the backend to close its channel: only then has the watch returned.
 func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in <-chan Event, out chan<- Event) {
 	reason := "backend"
-	defer f.calls.Done()
+	defer f.done()
 	defer func() {
 		close(out)
 		cancel()

@@ -220,11 +220,11 @@ func listCall(r registry.Registry, ctx context.Context, done chan<- error) {
 }
 
 // callsInFlight names the calls of applyCall and listCall that have not returned:
-// their goroutine still runs code of the registry above applyCall or listCall.
-// Reading the stacks, rather than waiting for the result, tells a call that has
-// returned from one Close left running. The runtime's frames (sending the result,
-// being preempted) do not count, nor do a registry.Front's: a call the Front let go
-// may still be on its way out of the Front's own bookkeeping when Close returns.
+// their goroutine still runs the registry's code above applyCall or listCall. Reading
+// the stacks, rather than waiting for the result, tells a call that has returned from
+// one Close left running. Only this module's frames count (what the standard library
+// does for them is theirs), and a registry.Front's do not: a call the Front let go may
+// still be on its way out of the Front's own bookkeeping when Close returns.
 func callsInFlight() []string {
 	buf := make([]byte, 1<<20)
 	for {
@@ -235,7 +235,8 @@ func callsInFlight() []string {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	const self = "github.com/switchboard-mesh/switchboard/registry/registrytest."
+	const module = "github.com/switchboard-mesh/switchboard/"
+	const self = module + "registry/registrytest."
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		// The goroutine's header, then two lines per frame, innermost first: the
@@ -252,8 +253,8 @@ func callsInFlight() []string {
 				continue
 			}
 			for j := 1; j < i; j += 2 {
-				if !strings.HasPrefix(lines[j], "runtime.") && !strings.HasPrefix(lines[j], "github.com/switchboard-mesh/switchboard/registry.(*Front).") {
-					out = append(out, name)
+				if strings.HasPrefix(lines[j], module) && !strings.HasPrefix(lines[j], module+"registry.(*Front).") {
+					out = append(out, name+" (in "+strings.TrimSuffix(lines[j], "(...)")+")")
 					break
 				}
 			}
