@@ -2,12 +2,13 @@ package dynamodb
 
 import (
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 )
 
 // baseBackoff is the delay cap of the first retry; it doubles per attempt up to
@@ -25,22 +26,16 @@ func newRetryer(maxAttempts int, maxBackoff time.Duration) aws.Retryer {
 		o.MaxBackoff = maxBackoff
 		o.Retryables = append(o.Retryables, transientCancel{})
 		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
-			return fullJitter(attempt, maxBackoff), nil
+			return retryWait(attempt, maxBackoff), nil
 		})
 	})
 }
 
-// fullJitter waits a uniform random time up to min(cap, base*2^(attempt-1)): spreads
-// the retries of many writers hitting one throttled table.
-func fullJitter(attempt int, maxBackoff time.Duration) time.Duration {
-	ceiling := maxBackoff
-	if attempt < 20 {
-		ceiling = min(maxBackoff, baseBackoff<<max(attempt-1, 0))
-	}
-	if ceiling <= 0 {
-		return 0
-	}
-	return rand.N(ceiling + 1)
+// retryWait is the full-jitter wait before SDK attempt n (counted from 1), up to
+// min(maxBackoff, base*2^(n-1)): it spreads the retries of many writers hitting one
+// throttled table.
+func retryWait(attempt int, maxBackoff time.Duration) time.Duration {
+	return backoff.Backoff{Min: min(baseBackoff, maxBackoff), Max: maxBackoff}.Delay(max(attempt-1, 0))
 }
 
 // transientCancel marks a TransactionCanceledException retryable when every
