@@ -12,6 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
@@ -103,7 +105,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	defer cancel()
 	if err := s.reload(lctx); err != nil {
 		s.closeClient()
-		if errors.Is(err, context.DeadlineExceeded) {
+		// gRPC hides why (refused, a TLS handshake) behind the timeout: say what to check.
+		if lctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("etcd store at %v: no answer within %s (check the endpoints, TLS and credentials): %w", o.Endpoints, timeout, err)
 		}
 		return nil, fmt.Errorf("etcd store at %v: %w", o.Endpoints, err)
@@ -132,6 +135,9 @@ func dial(o Options) (*clientv3.Client, error) {
 		Username: o.Username, Password: o.Password, Logger: zap.NewNop(),
 	})
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("etcd store at %v: no answer within %s (check the endpoints, TLS and credentials): %w", o.Endpoints, timeout, err)
+		}
 		return nil, fmt.Errorf("etcd store at %v: %w", o.Endpoints, err)
 	}
 	return c, nil
