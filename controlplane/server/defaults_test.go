@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -71,8 +72,9 @@ links:
 	}
 	want := controlplane.ClientConfig{Endpoint: "lb:443", LinkID: links[0].ID,
 		TLS:            controlplane.ClientTLS{SpireSocketPath: "/run/spire/agent.sock"},
-		BackoffInitial: "1s", BackoffMax: "30s", KeepaliveInterval: "20s", KeepaliveTimeout: "5s"}
-	if cc != want {
+		BackoffInitial: "1s", BackoffMax: "30s", KeepaliveInterval: "20s", KeepaliveTimeout: "5s",
+		Segments: []string{"default"}} // a config-mode link without a segment is in the default one
+	if !reflect.DeepEqual(cc, want) {
 		t.Fatalf("client config %+v, want %+v", cc, want)
 	}
 }
