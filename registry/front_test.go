@@ -313,6 +313,27 @@ func counter(t *testing.T, f *registry.Front, name string, labels map[string]str
 	return 0
 }
 
+// nilFeed is a driver whose Watch returns no channel and no error.
+type nilFeed struct{ *script }
+
+func (nilFeed) Watch(context.Context, endpoint.Filter) (<-chan registry.Event, error) {
+	return nil, nil
+}
+
+func TestFrontRefusesAWatchWithoutChannel(t *testing.T) {
+	f := registry.NewFront("nilfeed", nilFeed{&script{}})
+	if _, err := f.Watch(context.Background(), endpoint.Filter{}); err == nil || !strings.Contains(err.Error(), "no channel") {
+		t.Fatalf("Watch = %v, want an error saying the backend returned no channel", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = f.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung on the refused watch")
+	}
+}
+
 func TestFrontWithoutAChangeFeed(t *testing.T) {
 	f := registry.NewFront("nofeed", noFeed{&script{}})
 	defer f.Close()

@@ -42,6 +42,10 @@ func (f *Front) watch(ctx context.Context, filter endpoint.Filter) (<-chan Event
 	}
 	cctx, cancel := f.bind(ctx)
 	in, err := f.wd.Watch(cctx, filter)
+	if err == nil && in == nil {
+		// Forwarding a nil channel would wait for it forever, and Close with it.
+		err = fmt.Errorf("registry backend %s: Watch returned no channel", f.name)
+	}
 	if err != nil {
 		cancel()
 		return nil, f.result(ctx, err)
