@@ -21,22 +21,30 @@ import (
 // may share it with its cache (the registrar client does, so that a cached read costs
 // no allocation); Clone what you need to change.
 //
-// Close releases the backend; it is idempotent, and calls after it fail with ErrClosed.
+// A filter that could never match fails List (and Watch) with endpoint.ErrInvalid.
+//
+// Close ends the calls in flight (they fail with ErrClosed) and every watch, waits for
+// them and releases the backend; it is idempotent, and calls after it fail with
+// ErrClosed. Front holds these rules for every backend.
 type Registry interface {
 	Apply(ctx context.Context, ops []Op) error
 	List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error)
 	Close() error
 }
 
-// Watcher is implemented by backends with a change feed.
+// Watcher is implemented by backends with a change feed (a Front always has Watch; it
+// fails with ErrNoWatch when its backend has none).
 //
 // Watch first sends every matching endpoint as Added, then one Synced event, then each
 // change as it happens, in the order the backend applied them. Removals include
-// expiries. The channel is closed when ctx ends or the registry closes. A backend that
-// must re-read its state (after a compaction or reconnect) sends only the differences,
-// so a consumer never sees an event twice or misses one. A consumer that falls far
-// behind may likewise get each endpoint's net change instead of every step (buffers
-// are bounded): the events it gets always lead it to the backend's state.
+// expiries; an entry registered again after it expired is Removed, then Added. Events
+// fit what the watcher holds: Added only for an endpoint it does not hold, Updated and
+// Removed only for one it does. The channel is closed when ctx ends, when the registry
+// closes, or when the backend gives the watch up. A backend that must re-read its state
+// (after a compaction or reconnect) sends only the differences, so a consumer never
+// sees an event twice or misses one. A consumer that falls far behind may likewise get
+// each endpoint's net change instead of every step (buffers are bounded): the events it
+// gets always lead it to the backend's state.
 type Watcher interface {
 	Watch(ctx context.Context, f endpoint.Filter) (<-chan Event, error)
 }
