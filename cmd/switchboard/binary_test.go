@@ -184,6 +184,10 @@ func TestExitCodesOfTheBinary(t *testing.T) {
 			[]string{"dynamodb", "no change feed"}},
 		{"watch a backend without a change feed (cloudmap)", trap.env(t), []string{"registry", "watch", "--registry-backend", "cloudmap", "--cloudmap-endpoint", "http://127.0.0.1:1"}, 2,
 			[]string{"cloudmap", "no change feed"}},
+		{"a one-shot read of dynamodb without AWS access", trap.env(t), []string{"registry", "lookup", "--registry-backend", "dynamodb", "--dynamodb-endpoint", "http://127.0.0.1:1"}, 1,
+			[]string{"AWS access is not configured", "--aws-instance-metadata"}},
+		{"a one-shot read of cloudmap without AWS access", trap.env(t), []string{"registry", "lookup", "--registry-backend", "cloudmap", "--cloudmap-endpoint", "http://127.0.0.1:1"}, 1,
+			[]string{"AWS access is not configured", "--aws-instance-metadata"}},
 		{"port in use", nil, append([]string{"dev", "--nats-listen", taken.Addr().String(), "--data-dir", t.TempDir()}, ports...), 1,
 			[]string{taken.Addr().String(), "in use", "--nats-listen"}},
 		{"unknown flag", nil, []string{"registry", "lookup", "--nope"}, 2, []string{"unknown flag"}},
@@ -206,6 +210,18 @@ func TestExitCodesOfTheBinary(t *testing.T) {
 	}
 	if n := trap.conns.Load(); n != 0 {
 		t.Errorf("the metadata service stand-in received %d connection(s): no command may contact it without AWS access configured", n)
+	}
+}
+
+// TestInstanceRoleWhenAllowed: --aws-instance-metadata lets the SDK ask the metadata
+// service (the trap sees it), which shows the trap would catch a command that did so
+// without it.
+func TestInstanceRoleWhenAllowed(t *testing.T) {
+	trap := newMetadataTrap(t)
+	r := runBinary(t, "", trap.env(t), "registry", "lookup", "--registry-backend", "dynamodb",
+		"--dynamodb-endpoint", "http://127.0.0.1:1", "--aws-instance-metadata")
+	if r.code != 1 || trap.conns.Load() == 0 {
+		t.Fatalf("exit %d, %d connection(s) to the metadata stand-in; want exit 1 after asking it; stderr:\n%s", r.code, trap.conns.Load(), r.stderr)
 	}
 }
 

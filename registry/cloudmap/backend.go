@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/servicediscovery"
 
+	"github.com/switchboard-mesh/switchboard/internal/awsaccess"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -31,6 +32,8 @@ func init() {
 			{Name: ParamEndpoint, Usage: "Cloud Map API endpoint URL, for local or fake servers (default: the region's AWS endpoint)"},
 			{Name: ParamCreateNamespace, Default: "false", Usage: "create the Cloud Map namespace (as an HTTP namespace) if it does not exist"},
 			{Name: ParamOperationTimeout, Default: DefaultOperationTimeout.String(), Usage: "how long to wait for an asynchronous Cloud Map operation (register, deregister) to finish"},
+			// Declared identically by the dynamodb backend: commands share one flag.
+			{Name: awsaccess.Param, Default: "false", Usage: awsaccess.ParamUsage},
 		},
 		Open: open,
 		// `switchboard registry init` creates the namespace: opening with creation
@@ -47,7 +50,8 @@ func init() {
 }
 
 // open builds a client from the standard AWS configuration chain (environment,
-// shared files, instance role) and the backend parameters.
+// shared files; the instance role only where AWS access is configured or allowed,
+// see internal/awsaccess) and the backend parameters.
 func open(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 	create, err := cfg.Bool(ParamCreateNamespace)
 	if err != nil {
@@ -69,6 +73,13 @@ func open(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 	region := cfg.String(ParamRegion)
 	if region == "" {
 		return nil, fmt.Errorf("%w: %s is required", registry.ErrBadParam, ParamRegion)
+	}
+	role, err := cfg.Bool(awsaccess.Param)
+	if err != nil {
+		return nil, err
+	}
+	if err := awsaccess.Check(role); err != nil {
+		return nil, err
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
 	if err != nil {

@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"context"
 
+	"github.com/switchboard-mesh/switchboard/internal/awsaccess"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -30,6 +31,8 @@ func init() {
 			{Name: ParamRegion, Default: DefaultRegion, Usage: "AWS region"},
 			{Name: ParamEndpoint, Usage: "DynamoDB endpoint URL, for local servers (default: the region's AWS endpoint)"},
 			{Name: ParamCreateTable, Default: "false", Usage: "create the DynamoDB table (and enable its TTL) if it does not exist"},
+			// Declared identically by the cloudmap backend: commands share one flag.
+			{Name: awsaccess.Param, Default: "false", Usage: awsaccess.ParamUsage},
 		},
 		Open: openBackend,
 		// `switchboard registry init` creates the table: opening with creation on
@@ -50,11 +53,16 @@ func openBackend(ctx context.Context, cfg registry.Config) (registry.Driver, err
 	if err != nil {
 		return nil, err
 	}
+	role, err := cfg.Bool(awsaccess.Param)
+	if err != nil {
+		return nil, err
+	}
 	return open(ctx, Config{
-		Table:       cfg.String(ParamTable),
-		Region:      cfg.String(ParamRegion),
-		Endpoint:    cfg.String(ParamEndpoint),
-		CreateTable: create,
-		Logger:      cfg.Logger,
+		InstanceRole: role,
+		Table:        cfg.String(ParamTable),
+		Region:       cfg.String(ParamRegion),
+		Endpoint:     cfg.String(ParamEndpoint),
+		CreateTable:  create,
+		Logger:       cfg.Logger,
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/switchboard-mesh/switchboard/internal/awsaccess"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -29,6 +30,9 @@ type Config struct {
 	CreateTable bool
 	// Credentials overrides the standard AWS credential chain.
 	Credentials aws.CredentialsProvider
+	// InstanceRole allows credentials from the instance metadata service when no
+	// AWS configuration is visible (internal/awsaccess).
+	InstanceRole bool
 	// MaxAttempts bounds the attempts of one request, the first included; default 5.
 	MaxAttempts int
 	// MaxBackoff caps the delay between attempts; default 2s.
@@ -108,6 +112,9 @@ func open(ctx context.Context, cfg Config) (*driver, error) {
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	if err := awsaccess.Check(cfg.InstanceRole || cfg.Credentials != nil); err != nil {
+		return nil, err
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
