@@ -30,7 +30,7 @@ func (s *system) check(within time.Duration) verdict {
 	defer cancel()
 	want := s.oracle.snapshot()
 	direct, openErr := s.openDirect(ctx, within)
-	if direct != nil {
+	if openErr == nil {
 		defer direct.Close()
 	}
 	var v verdict
@@ -119,8 +119,11 @@ func (s *system) openDirect(ctx context.Context, within time.Duration) (registry
 	deadline := time.Now().Add(within)
 	for {
 		r, err := registry.Open(ctx, s.backend, params, nil)
-		if err == nil || time.Now().After(deadline) {
-			return r, err
+		switch {
+		case err == nil:
+			return r, nil
+		case time.Now().After(deadline):
+			return nil, err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -191,7 +191,7 @@ func startDevRegistrar(ctx context.Context, o devOptions, natsURL string, log *s
 		HealthListen: o.registrarHealth,
 	})
 	if err != nil {
-		backend.Close()
+		_ = backend.Close()
 		return nil, err
 	}
 	r := &devRegistrar{srv: srv, backend: backend, done: make(chan error, 1)}
