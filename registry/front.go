@@ -26,16 +26,14 @@ import (
 // What is left to a Driver is the storage itself: writing a batch, reading it back
 // sorted without expired entries, releasing its resources.
 type Driver interface {
-	Apply(ctx context.Context, ops []Op) error
-	List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error)
-	Close() error
+	Registry
 }
 
 // WatchDriver is implemented by drivers with a change feed. Watch sends what the
 // Watcher contract says; the Front keeps what reaches the caller consistent (see
 // Front.Watch). The channel must be closed once ctx ends.
 type WatchDriver interface {
-	Watch(ctx context.Context, f endpoint.Filter) (<-chan Event, error)
+	Watcher
 }
 
 // CachedLister is implemented by drivers that can answer some lists at once from
@@ -93,6 +91,18 @@ func NewFront(name string, d Driver) *Front {
 	f.cl, _ = d.(CachedLister)
 	f.root, f.stop = context.WithCancelCause(context.Background())
 	return f
+}
+
+// Wrap returns a constructor's result as a Front: a driver behind the shared rules,
+// or the error that kept it from opening. Backends write
+// return registry.Wrap("etcd")(newDriver(ctx, o)).
+func Wrap(name string) func(Driver, error) (*Front, error) {
+	return func(d Driver, err error) (*Front, error) {
+		if err != nil {
+			return nil, err
+		}
+		return NewFront(name, d), nil
+	}
 }
 
 // Name is the backend's name.

@@ -102,30 +102,29 @@ func outcome(err error) int {
 	return resultError
 }
 
+// collectors are the series a Front exports: its own, and the driver's if it has any.
+func (m *metrics) collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{m.callsVec, m.durations, m.ends, m.watches}
+	if m.driver != nil {
+		cs = append(cs, m.driver)
+	}
+	return cs
+}
+
 // Describe implements prometheus.Collector: register a Front to export its series
 // (registry_calls_total, registry_call_duration_seconds, registry_watches,
 // registry_watch_ends_total, labelled with the backend's name) and the backend's own,
 // if it has any.
 func (f *Front) Describe(ch chan<- *prometheus.Desc) {
-	m := f.m
-	m.callsVec.Describe(ch)
-	m.durations.Describe(ch)
-	m.ends.Describe(ch)
-	m.watches.Describe(ch)
-	if m.driver != nil {
-		m.driver.Describe(ch)
+	for _, c := range f.m.collectors() {
+		c.Describe(ch)
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (f *Front) Collect(ch chan<- prometheus.Metric) {
-	m := f.m
-	m.callsVec.Collect(ch)
-	m.durations.Collect(ch)
-	m.ends.Collect(ch)
-	m.watches.Collect(ch)
-	if m.driver != nil {
-		m.driver.Collect(ch)
+	for _, c := range f.m.collectors() {
+		c.Collect(ch)
 	}
 }
 

@@ -90,11 +90,7 @@ var _ registry.Driver = (*driver)(nil)
 // New resolves (or creates) the namespace and starts the expired-instance reaper,
 // which runs until Close.
 func New(ctx context.Context, opts Options) (*registry.Front, error) {
-	d, err := newDriver(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return registry.NewFront("cloudmap", d), nil
+	return registry.Wrap("cloudmap")(newDriver(ctx, opts))
 }
 
 func newDriver(ctx context.Context, opts Options) (*driver, error) {

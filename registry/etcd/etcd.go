@@ -73,11 +73,7 @@ var _ registry.WatchDriver = (*driver)(nil)
 // dial timeout, so a wrong address, certificate or password is reported here rather
 // than on first use.
 func New(ctx context.Context, o Options) (*registry.Front, error) {
-	d, err := newDriver(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	return registry.NewFront("etcd", d), nil
+	return registry.Wrap("etcd")(newDriver(ctx, o))
 }
 
 func newDriver(ctx context.Context, o Options) (*driver, error) {

@@ -92,11 +92,7 @@ func streamParams() []registry.Param {
 // Open opens the jetstream backend from its parameters: it connects (the registry
 // owns the connection) and checks or creates the stream.
 func Open(ctx context.Context, cfg registry.Config) (*registry.Front, error) {
-	d, err := open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return registry.NewFront("jetstream", d), nil
+	return registry.Wrap("jetstream")(open(ctx, cfg))
 }
 
 func open(ctx context.Context, cfg registry.Config) (*driver, error) {

@@ -37,11 +37,7 @@ var _ registry.Driver = (*Publisher)(nil)
 
 // NewPublisher returns the nats backend over nc, which stays the caller's.
 func NewPublisher(nc *nats.Conn, prefix string) (*registry.Front, error) {
-	p, err := newPublisher(nc, prefix)
-	if err != nil {
-		return nil, err
-	}
-	return registry.NewFront("nats", p), nil
+	return registry.Wrap("nats")(newPublisher(nc, prefix))
 }
 
 func newPublisher(nc *nats.Conn, prefix string) (*Publisher, error) {

@@ -99,11 +99,7 @@ var _ registry.WatchDriver = (*driver)(nil)
 // New returns a registry over nc, which stays the caller's: Close does not close it.
 // It checks the stream (creating it if asked) before returning.
 func New(ctx context.Context, nc *nats.Conn, o Options) (*registry.Front, error) {
-	d, err := newDriver(ctx, nc, o)
-	if err != nil {
-		return nil, err
-	}
-	return registry.NewFront("jetstream", d), nil
+	return registry.Wrap("jetstream")(newDriver(ctx, nc, o))
 }
 
 func newDriver(ctx context.Context, nc *nats.Conn, o Options) (*driver, error) {

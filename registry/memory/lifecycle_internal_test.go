@@ -5,31 +5,13 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
-
-// clock is a settable time source for the store; the expiry loop still sleeps in real
-// time, so an entry past its deadline on this clock stays unreaped.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func nextEvent(t *testing.T, ch <-chan registry.Event) registry.Event {
 	t.Helper()
@@ -50,10 +32,12 @@ func nextEvent(t *testing.T, ch <-chan registry.Event) registry.Event {
 // show watchers a second Added for a key they hold: they see the expiry, then the
 // new entry.
 func TestReregisterExpiredBeforeReap(t *testing.T) {
+	// The store's clock runs skew ahead of the real one; the expiry loop sleeps in
+	// real time, so an entry past its deadline on the store's clock stays unreaped.
+	var skew atomic.Int64
 	s := newStore()
-	c := &clock{now: time.Now()}
 	s.mu.Lock()
-	s.now = c.Now
+	s.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	s.mu.Unlock()
 	r := registry.NewFront("memory", s)
 	defer r.Close()
@@ -75,7 +59,7 @@ func TestReregisterExpiredBeforeReap(t *testing.T) {
 	if ev := nextEvent(t, ch); ev.Type != registry.Added {
 		t.Fatalf("event %s, want added", ev.Type)
 	}
-	c.Add(2 * time.Hour) // expired on the store's clock; the loop sleeps on
+	skew.Store(int64(2 * time.Hour)) // expired on the store's clock; the loop sleeps on
 	if eps, err := r.List(ctx, endpoint.Filter{}); err != nil || len(eps) != 0 {
 		t.Fatalf("List after expiry = %v, %v; want nothing", eps, err)
 	}

@@ -452,19 +452,8 @@ func checkWatchExpiry(ctx context.Context, h *harness) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := watch(wctx, r, endpoint.Filter{})
+	ch, a, err := watchShortLived(ctx, wctx, h, r)
 	if err != nil {
-		return err
-	}
-	if err := expectSynced(ctx, ch, h.opts.Wait); err != nil {
-		return err
-	}
-	a := ep("prod", "web", "http", "10.0.0.1", 80)
-	a.TTL = endpoint.TTL(h.opts.TTL)
-	if err := apply(ctx, r, registry.Register(a)); err != nil {
-		return err
-	}
-	if _, err := expectEvent(ctx, ch, h.opts.Wait, registry.Added, a); err != nil {
 		return err
 	}
 	if _, err := expectEvent(ctx, ch, h.opts.TTL+h.opts.Wait, registry.Removed, a); err != nil {

@@ -104,11 +104,8 @@ func checkWatchContextCancel(ctx context.Context, h *harness) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := watch(wctx, r, endpoint.Filter{})
+	ch, err := watchSynced(ctx, wctx, h, r, a)
 	if err != nil {
-		return err
-	}
-	if err := expectSynced(ctx, ch, h.opts.Wait, a); err != nil {
 		return err
 	}
 	cancel()
@@ -270,19 +267,8 @@ func checkReregisterExpired(ctx context.Context, h *harness) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := watch(wctx, r, endpoint.Filter{})
+	ch, a, err := watchShortLived(ctx, wctx, h, r)
 	if err != nil {
-		return err
-	}
-	if err := expectSynced(ctx, ch, h.opts.Wait); err != nil {
-		return err
-	}
-	a := ep("prod", "web", "http", "10.0.0.1", 80)
-	a.TTL = endpoint.TTL(h.opts.TTL)
-	if err := apply(ctx, r, registry.Register(a)); err != nil {
-		return err
-	}
-	if _, err := expectEvent(ctx, ch, h.opts.Wait, registry.Added, a); err != nil {
 		return err
 	}
 	// Register again the moment List stops showing it: the backend may not have
@@ -312,4 +298,30 @@ func checkReregisterExpired(ctx context.Context, h *harness) error {
 		return fmt.Errorf("re-registering an expired entry: %w", err)
 	}
 	return expectKeys(ctx, r, endpoint.Filter{}, again)
+}
+
+// watchSynced watches everything with wctx and consumes the initial state, which must
+// be exactly want.
+func watchSynced(ctx, wctx context.Context, h *harness, r registry.Registry, want ...endpoint.Endpoint) (<-chan registry.Event, error) {
+	ch, err := watch(wctx, r, endpoint.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	return ch, expectSynced(ctx, ch, h.opts.Wait, want...)
+}
+
+// watchShortLived watches an empty registry, registers an endpoint with the short TTL
+// and waits for its Added.
+func watchShortLived(ctx, wctx context.Context, h *harness, r registry.Registry) (<-chan registry.Event, endpoint.Endpoint, error) {
+	a := ep("prod", "web", "http", "10.0.0.1", 80)
+	a.TTL = endpoint.TTL(h.opts.TTL)
+	ch, err := watchSynced(ctx, wctx, h, r)
+	if err != nil {
+		return nil, a, err
+	}
+	if err := apply(ctx, r, registry.Register(a)); err != nil {
+		return nil, a, err
+	}
+	_, err = expectEvent(ctx, ch, h.opts.Wait, registry.Added, a)
+	return ch, a, err
 }

@@ -51,8 +51,9 @@ func (b *broken) Close() error {
 	return b.Front.Close()
 }
 
-// filterEvents passes through the memory watch but drops events that skip says to.
-func filterEvents(skip func(registry.Event) bool) func(*registry.Front, context.Context, endpoint.Filter) (<-chan registry.Event, error) {
+// rewire passes the memory watch through relay, which reads the backend's events and
+// sends what it wants the suite to see.
+func rewire(relay func(in <-chan registry.Event, out chan<- registry.Event)) func(*registry.Front, context.Context, endpoint.Filter) (<-chan registry.Event, error) {
 	return func(r *registry.Front, ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 		in, err := r.Watch(ctx, f)
 		if err != nil {
@@ -61,58 +62,56 @@ func filterEvents(skip func(registry.Event) bool) func(*registry.Front, context.
 		out := make(chan registry.Event)
 		go func() {
 			defer close(out)
-			for ev := range in {
-				if !skip(ev) {
-					out <- ev
-				}
-			}
+			relay(in, out)
 		}()
 		return out, nil
 	}
+}
+
+// filterEvents passes through the memory watch but drops events that skip says to.
+func filterEvents(skip func(registry.Event) bool) func(*registry.Front, context.Context, endpoint.Filter) (<-chan registry.Event, error) {
+	return rewire(func(in <-chan registry.Event, out chan<- registry.Event) {
+		for ev := range in {
+			if !skip(ev) {
+				out <- ev
+			}
+		}
+	})
 }
 
 // hideExpiry passes through the memory watch, but when an endpoint's Removed is
 // followed at once by its Added, sends only the Added: a watcher is told of the entry
 // twice without its removal between, as the memory backend once did when an expired
 // entry was registered again before its reaping.
-func hideExpiry(r *registry.Front, ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	in, err := r.Watch(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan registry.Event)
-	go func() {
-		defer close(out)
-		var held *registry.Event
-		for {
-			var timeout <-chan time.Time
-			if held != nil {
-				timeout = time.After(100 * time.Millisecond)
+var hideExpiry = rewire(func(in <-chan registry.Event, out chan<- registry.Event) {
+	var held *registry.Event
+	for {
+		var timeout <-chan time.Time
+		if held != nil {
+			timeout = time.After(100 * time.Millisecond)
+		}
+		select {
+		case ev, ok := <-in:
+			if !ok {
+				return
 			}
-			select {
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				switch {
-				case ev.Type == registry.Removed:
-					held = &ev
-					continue
-				case held != nil && ev.Type == registry.Added && ev.Endpoint.Key() == held.Endpoint.Key():
-					held = nil
-				case held != nil:
-					out <- *held
-					held = nil
-				}
-				out <- ev
-			case <-timeout:
+			switch {
+			case ev.Type == registry.Removed:
+				held = &ev
+				continue
+			case held != nil && ev.Type == registry.Added && ev.Endpoint.Key() == held.Endpoint.Key():
+				held = nil
+			case held != nil:
 				out <- *held
 				held = nil
 			}
+			out <- ev
+		case <-timeout:
+			out <- *held
+			held = nil
 		}
-	}()
-	return out, nil
-}
+	}
+})
 
 func TestSuiteCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
