@@ -1,31 +1,14 @@
 package registrar
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
 // The registrar's /metrics carries its backend's calls, counted by the backend's
-// registry.Front.
+// registry.Front (startServer's backend is the memory one, behind its front).
 func TestMetricsCountBackendCalls(t *testing.T) {
-	b := memory.New()
-	defer b.Close()
-	s, err := NewServer(ServerConfig{Registrar: Config{Cluster: "east", Backend: b, SyncInterval: 20 * time.Millisecond},
-		Listen: "127.0.0.1:0", HealthListen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	ts := &testServer{Server: s}
+	ts := startServer(t, Config{SyncInterval: 20 * time.Millisecond})
 	eventually(t, "the registrar's polls are counted as the backend's lists", func() bool {
 		for _, m := range scrape(t, ts)["registry_calls_total"].GetMetric() {
 			labels := map[string]string{}
