@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/internal/awsaccess"
 	"github.com/switchboard-mesh/switchboard/internal/cloudmaptest"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -27,6 +28,7 @@ func TestParamsDeclared(t *testing.T) {
 		"cloudmap-endpoint":          {"", ""},
 		"cloudmap-create-namespace":  {"false", ""},
 		"cloudmap-operation-timeout": {"1m0s", ""},
+		awsaccess.Param:              {"false", awsaccess.ParamUsage}, // shared with the dynamodb backend
 	}
 	for _, p := range b.Params {
 		w, ok := want[p.Name]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/awsaccess"
 	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
 	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/registrytest"
@@ -37,6 +38,7 @@ func TestBackendRegistered(t *testing.T) {
 		ParamRegion:      {"us-east-1", "AWS region"},
 		ParamEndpoint:    {"", ""},
 		ParamCreateTable: {"false", ""},
+		awsaccess.Param:  {"false", awsaccess.ParamUsage}, // shared with the cloudmap backend
 	}
 	params := registry.Backends()[i].Params
 	if len(params) != len(want) {
