@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/grpcstop"
 )
 
 // Options configure a Server.
@@ -173,14 +174,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("xds server: %w", err)
 	case <-ctx.Done():
 	}
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(s.opts.StopTimeout):
-		gs.Stop()
-		<-stopped
-	}
+	grpcstop.Stop(gs, s.opts.StopTimeout)
 	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("xds server: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/backoff"
 )
 
 // Metadata keys of a LinkService.Link stream.
@@ -123,12 +123,7 @@ func (n *Node) connectFailed(c *conn, err error, first bool) {
 
 // backoff is the full-jitter wait before redial attempt k.
 func (n *Node) backoff(k int) time.Duration {
-	ceil := n.cfg.Backoff.Base
-	for i := 0; i < k && ceil < n.cfg.Backoff.Max; i++ {
-		ceil *= 2
-	}
-	ceil = min(ceil, n.cfg.Backoff.Max)
-	return time.Duration(rand.Int64N(int64(ceil))) + time.Millisecond
+	return backoff.Backoff{Min: n.cfg.Backoff.Base, Max: n.cfg.Backoff.Max}.Delay(k)
 }
 
 // runStream opens one stream and serves it; opened says whether the far end answered.

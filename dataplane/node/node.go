@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/grpcstop"
 )
 
 // Node is the reference data-plane node. Create it with New, run it with Run.
@@ -235,12 +236,8 @@ func (n *Node) shutdown(stopRun context.CancelFunc, helpers *sync.WaitGroup) {
 	n.endLocals()
 	n.cancel()
 	if graceful {
-		done := make(chan struct{})
-		go func() { n.srv.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
+		grpcstop.Stop(n.srv, 5*time.Second)
+		return
 	}
 	n.srv.Stop()
 }
