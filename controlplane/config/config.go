@@ -29,8 +29,7 @@ type Config struct {
 	RegistrationAuth RegistrationAuth
 	Reconciler       Reconciler
 	// Links are the settings injected into every cross-group link's client
-	// configuration (spec, "Connection detail selection"); an extension of the spec's
-	// reference, all optional.
+	// configuration (docs/controlplane.md, "Configuration"); all optional.
 	Links LinkSettings
 	// NorthboundAuthorization binds callers of the northbound API to roles (the
 	// `northbound.authorization` section). Empty leaves the API open, which

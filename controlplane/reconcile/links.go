@@ -24,7 +24,7 @@ type LinkOptions struct {
 	Logger        *slog.Logger
 }
 
-// Links is the link reconciler (spec "Link Reconciliation"): it brings the outgoing
+// Links is the link reconciler (docs/controlplane.md, "How it converges"): it brings the outgoing
 // connections of one node, its key, in line with the links stored for it.
 type Links struct {
 	o LinkOptions

@@ -25,7 +25,7 @@ type RouteOptions struct {
 	Logger       *slog.Logger
 }
 
-// Routes is the route reconciler (spec "Route Reconciliation"): it brings the
+// Routes is the route reconciler (docs/controlplane.md, "How it converges"): it brings the
 // subscriptions of one node, its key, in line with the routes stored for it.
 type Routes struct {
 	o RouteOptions

@@ -14,8 +14,8 @@ import (
 
 func newID() string { return "cp-" + uuid.NewString() }
 
-// nodeCommand processes a ConfigCommand the node sent on its own (spec "Concurrent
-// DP-initiated config"), inline, and acknowledges every item. Subscriptions without a
+// nodeCommand processes a ConfigCommand the node sent on its own (a data-plane
+// initiated change, docs/controlplane.md), inline, and acknowledges every item. Subscriptions without a
 // link id announce (set) or withdraw (delete) a wildcard route to the node;
 // connections_received claim links. Connections to create or delete, and
 // subscriptions with a link id, are the CP's to give and are refused.
