@@ -120,8 +120,9 @@ func rawWatch(ctx context.Context, conn *grpc.ClientConn, node string) (grpc.Ser
 	return st, nil
 }
 
-// untilComplete reads a stream's initial phase and returns the endpoints it held.
-func untilComplete(st grpc.ServerStreamingClient[registrarv1.EndpointEvent]) (int, error) {
+// untilComplete reads a stream's initial phase (or a scoped stream's next snapshot)
+// and returns the endpoints it held.
+func untilComplete(st grpc.ClientStream) (int, error) {
 	items := 0
 	for {
 		var b []byte

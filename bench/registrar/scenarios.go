@@ -61,10 +61,6 @@ func fanout(ctx context.Context, e *env, o options) ([]result, error) {
 	}
 	defer stop()
 	regs := o.registrations
-	eps := make([]endpoint.Endpoint, regs)
-	for i := range eps {
-		eps[i] = fanoutEndpoint(i)
-	}
 	conns, err := dialN(srv.Addr().String(), 1)
 	if err != nil {
 		return nil, err
@@ -75,36 +71,52 @@ func fanout(ctx context.Context, e *env, o options) ([]result, error) {
 	var seen []int64
 	err = runChild(ctx, []string{"-role", "fanout-watchers", "-target", srv.Addr().String(),
 		"-watchers", fmt.Sprint(o.watchers), "-conns", fmt.Sprint(o.conns), "-registrations", fmt.Sprint(regs)},
-		func() error {
-			tick := time.NewTicker(o.interval)
-			defer tick.Stop()
-			for i, ep := range eps {
-				started[i] = time.Now().UnixNano()
-				if _, err := api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: []*registryv1.Endpoint{ep.ToProto()}}); err != nil {
-					return err
-				}
-				<-tick.C
-			}
-			return nil
-		}, &seen)
+		func() error { return registerPaced(ctx, api, o.interval, started, fanoutEndpoint) }, &seen)
 	if err != nil {
 		return nil, err
 	}
 	if len(seen) != regs {
 		return nil, fmt.Errorf("fan-out: watchers reported %d registrations, want %d", len(seen), regs)
 	}
-	lat := make([]time.Duration, regs)
-	for i := range lat {
-		lat[i] = time.Duration(seen[i] - started[i])
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p50, p99 := lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
+	lat := sortedLatencies(seen, started)
+	p50, p99 := percentile(lat, 50), percentile(lat, 99)
 	what := fmt.Sprintf("%d watchers / %d conns (separate process), %d endpoints, %d registrations %s apart", o.watchers, o.conns, o.endpoints, regs, o.interval)
 	return []result{
 		{scenario: "Fan-out p50 (RegisterEndpoint → last watcher)", setup: what, value: ms(p50), anchor: "14.5 ms"},
 		{scenario: "Fan-out p99", setup: what, value: ms(p99), goal: "≤ 25 ms", anchor: "76 ms", ok: ptr(p99 <= 25*time.Millisecond)},
 		{scenario: "Fan-out max", setup: what, value: ms(lat[len(lat)-1])},
 	}, nil
+}
+
+// registerPaced registers endpointOf(i) for every i of started, one call every
+// interval, noting in started when each call began (Unix nanoseconds).
+func registerPaced(ctx context.Context, api registrarv1.RegistrarClient, interval time.Duration, started []int64, endpointOf func(int) endpoint.Endpoint) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for i := range started {
+		started[i] = time.Now().UnixNano()
+		ep := endpointOf(i).ToProto()
+		if _, err := api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: []*registryv1.Endpoint{ep}}); err != nil {
+			return err
+		}
+		<-tick.C
+	}
+	return nil
+}
+
+// sortedLatencies is seen[i] - started[i] for every registration, sorted.
+func sortedLatencies(seen, started []int64) []time.Duration {
+	lat := make([]time.Duration, len(started))
+	for i := range lat {
+		lat[i] = time.Duration(seen[i] - started[i])
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat
+}
+
+// percentile is the p-th percentile of sorted latencies.
+func percentile(lat []time.Duration, p int) time.Duration {
+	return lat[min(len(lat)-1, len(lat)*p/100)]
 }
 
 func fanoutEndpoint(i int) endpoint.Endpoint {

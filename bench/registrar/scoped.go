@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
-	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -191,17 +190,7 @@ func scopedFanout(ctx context.Context, addr string, o options, sc bool) (result,
 	err = runChild(ctx, []string{"-role", "scoped-fanout", "-target", addr, "-watchers", fmt.Sprint(o.watchers),
 		"-conns", fmt.Sprint(o.conns), "-registrations", fmt.Sprint(regs), "-scoped=" + strconv.FormatBool(sc)},
 		func() error {
-			tick := time.NewTicker(o.interval)
-			defer tick.Stop()
-			for i := range regs {
-				started[i] = time.Now().UnixNano()
-				ep := scopedFanoutEndpoint(i, sc)
-				if _, err := api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: []*registryv1.Endpoint{ep.ToProto()}}); err != nil {
-					return err
-				}
-				<-tick.C
-			}
-			return nil
+			return registerPaced(ctx, api, o.interval, started, func(i int) endpoint.Endpoint { return scopedFanoutEndpoint(i, sc) })
 		}, &seen)
 	if err != nil {
 		return result{}, err
@@ -209,12 +198,7 @@ func scopedFanout(ctx context.Context, addr string, o options, sc bool) (result,
 	if len(seen) != regs+1 {
 		return result{}, fmt.Errorf("scoped fan-out: child reported %d values, want %d", len(seen), regs+1)
 	}
-	lat := make([]time.Duration, regs)
-	for i := range lat {
-		lat[i] = time.Duration(seen[i] - started[i])
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p99 := lat[min(len(lat)-1, len(lat)*99/100)]
+	p99 := percentile(sortedLatencies(seen[:regs], started), 99)
 	return result{scenario: "Fan-out p99, " + scopeWord(sc),
 		setup: fmt.Sprintf("%d watchers / %d conns, %d registrations %s apart; watchers received %.1f MiB in all",
 			o.watchers, o.conns, regs, o.interval, float64(seen[regs])/(1<<20)),
@@ -262,13 +246,13 @@ func scopedFanoutWatchers(target string, n, conns, regs int, sc bool) error {
 		if err != nil {
 			return err
 		}
-		if err := untilCompleteStream(st); err != nil {
+		if _, err := untilComplete(st); err != nil {
 			return err
 		}
 		streams[j] = st
 		wants[j] = map[int]bool{}
 		for i := range regs {
-			if !sc || containsString(req.Services, scopedFanoutEndpoint(i, sc).Service) {
+			if !sc || slices.Contains(req.Services, scopedFanoutEndpoint(i, sc).Service) {
 				wants[j][i] = true
 				needs[i]++
 			}
@@ -316,29 +300,4 @@ func scopedFanoutWatchers(target string, n, conns, regs int, sc bool) error {
 	}
 	fmt.Println(bytes.Load())
 	return nil
-}
-
-func untilCompleteStream(st grpc.ClientStream) error {
-	for {
-		var b []byte
-		if err := st.RecvMsg(&b); err != nil {
-			return err
-		}
-		ev, err := parse(b)
-		if err != nil {
-			return err
-		}
-		if ev.typ == registrarv1.EndpointEvent_SNAPSHOT_COMPLETE {
-			return nil
-		}
-	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
