@@ -142,20 +142,8 @@ func (c *conn) enqueue(q qmsg, wait time.Duration) bool {
 		return false
 	}
 	q.cu.hold()
-	select {
-	case c.msgs <- q:
+	if sendWithin(c.msgs, q, wait, c.ctx.Done()) {
 		return true
-	default:
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case c.msgs <- q:
-			return true
-		case <-t.C:
-		case <-c.ctx.Done():
-		}
 	}
 	c.drop(reasonQueueFull, 1)
 	q.cu.release()
@@ -170,13 +158,36 @@ func (c *conn) tryEnqueue(q qmsg) bool {
 		return false
 	}
 	q.cu.hold()
+	if sendWithin(c.msgs, q, 0, nil) {
+		return true
+	}
+	q.cu.release()
+	return false
+}
+
+// sendWithin sends q on ch if there is room, or else once room frees up within wait (0:
+// no waiting) unless done closes first; it reports whether q was taken. The caller
+// holds q's custody before (the receiver may release it at once) and, when q was not
+// taken, counts the refusal if it must before releasing it, so that an ack never
+// runs ahead of the count.
+func sendWithin(ch chan<- qmsg, q qmsg, wait time.Duration, done <-chan struct{}) bool {
 	select {
-	case c.msgs <- q:
+	case ch <- q:
 		return true
 	default:
-		q.cu.release()
+	}
+	if wait <= 0 {
 		return false
 	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case ch <- q:
+		return true
+	case <-t.C:
+	case <-done:
+	}
+	return false
 }
 
 // wakeWriter has the writer look at its control frames and acks.

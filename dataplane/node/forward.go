@@ -63,13 +63,11 @@ func (s *localSub) tryDeliver(q qmsg) bool {
 		return false
 	}
 	q.cu.hold()
-	select {
-	case s.ch <- q:
+	if sendWithin(s.ch, q, 0, nil) {
 		return true
-	default:
-		q.cu.release()
-		return false
 	}
+	q.cu.release()
+	return false
 }
 
 // deliver hands q to the subscriber, waiting up to wait for room; a copy that finds
@@ -82,20 +80,8 @@ func (s *localSub) deliver(q qmsg, wait time.Duration) bool {
 		return false
 	}
 	q.cu.hold()
-	select {
-	case s.ch <- q:
+	if sendWithin(s.ch, q, wait, s.done) {
 		return true
-	default:
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case s.ch <- q:
-			return true
-		case <-t.C:
-		case <-s.done:
-		}
 	}
 	s.m.dropped(reasonQueueFull).Inc()
 	q.cu.release()
