@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
@@ -22,6 +23,17 @@ type nodeClientFlags struct {
 func (f *nodeClientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.addr, "node", "127.0.0.1:46357", "the node's client API address")
 	f.tls.register(cmd.Flags(), "")
+}
+
+// open parses the name pub or sub was given (a usage error if malformed) and
+// connects to the node.
+func (f *nodeClientFlags) open(arg string) (dataplane.Name, *grpc.ClientConn, error) {
+	name, err := node.ParseName(arg)
+	if err != nil {
+		return name, nil, usageError{err}
+	}
+	cc, err := f.dial()
+	return name, cc, err
 }
 
 func (f *nodeClientFlags) dial() (*grpc.ClientConn, error) {
@@ -48,11 +60,7 @@ one subscriber of the service, nearest first; with one, to that instance; with
 --broadcast, to every subscriber. Exit code 1 when nobody subscribes to NAME.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := node.ParseName(args[0])
-			if err != nil {
-				return usageError{err}
-			}
-			cc, err := f.dial()
+			name, cc, err := f.open(args[0])
 			if err != nil {
 				return err
 			}

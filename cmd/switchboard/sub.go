@@ -46,11 +46,7 @@ messages sent to it and its share of those sent to the service.`,
 			if output != "text" && output != "json" {
 				return usagef("-o %q: want text or json", output)
 			}
-			name, err := node.ParseName(args[0])
-			if err != nil {
-				return usageError{err}
-			}
-			cc, err := f.dial()
+			name, cc, err := f.open(args[0])
 			if err != nil {
 				return err
 			}
