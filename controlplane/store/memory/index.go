@@ -2,6 +2,7 @@ package memory
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -135,17 +136,19 @@ func (t *linkTable) candidates(f store.LinkFilter) (ids []string, all bool) {
 // come sorted.
 func (t *linkTable) list(f store.LinkFilter) []store.Link {
 	ids, all := t.candidates(f)
+	return listed(t.byID, ids, all, f.Match)
+}
+
+// listed returns the records of ids that match, or of every id, in order, when all
+// is set. It is how every table lists.
+func listed[ID cmp.Ordered, R any](byID map[ID]R, ids []ID, all bool, match func(R) bool) []R {
 	if all {
-		ids = make([]string, 0, len(t.byID))
-		for id := range t.byID {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
+		ids = slices.Sorted(maps.Keys(byID))
 	}
-	out := make([]store.Link, 0, len(ids))
+	out := make([]R, 0, len(ids))
 	for _, id := range ids {
-		if l := t.byID[id]; f.Match(l) {
-			out = append(out, l)
+		if r := byID[id]; match(r) {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -264,20 +267,7 @@ func (t *routeTable) candidates(f store.RouteFilter) (ids []int64, all bool) {
 // list is linkTable.list for routes.
 func (t *routeTable) list(f store.RouteFilter) []store.Route {
 	ids, all := t.candidates(f)
-	if all {
-		ids = make([]int64, 0, len(t.byID))
-		for id := range t.byID {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-	}
-	out := make([]store.Route, 0, len(ids))
-	for _, id := range ids {
-		if r := t.byID[id]; f.Match(r) {
-			out = append(out, r)
-		}
-	}
-	return out
+	return listed(t.byID, ids, all, f.Match)
 }
 
 // RouteTally counts routes without listing them.
