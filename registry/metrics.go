@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/metricset"
 )
 
 // Calls a Front counts, and how each ended.
@@ -103,8 +104,8 @@ func outcome(err error) int {
 }
 
 // collectors are the series a Front exports: its own, and the driver's if it has any.
-func (m *metrics) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{m.callsVec, m.durations, m.ends, m.watches}
+func (m *metrics) collectors() metricset.Set {
+	cs := metricset.Set{m.callsVec, m.durations, m.ends, m.watches}
 	if m.driver != nil {
 		cs = append(cs, m.driver)
 	}
@@ -115,17 +116,9 @@ func (m *metrics) collectors() []prometheus.Collector {
 // (registry_calls_total, registry_call_duration_seconds, registry_watches,
 // registry_watch_ends_total, labelled with the backend's name) and the backend's own,
 // if it has any.
-func (f *Front) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range f.m.collectors() {
-		c.Describe(ch)
-	}
-}
+func (f *Front) Describe(ch chan<- *prometheus.Desc) { f.m.collectors().Describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (f *Front) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range f.m.collectors() {
-		c.Collect(ch)
-	}
-}
+func (f *Front) Collect(ch chan<- prometheus.Metric) { f.m.collectors().Collect(ch) }
 
 var _ prometheus.Collector = (*Front)(nil)

@@ -1,17 +1,22 @@
 package dns
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mesh/switchboard/internal/metricset"
+)
 
 // metrics are the DNS server's series; the Server exports them as a Collector.
 type metrics struct {
-	queries   *prometheus.CounterVec
-	truncated prometheus.Counter
-	forwarded *prometheus.CounterVec
-	names     prometheus.Gauge
+	metricset.Set // every series below, for the Server to export
+	queries       *prometheus.CounterVec
+	truncated     prometheus.Counter
+	forwarded     *prometheus.CounterVec
+	names         prometheus.Gauge
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_dns_queries_total",
 			Help: "DNS queries answered, by transport (udp, tcp) and response code."}, []string{"proto", "rcode"}),
 		truncated: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_agent_dns_truncated_total",
@@ -21,20 +26,6 @@ func newMetrics() *metrics {
 		names: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_dns_names",
 			Help: "Names in the served zone."}),
 	}
-}
-
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.queries, m.truncated, m.forwarded, m.names}
-}
-
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.collectors() {
-		c.Describe(ch)
-	}
-}
-
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.collectors() {
-		c.Collect(ch)
-	}
+	m.Set = metricset.Set{m.queries, m.truncated, m.forwarded, m.names}
+	return m
 }

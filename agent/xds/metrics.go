@@ -2,19 +2,22 @@ package xds
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mesh/switchboard/internal/metricset"
 )
 
 // metrics are the xDS server's series; the Server exports them as a Collector.
 type metrics struct {
-	pushes    *prometheus.CounterVec
-	nacks     *prometheus.CounterVec
-	streams   prometheus.Gauge
-	proxies   prometheus.Gauge
-	resources *prometheus.GaugeVec
+	metricset.Set // every series below, for the Server to export
+	pushes        *prometheus.CounterVec
+	nacks         *prometheus.CounterVec
+	streams       prometheus.Gauge
+	proxies       prometheus.Gauge
+	resources     *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_xds_pushes_total",
 			Help: "xDS responses sent, SotW and delta, by resource type."}, []string{"type"}),
 		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_xds_nacks_total",
@@ -26,22 +29,8 @@ func newMetrics() *metrics {
 		resources: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_agent_xds_resources",
 			Help: "Resources in the served snapshot, by type."}, []string{"type"}),
 	}
-}
-
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.pushes, m.nacks, m.streams, m.proxies, m.resources}
-}
-
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.collectors() {
-		c.Describe(ch)
-	}
-}
-
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.collectors() {
-		c.Collect(ch)
-	}
+	m.Set = metricset.Set{m.pushes, m.nacks, m.streams, m.proxies, m.resources}
+	return m
 }
 
 func (m *metrics) setResources(r resources) {
