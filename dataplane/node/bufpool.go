@@ -61,6 +61,9 @@ type codec struct{}
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	if w, ok := v.(wireMarshaler); ok {
+		return marshalWire(w), nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("proto: cannot marshal %T", v)
@@ -84,6 +87,11 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if w, ok := v.(wireUnmarshaler); ok {
+		// A single buffer is taken over as it is (a reference more); several are
+		// made one.
+		return w.decodeWire(data.MaterializeToBuffer(sharedPool))
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("proto: cannot unmarshal into %T", v)
@@ -92,6 +100,17 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	defer buf.Free()
 	// proto.Unmarshal copies what it keeps, so the buffer can go back at once.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// marshalWire encodes a message of the forwarding path (wire.go) into a pooled buffer.
+func marshalWire(w wireMarshaler) mem.BufferSlice {
+	size := w.wireSize()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return mem.BufferSlice{mem.SliceBuffer(w.appendWire(make([]byte, 0, size)))}
+	}
+	buf := sharedPool.Get(size)
+	*buf = w.appendWire((*buf)[:0])
+	return mem.BufferSlice{mem.NewBuffer(buf, sharedPool)}
 }
 
 // ClientOptions are the dial options a client of the node's API (or of its links)

@@ -36,13 +36,21 @@ func (n *Node) Publish(name dataplane.Name, payload []byte, broadcast bool) (for
 	if err := checkComponents(name); err != nil {
 		return 0, 0, fmt.Errorf("%w %q: %w", ErrBadName, name, err)
 	}
+	if err := n.checkSize(payload); err != nil {
+		return 0, 0, err
+	}
+	return n.publish(newMsg(name, payload, broadcast, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano()), name)
+}
+
+func (n *Node) checkSize(payload []byte) error {
 	if len(payload) > n.cfg.MaxMessageBytes {
-		return 0, 0, fmt.Errorf("%w: payload is %d bytes; the limit is %d bytes (max_message_bytes)", ErrTooLarge, len(payload), n.cfg.MaxMessageBytes)
+		return fmt.Errorf("%w: payload is %d bytes; the limit is %d bytes (max_message_bytes)", ErrTooLarge, len(payload), n.cfg.MaxMessageBytes)
 	}
-	m := &nodev1.Message{
-		Name: NameProto(name), Payload: payload, Broadcast: broadcast, Ttl: n.cfg.MaxHops,
-		Origin: n.id, Seq: n.seq.Add(1), PublishedUnixNano: time.Now().UnixNano(),
-	}
+	return nil
+}
+
+// publish forwards m, published at this node, to name's subscribers.
+func (n *Node) publish(m *msg, name dataplane.Name) (forwarded, dropped int, err error) {
 	n.metrics.published.Inc()
 	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
 	switch {
@@ -81,34 +89,62 @@ func (cs clientServer) Publish(_ context.Context, req *nodev1.PublishRequest) (*
 
 // PublishStream counts rather than refuses: a message nobody subscribes to, or whose
 // queues are full, does not end the stream. A malformed one does.
+//
+// A batch is read in its wire form (wire.go): the names decoded through a cache, the
+// payloads left in gRPC's buffer, and every message of the batch encoded for the
+// links into one allocation.
 func (cs clientServer) PublishStream(s nodev1.NodeService_PublishStreamServer) error {
+	n := cs.n
 	resp := &nodev1.PublishStreamResponse{}
+	var in publishIn
 	for {
-		b, err := s.Recv()
+		err := s.RecvMsg(&in)
 		if errors.Is(err, io.EOF) {
 			return s.SendAndClose(resp)
 		}
 		if err != nil {
 			return err
 		}
-		for _, req := range b.GetMessages() {
-			name, err := nameFromProto(req.GetName())
-			if err != nil {
-				return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
-			}
-			fwd, drop, err := cs.n.Publish(name, req.GetPayload(), req.GetBroadcast())
-			switch {
-			case errors.Is(err, ErrNoRoute):
-				resp.Unroutable++
-			case errors.Is(err, ErrQueuesFull):
-			case err != nil:
-				return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
-			}
-			resp.Accepted++
-			resp.Forwarded += uint64(fwd)
-			resp.Dropped += uint64(drop)
+		err = n.publishBatch(&in, resp)
+		in.free()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) error {
+	size := 0
+	for _, r := range in.reqs {
+		size += publishedSize(r.name, len(r.payload), n.id)
+	}
+	arena := make([]byte, 0, size)
+	msgs := make([]msg, len(in.reqs))
+	for i, r := range in.reqs {
+		err := r.bad
+		if err == nil {
+			err = n.checkSize(r.payload)
+		}
+		if err != nil {
+			return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
+		}
+		start := len(arena)
+		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), time.Now().UnixNano())
+		m := &msgs[i]
+		m.raw, m.ttl, m.broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
+		fwd, drop, err := n.publish(m, r.name)
+		switch {
+		case errors.Is(err, ErrNoRoute):
+			resp.Unroutable++
+		case errors.Is(err, ErrQueuesFull):
+		case err != nil:
+			return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
+		}
+		resp.Accepted++
+		resp.Forwarded += uint64(fwd)
+		resp.Dropped += uint64(drop)
+	}
+	return nil
 }
 
 func (cs clientServer) Subscribe(req *nodev1.SubscribeRequest, s nodev1.NodeService_SubscribeServer) error {
@@ -127,8 +163,9 @@ func (cs clientServer) Subscribe(req *nodev1.SubscribeRequest, s nodev1.NodeServ
 // deliverTo streams sub's messages to its client in batches. A copy is done with
 // (its custody released) once its batch is sent, or dropped and counted.
 func (n *Node) deliverTo(s nodev1.NodeService_SubscribeServer, sub *localSub) error {
-	batch := make([]*nodev1.Message, 0, maxDeliveryBatch)
+	batch := make([]*msg, 0, maxDeliveryBatch)
 	held := make([]*custody, 0, maxDeliveryBatch)
+	out := &deliveryOut{}
 	for {
 		select {
 		case <-s.Context().Done():
@@ -146,7 +183,10 @@ func (n *Node) deliverTo(s nodev1.NodeService_SubscribeServer, sub *localSub) er
 					break drain
 				}
 			}
-			err := s.Send(&nodev1.SubscribeResponse{Messages: batch})
+			// Encoded by the codec within SendMsg, from the messages' wire form.
+			out.msgs = batch
+			err := s.SendMsg(out)
+			out.msgs = nil
 			if err != nil {
 				sub.m.dropped(reasonLinkBroken).Add(float64(len(batch)))
 			} else {

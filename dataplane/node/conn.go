@@ -23,10 +23,11 @@ const (
 
 func (k connKind) isPeer() bool { return k == peerOut || k == peerIn }
 
-// stream is what both ends of LinkService.Link have in common.
+// stream is what both ends of LinkService.Link have in common. Batches go through
+// SendMsg and RecvMsg in their wire form (wire.go), control frames as LinkFrames.
 type stream interface {
-	Send(*nodev1.LinkFrame) error
-	Recv() (*nodev1.LinkFrame, error)
+	SendMsg(any) error
+	RecvMsg(any) error
 }
 
 // Batching bounds: one stream send carries at most this many messages or bytes (but
@@ -351,7 +352,8 @@ var errSuperseded = errors.New("stream replaced by a newer one")
 // (nil), the stream fails, a newer stream takes over, or the reader ends (nil; its
 // error stays in reader).
 func (c *conn) write(s stream, st *streamState, reader chan error) error {
-	batch := make([]*nodev1.Message, 0, maxBatchMessages)
+	batch := make([]*msg, 0, maxBatchMessages)
+	out := &batchOut{}
 	for {
 		if err := c.sendCtrl(s, st); err != nil {
 			return err
@@ -366,7 +368,7 @@ func (c *conn) write(s stream, st *streamState, reader chan error) error {
 		case q := <-c.msgs:
 			var held []*custody
 			batch, held = c.fill(append(batch[:0], q.m), q.cu)
-			if err := c.sendBatch(s, st, batch, held); err != nil {
+			if err := c.sendBatch(s, st, out, batch, held); err != nil {
 				return err
 			}
 			clear(batch)
@@ -375,9 +377,14 @@ func (c *conn) write(s stream, st *streamState, reader chan error) error {
 }
 
 // sendBatch sends one batch, recorded as unacknowledged first.
-func (c *conn) sendBatch(s stream, st *streamState, batch []*nodev1.Message, held []*custody) error {
+func (c *conn) sendBatch(s stream, st *streamState, out *batchOut, batch []*msg, held []*custody) error {
 	seq := st.tx.next(len(batch), held)
-	if err := s.Send(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Batch{Batch: &nodev1.Batch{Messages: batch, Seq: seq}}}); err != nil {
+	// The codec encodes the batch within SendMsg: out and the messages' bytes are
+	// free again when it returns.
+	out.msgs, out.seq = batch, seq
+	err := s.SendMsg(out)
+	out.msgs = nil
+	if err != nil {
 		if st.tx.unsent(seq) {
 			c.drop(reasonLinkBroken, len(batch))
 			releaseAll(held)
@@ -390,17 +397,17 @@ func (c *conn) sendBatch(s stream, st *streamState, batch []*nodev1.Message, hel
 
 // fill adds queued messages to batch up to the batching bounds, without waiting; held
 // collects the custodies of the copies that came from another stream.
-func (c *conn) fill(batch []*nodev1.Message, cu *custody) ([]*nodev1.Message, []*custody) {
+func (c *conn) fill(batch []*msg, cu *custody) ([]*msg, []*custody) {
 	var held []*custody
 	if cu != nil {
 		held = append(held, cu)
 	}
-	size := len(batch[0].GetPayload())
+	size := len(batch[0].raw)
 	for len(batch) < maxBatchMessages && size < maxBatchBytes {
 		select {
 		case q := <-c.msgs:
 			batch = append(batch, q.m)
-			size += len(q.m.GetPayload())
+			size += len(q.m.raw)
 			if q.cu != nil {
 				held = append(held, q.cu)
 			}
@@ -413,7 +420,7 @@ func (c *conn) fill(batch []*nodev1.Message, cu *custody) ([]*nodev1.Message, []
 
 func (c *conn) sendCtrl(s stream, st *streamState) error {
 	if seq, ok := st.rx.due(); ok {
-		if err := s.Send(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_BatchAck{BatchAck: &nodev1.BatchAck{Seq: seq}}}); err != nil {
+		if err := s.SendMsg(&nodev1.LinkFrame{Frame: &nodev1.LinkFrame_BatchAck{BatchAck: &nodev1.BatchAck{Seq: seq}}}); err != nil {
 			return err
 		}
 	}
@@ -430,7 +437,7 @@ func (c *conn) sendCtrl(s stream, st *streamState) error {
 		f := c.ctrl[0]
 		c.ctrl = c.ctrl[1:]
 		c.mu.Unlock()
-		if err := s.Send(f); err != nil {
+		if err := s.SendMsg(f); err != nil {
 			return err
 		}
 	}
@@ -438,20 +445,22 @@ func (c *conn) sendCtrl(s stream, st *streamState) error {
 
 // read handles frames from the far end until the stream ends.
 func (c *conn) read(s stream, st *streamState) error {
+	var f frameIn
 	for {
-		f, err := s.Recv()
-		if err != nil {
+		if err := s.RecvMsg(&f); err != nil {
 			return err
 		}
-		switch fr := f.GetFrame().(type) {
-		case *nodev1.LinkFrame_Batch:
-			msgs := fr.Batch.GetMessages()
-			c.met().in.Add(float64(len(msgs)))
-			cu := st.rx.received(fr.Batch.GetSeq())
-			for _, m := range msgs {
-				c.n.receive(m, c, cu)
+		if f.isBatch {
+			c.met().in.Add(float64(len(f.msgs)))
+			cu := st.rx.received(f.seq, f.buf)
+			for i := range f.msgs {
+				r := &f.msgs[i]
+				c.n.receive(&r.m, r.name, r.bad, c, cu)
 			}
 			cu.release()
+			continue
+		}
+		switch fr := f.ctrl.GetFrame().(type) {
 		case *nodev1.LinkFrame_BatchAck:
 			st.tx.acked(fr.BatchAck.GetSeq())
 		case *nodev1.LinkFrame_Subscribe:

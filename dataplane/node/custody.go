@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"google.golang.org/grpc/mem"
 )
 
 // Custody: a node that receives a batch over a stream acknowledges it only once it is
@@ -20,7 +20,7 @@ import (
 // qmsg is a queued message copy and the received batch it belongs to (nil for a
 // message published at this node).
 type qmsg struct {
-	m  *nodev1.Message
+	m  *msg
 	cu *custody
 }
 
@@ -31,6 +31,9 @@ type custody struct {
 	seq  uint64
 	refs atomic.Int32
 	done bool // under rx.mu
+	// buf holds the batch's bytes, which its messages point into (wire.go); freed
+	// with the custody, when no copy is left to send.
+	buf mem.Buffer
 }
 
 func (cu *custody) hold() {
@@ -41,6 +44,9 @@ func (cu *custody) hold() {
 
 func (cu *custody) release() {
 	if cu != nil && cu.refs.Add(-1) == 0 {
+		if cu.buf != nil {
+			cu.buf.Free()
+		}
 		cu.rx.complete(cu)
 	}
 }
@@ -57,8 +63,8 @@ type rxState struct {
 
 // received starts the custody of batch seq; the caller releases the guard reference
 // once every message of the batch has been forwarded.
-func (r *rxState) received(seq uint64) *custody {
-	cu := &custody{rx: r, seq: seq}
+func (r *rxState) received(seq uint64, buf mem.Buffer) *custody {
+	cu := &custody{rx: r, seq: seq, buf: buf}
 	cu.refs.Store(1)
 	r.mu.Lock()
 	r.pending = append(r.pending, cu)

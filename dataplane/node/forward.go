@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
-	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
 
 // Why a message copy was dropped (the "reason" label).
@@ -95,19 +94,19 @@ type outcome struct {
 }
 
 // receive forwards a message that arrived over conn from, in the batch cu.
-func (n *Node) receive(m *nodev1.Message, from *conn, cu *custody) {
-	name, err := nameFromProto(m.GetName())
-	if err != nil {
+// bad, when not nil, is why its name could not be read.
+func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *custody) {
+	if bad != nil {
 		from.drop(reasonMalformed, 1)
 		return
 	}
 	// The copy is ours now: spend one hop on it before anyone else sees it, and
 	// note the segments of the link it came in by, for the peers it may go to.
-	if m.Ttl > 0 {
-		m.Ttl--
+	if m.ttl > 0 {
+		m.ttl--
 	}
 	if !from.kind.isPeer() {
-		m.Segments = from.segments()
+		m.segs = from.segments()
 	}
 	o := n.forward(qmsg{m, cu}, name, from, 0)
 	if !o.routable {
@@ -122,8 +121,8 @@ func (n *Node) receive(m *nodev1.Message, from *conn, cu *custody) {
 func (n *Node) forward(q qmsg, name dataplane.Name, from *conn, wait time.Duration) outcome {
 	m := q.m
 	tg := n.tab.lookup(name, from)
-	tg.routes = inSegments(without(tg.routes, from), m.GetSegments())
-	hopsLeft := m.GetTtl() > 0
+	tg.routes = inSegments(without(tg.routes, from), m.segs)
+	hopsLeft := m.ttl > 0
 	if !hopsLeft {
 		if len(tg.peersLocal)+len(tg.routes)+len(tg.peersRouted) > 0 && len(tg.local) == 0 {
 			n.metrics.dropped(reasonHops).Inc()
@@ -131,7 +130,7 @@ func (n *Node) forward(q qmsg, name dataplane.Name, from *conn, wait time.Durati
 		}
 		tg.peersLocal, tg.routes, tg.peersRouted = nil, nil, nil
 	}
-	if m.GetBroadcast() {
+	if m.broadcast {
 		return n.broadcast(q, tg, wait)
 	}
 	var o outcome

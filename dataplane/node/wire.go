@@ -1,0 +1,580 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// The forwarding path: a message is decoded once, where it enters the node's network
+// (Publish), into its wire form, and from then on every node passes that form on. A
+// node that receives a batch over a link or a peering reads only what forwarding needs
+// from each message — the name, the hop count, the broadcast flag and the segments —
+// and keeps the rest as the bytes it received; the outgoing batch (to the next node,
+// or to a local subscriber) is those bytes with the hop count and the segments
+// appended. Nothing is unmarshalled into a struct and marshalled back, the payload is
+// never copied on its own, and a received batch's bytes stay in the buffer gRPC read
+// them into until the batch's custody ends.
+
+// Field numbers of switchboard.node.v1 messages the forwarding path reads or writes.
+const (
+	fFrameBatch = 1 // LinkFrame.batch
+
+	fBatchMessages = 1 // Batch.messages
+	fBatchSeq      = 2 // Batch.seq
+
+	fMsgName      = 1
+	fMsgPayload   = 2
+	fMsgBroadcast = 3
+	fMsgTTL       = 4
+	fMsgOrigin    = 5
+	fMsgSeq       = 6
+	fMsgPublished = 7
+	fMsgSegments  = 8
+
+	fNameOrg       = 1
+	fNameNamespace = 2
+	fNameService   = 3
+	fNameID        = 4
+
+	fDeliveryMessages = 2 // SubscribeResponse.messages
+)
+
+// msg is a message as the node holds it: its wire form without the two fields that
+// change on the way (the hop count and the segments), and the fields forwarding
+// reads. The wire form of the message is raw followed by ttl and segs, encoded:
+// protobuf allows fields in any order, and the last value of a scalar wins.
+type msg struct {
+	raw       []byte // Message fields but ttl (4) and segments (8), encoded
+	ttl       uint32
+	broadcast bool
+	segs      []string
+}
+
+// wireSize is the size of m's Message encoding.
+func (m *msg) wireSize() int {
+	n := len(m.raw)
+	if m.ttl > 0 {
+		n += 1 + protowire.SizeVarint(uint64(m.ttl))
+	}
+	for _, s := range m.segs {
+		n += 1 + protowire.SizeBytes(len(s))
+	}
+	return n
+}
+
+// appendWire appends m's Message encoding as field num of the enclosing message.
+func (m *msg) appendWire(b []byte, num protowire.Number) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(m.wireSize()))
+	b = append(b, m.raw...)
+	if m.ttl > 0 {
+		b = protowire.AppendTag(b, fMsgTTL, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(m.ttl))
+	}
+	for _, s := range m.segs {
+		b = protowire.AppendTag(b, fMsgSegments, protowire.BytesType)
+		b = protowire.AppendString(b, s)
+	}
+	return b
+}
+
+func sizeField(n int) int { return 1 + protowire.SizeBytes(n) }
+
+// newMsg encodes a message published at this node, in one allocation.
+func newMsg(name dataplane.Name, payload []byte, broadcast bool, ttl uint32, origin string, seq uint64, at int64) *msg {
+	b := appendPublished(make([]byte, 0, publishedSize(name, len(payload), origin)), name, payload, broadcast, origin, seq, at)
+	return &msg{raw: b, ttl: ttl, broadcast: broadcast}
+}
+
+// publishedSize bounds the size of a published message's raw encoding.
+func publishedSize(name dataplane.Name, payload int, origin string) int {
+	// broadcast, and seq and published_unix_nano at their longest
+	return sizeField(nameSize(name)) + sizeField(payload) + sizeField(len(origin)) + 2 + 2*(1+binary.MaxVarintLen64)
+}
+
+// appendPublished appends the raw encoding of a message published at this node: every
+// field but the hop count (msg.ttl) and the segments (none).
+func appendPublished(b []byte, name dataplane.Name, payload []byte, broadcast bool, origin string, seq uint64, at int64) []byte {
+	nl := nameSize(name)
+	b = protowire.AppendTag(b, fMsgName, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(nl))
+	b = appendName(b, name)
+	if len(payload) > 0 {
+		b = protowire.AppendTag(b, fMsgPayload, protowire.BytesType)
+		b = protowire.AppendBytes(b, payload)
+	}
+	if broadcast {
+		b = protowire.AppendTag(b, fMsgBroadcast, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	if origin != "" {
+		b = protowire.AppendTag(b, fMsgOrigin, protowire.BytesType)
+		b = protowire.AppendString(b, origin)
+	}
+	if seq != 0 {
+		b = protowire.AppendTag(b, fMsgSeq, protowire.VarintType)
+		b = protowire.AppendVarint(b, seq)
+	}
+	if at != 0 {
+		b = protowire.AppendTag(b, fMsgPublished, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(at))
+	}
+	return b
+}
+
+func nameSize(n dataplane.Name) int {
+	size := 0
+	for _, c := range n.Components {
+		if c != "" {
+			size += sizeField(len(c))
+		}
+	}
+	if n.HasID() {
+		size += 1 + protowire.SizeVarint(n.ComponentID)
+	}
+	return size
+}
+
+func appendName(b []byte, n dataplane.Name) []byte {
+	for i, c := range n.Components {
+		if c != "" {
+			b = protowire.AppendTag(b, protowire.Number(fNameOrg+i), protowire.BytesType)
+			b = protowire.AppendString(b, c)
+		}
+	}
+	if n.HasID() {
+		b = protowire.AppendTag(b, fNameID, protowire.VarintType)
+		b = protowire.AppendVarint(b, n.ComponentID)
+	}
+	return b
+}
+
+// wireMarshaler is a message the node's codec encodes itself instead of through
+// protobuf.
+type wireMarshaler interface {
+	wireSize() int
+	appendWire(b []byte) []byte
+}
+
+// wireUnmarshaler is a message the node's codec decodes itself. It takes over the
+// buffer (and frees it, at once or later).
+type wireUnmarshaler interface {
+	decodeWire(buf mem.Buffer) error
+}
+
+// batchOut is the LinkFrame of one outgoing batch.
+type batchOut struct {
+	msgs []*msg
+	seq  uint64
+}
+
+func (o *batchOut) batchSize() int {
+	n := 0
+	for _, m := range o.msgs {
+		n += sizeField(m.wireSize())
+	}
+	if o.seq != 0 {
+		n += 1 + protowire.SizeVarint(o.seq)
+	}
+	return n
+}
+
+func (o *batchOut) wireSize() int { return sizeField(o.batchSize()) }
+
+func (o *batchOut) appendWire(b []byte) []byte {
+	b = protowire.AppendTag(b, fFrameBatch, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(o.batchSize()))
+	for _, m := range o.msgs {
+		b = m.appendWire(b, fBatchMessages)
+	}
+	if o.seq != 0 {
+		b = protowire.AppendTag(b, fBatchSeq, protowire.VarintType)
+		b = protowire.AppendVarint(b, o.seq)
+	}
+	return b
+}
+
+// deliveryOut is the SubscribeResponse of one batch to a local subscriber.
+type deliveryOut struct{ msgs []*msg }
+
+func (o *deliveryOut) wireSize() int {
+	n := 0
+	for _, m := range o.msgs {
+		n += sizeField(m.wireSize())
+	}
+	return n
+}
+
+func (o *deliveryOut) appendWire(b []byte) []byte {
+	for _, m := range o.msgs {
+		b = m.appendWire(b, fDeliveryMessages)
+	}
+	return b
+}
+
+// rxMsg is a message of a received batch: its wire form and its name (or why the
+// name is bad: the message is dropped, counted as malformed).
+type rxMsg struct {
+	m    msg
+	name dataplane.Name
+	bad  error
+}
+
+// maxNameCache bounds a stream's cache of decoded names; it starts over when full.
+const maxNameCache = 4096
+
+// frameIn is one frame received over a link or a peering: a batch, kept in its wire
+// form, or a control frame, decoded. It is reused frame after frame by one stream's
+// reader, whose cache of decoded names it keeps.
+type frameIn struct {
+	names nameCache
+
+	isBatch bool
+	seq     uint64
+	msgs    []rxMsg
+	buf     mem.Buffer // what msgs point into; the batch's custody frees it
+	ctrl    *nodev1.LinkFrame
+}
+
+var errWire = errors.New("malformed frame")
+
+func (f *frameIn) decodeWire(buf mem.Buffer) error {
+	f.isBatch, f.seq, f.msgs, f.buf, f.ctrl = false, 0, nil, nil, nil
+	data := buf.ReadOnlyData()
+	// Which member of the oneof the frame carries: the last one present.
+	last := protowire.Number(0)
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			buf.Free()
+			return errWire
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			buf.Free()
+			return errWire
+		}
+		if num >= 1 && num <= 6 && typ == protowire.BytesType {
+			last = num
+		}
+		b = b[n+m:]
+	}
+	if last != fFrameBatch {
+		f.ctrl = &nodev1.LinkFrame{}
+		err := proto.Unmarshal(data, f.ctrl)
+		buf.Free()
+		return err
+	}
+	f.isBatch = true
+	// A batch present several times is merged, as protobuf does: its messages
+	// concatenated, the last seq winning.
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		if num != fFrameBatch || typ != protowire.BytesType {
+			b = b[protowire.ConsumeFieldValue(num, typ, b):]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		if err := f.decodeBatch(v); err != nil {
+			buf.Free()
+			return err
+		}
+	}
+	f.buf = buf
+	return nil
+}
+
+func (f *frameIn) decodeBatch(b []byte) error {
+	if f.msgs == nil {
+		// A guess at the count, to allocate the batch's messages once.
+		f.msgs = make([]rxMsg, 0, len(b)/256+1)
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errWire
+		}
+		b = b[n:]
+		switch {
+		case num == fBatchMessages && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errWire
+			}
+			b = b[n:]
+			f.msgs = append(f.msgs, rxMsg{})
+			if err := f.decodeMessage(v, &f.msgs[len(f.msgs)-1]); err != nil {
+				return err
+			}
+		case num == fBatchSeq && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errWire
+			}
+			b = b[n:]
+			f.seq = v
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return errWire
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+// decodeMessage reads what forwarding needs from one encoded Message. The fields it
+// rewrites (ttl, segments) are cut from the bytes it keeps: free when they come last,
+// as the node encodes them; otherwise (another encoder's order) the rest is copied.
+func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
+	var (
+		name      []byte
+		names     int
+		cut       = -1    // offset of the first ttl or segments field
+		keptAfter = false // a field to keep follows it
+	)
+	for b, off := data, 0; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errWire
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return errWire
+		}
+		v := b[n : n+m]
+		strip := false
+		switch {
+		case num == fMsgName && typ == protowire.BytesType:
+			nv, _ := protowire.ConsumeBytes(v)
+			if names++; names == 1 {
+				name = nv
+			} else {
+				// A message field present twice is merged: the encodings concatenated.
+				name = append(append([]byte(nil), name...), nv...)
+			}
+		case num == fMsgBroadcast && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			r.m.broadcast = x != 0
+		case num == fMsgTTL && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			r.m.ttl = uint32(x)
+			strip = true
+		case num == fMsgSegments && typ == protowire.BytesType:
+			s, _ := protowire.ConsumeBytes(v)
+			if !utf8.Valid(s) {
+				return fmt.Errorf("%w: a segment is not UTF-8", errWire)
+			}
+			r.m.segs = append(r.m.segs, string(s))
+			strip = true
+		case num == fMsgOrigin && typ == protowire.BytesType:
+			s, _ := protowire.ConsumeBytes(v)
+			if !utf8.Valid(s) {
+				return fmt.Errorf("%w: the origin is not UTF-8", errWire)
+			}
+		}
+		switch {
+		case strip && cut < 0:
+			cut = off
+		case !strip && cut >= 0:
+			keptAfter = true
+		}
+		b = b[n+m:]
+		off += n + m
+	}
+	switch {
+	case cut < 0:
+		r.m.raw = data
+	case !keptAfter:
+		r.m.raw = data[:cut]
+	default:
+		r.m.raw = keepFields(data)
+	}
+	if names == 0 {
+		r.bad = fmt.Errorf("%w: name is missing", ErrBadName)
+		return nil
+	}
+	r.name, r.bad = f.names.decode(name)
+	return nil
+}
+
+// keepFields copies the fields of an encoded Message but ttl and segments.
+func keepFields(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if !(num == fMsgTTL && typ == protowire.VarintType) && !(num == fMsgSegments && typ == protowire.BytesType) {
+			out = append(out, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	return out
+}
+
+// nameCache maps encoded Names to their decoded and checked form: a stream carries
+// few names, each many times. One stream's reader owns it.
+type nameCache map[string]dataplane.Name
+
+// decode decodes and checks an encoded Name, through the cache.
+func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
+	if n, ok := (*c)[string(b)]; ok {
+		return n, nil
+	}
+	var (
+		comps [3]string
+		id    uint64
+		hasID bool
+	)
+	key := b
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
+		}
+		v := b[n : n+m]
+		switch {
+		case num >= fNameOrg && num <= fNameService && typ == protowire.BytesType:
+			s, _ := protowire.ConsumeBytes(v)
+			comps[num-fNameOrg] = string(s)
+		case num == fNameID && typ == protowire.VarintType:
+			id, _ = protowire.ConsumeVarint(v)
+			hasID = true
+		}
+		b = b[n+m:]
+	}
+	p := &nodev1.Name{Org: comps[0], Namespace: comps[1], Service: comps[2]}
+	if hasID {
+		p.Id = &id
+	}
+	name, err := nameFromProto(p)
+	if err != nil {
+		return dataplane.Name{}, err
+	}
+	if *c == nil || len(*c) >= maxNameCache {
+		*c = make(nameCache)
+	}
+	(*c)[string(key)] = name
+	return name, nil
+}
+
+// publishIn is one PublishBatch received from a local client, decoded but for the
+// payloads, which stay in the buffer gRPC read the batch into until free.
+type publishIn struct {
+	names nameCache
+	reqs  []publishReq
+	buf   mem.Buffer
+}
+
+type publishReq struct {
+	name      dataplane.Name
+	bad       error
+	payload   []byte
+	broadcast bool
+}
+
+// Field numbers of PublishBatch and PublishRequest.
+const (
+	fPubBatchMessages = 1
+	fPubName          = 1
+	fPubPayload       = 2
+	fPubBroadcast     = 3
+)
+
+func (p *publishIn) decodeWire(buf mem.Buffer) error {
+	p.reqs, p.buf = p.reqs[:0], nil
+	for b := buf.ReadOnlyData(); len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			buf.Free()
+			return errWire
+		}
+		b = b[n:]
+		if num != fPubBatchMessages || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				buf.Free()
+				return errWire
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			buf.Free()
+			return errWire
+		}
+		b = b[n:]
+		if err := p.decodeRequest(v); err != nil {
+			buf.Free()
+			return err
+		}
+	}
+	p.buf = buf
+	return nil
+}
+
+func (p *publishIn) decodeRequest(b []byte) error {
+	var (
+		r     publishReq
+		name  []byte
+		names int
+	)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errWire
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return errWire
+		}
+		v := b[n : n+m]
+		switch {
+		case num == fPubName && typ == protowire.BytesType:
+			nv, _ := protowire.ConsumeBytes(v)
+			if names++; names == 1 {
+				name = nv
+			} else {
+				name = append(append([]byte(nil), name...), nv...)
+			}
+		case num == fPubPayload && typ == protowire.BytesType:
+			r.payload, _ = protowire.ConsumeBytes(v)
+		case num == fPubBroadcast && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			r.broadcast = x != 0
+		}
+		b = b[n+m:]
+	}
+	if names == 0 {
+		r.bad = fmt.Errorf("%w: name is missing", ErrBadName)
+	} else {
+		r.name, r.bad = p.names.decode(name)
+	}
+	p.reqs = append(p.reqs, r)
+	return nil
+}
+
+// free gives the batch's buffer back; its payloads are gone with it.
+func (p *publishIn) free() {
+	if p.buf != nil {
+		p.buf.Free()
+		p.buf = nil
+	}
+	clear(p.reqs)
+}
