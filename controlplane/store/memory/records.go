@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
@@ -70,26 +71,28 @@ func (s *Store) removeLink(t *tx, id string) {
 
 func (s *Store) putRoute(t *tx, r store.Route) {
 	tbl := s.routes
-	old, had := tbl.byID[r.ID]
-	tbl.put(r)
+	old, had := tbl.put(r, t != nil)
 	switch {
 	case t == nil:
 	case had:
-		t.record(func() { tbl.put(old) })
+		t.record(func() { tbl.put(old, false) })
 	default:
 		id := r.ID
-		t.record(func() { tbl.remove(id) })
+		t.record(func() { tbl.remove(id, false) })
 	}
 }
 
 func (s *Store) removeRoute(t *tx, id int64) {
 	tbl := s.routes
-	old, had := tbl.byID[id]
-	tbl.remove(id)
+	old, had := tbl.remove(id, t != nil)
 	if had && t != nil {
-		t.record(func() { tbl.put(old) })
+		t.record(func() { tbl.put(old, false) })
 	}
 }
+
+// routeTime is now for a route: without the monotonic clock reading, which the route
+// table does not keep, so that a route returned by a write equals the route read back.
+func (s *Store) routeTime() time.Time { return s.now().Round(0) }
 
 // SaveNode implements store.Store.
 func (s *Store) SaveNode(ctx context.Context, n store.Node) error {
@@ -290,17 +293,16 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, err
 	}
 	defer unlock()
-	if _, ok := s.routes.byKey[keyOf(r)]; ok {
+	tbl := s.routes
+	r.ID, r.LastUpdated, r.Version = tbl.nextID+1, s.routeTime(), 1
+	if !tbl.create(r) {
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
-	tbl := s.routes
-	if t != nil {
-		next := tbl.nextID
-		t.record(func() { tbl.nextID = next })
-	}
 	tbl.nextID++
-	r.ID, r.LastUpdated, r.Version = tbl.nextID, s.now(), 1
-	s.putRoute(t, r)
+	if t != nil { // one undo for the id and the record
+		id := r.ID
+		t.record(func() { tbl.remove(id, false); tbl.nextID = id - 1 })
+	}
 	return r, nil
 }
 
@@ -311,7 +313,7 @@ func (s *Store) GetRoute(ctx context.Context, id int64) (store.Route, error) {
 		return store.Route{}, err
 	}
 	defer unlock()
-	r, ok := s.routes.byID[id]
+	r, ok := s.routes.get(id)
 	if !ok {
 		return store.Route{}, store.NotFound("route", itoa(id))
 	}
@@ -335,7 +337,7 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 		return store.Route{}, err
 	}
 	defer unlock()
-	old, ok := s.routes.byID[id]
+	old, ok := s.routes.get(id)
 	if !ok {
 		return store.Route{}, store.NotFound("route", itoa(id))
 	}
@@ -343,12 +345,10 @@ func (s *Store) UpdateRoute(ctx context.Context, id int64, u store.RouteUpdate) 
 	if err != nil {
 		return store.Route{}, err
 	}
-	if newKey := keyOf(r); newKey != keyOf(old) {
-		if _, taken := s.routes.byKey[newKey]; taken {
-			return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
-		}
+	if !sameKey(r, old) && s.routes.has(r) {
+		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
-	r.LastUpdated = s.now()
+	r.LastUpdated = s.routeTime()
 	s.putRoute(t, r)
 	return r, nil
 }
@@ -369,7 +369,7 @@ func (s *Store) deleteRoute(ctx context.Context, id int64, version *int64) error
 		return err
 	}
 	defer unlock()
-	r, ok := s.routes.byID[id]
+	r, ok := s.routes.get(id)
 	if !ok {
 		return store.NotFound("route", itoa(id))
 	}

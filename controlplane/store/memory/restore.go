@@ -35,7 +35,7 @@ func Restore(c Contents) *Store {
 	}
 	s.routes.nextID = c.LastRouteID
 	for _, r := range c.Routes {
-		s.routes.put(r)
+		s.routes.put(r, false)
 		s.routes.nextID = max(s.routes.nextID, r.ID)
 	}
 	for _, seg := range c.Segments {
