@@ -113,15 +113,34 @@ func marshalWire(w wireMarshaler) mem.BufferSlice {
 	return mem.BufferSlice{mem.NewBuffer(buf, sharedPool)}
 }
 
+// streamBufferSize is the size of a connection's write and read buffers: a full batch
+// (maxBatchBytes) is written and read in one system call (gRPC's default, 32 KiB, took
+// eight for one batch).
+const streamBufferSize = 256 << 10
+
+// Flow-control windows of the node's streams and connections, fixed: gRPC's default
+// starts at 64 KiB and grows by estimating the bandwidth-delay product with pings,
+// up to 16 MiB; a fixed window of that order spares the pings and the ramp-up.
+const (
+	streamWindow = 8 << 20
+	connWindow   = 16 << 20
+)
+
 // ClientOptions are the dial options a client of the node's API (or of its links)
-// should use: the node's buffer pool and codec.
+// should use: the node's buffer pool and codec, its buffer sizes and windows.
 func ClientOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		experimental.WithBufferPool(sharedPool),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})),
+		grpc.WithWriteBufferSize(streamBufferSize), grpc.WithReadBufferSize(streamBufferSize),
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
 	}
 }
 
 func serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{experimental.BufferPool(sharedPool), grpc.ForceServerCodecV2(codec{})}
+	return []grpc.ServerOption{
+		experimental.BufferPool(sharedPool), grpc.ForceServerCodecV2(codec{}),
+		grpc.WriteBufferSize(streamBufferSize), grpc.ReadBufferSize(streamBufferSize),
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
+	}
 }

@@ -2,6 +2,9 @@ package node_test
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -75,7 +78,7 @@ func BenchmarkForwardOneHop(b *testing.B) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	base := got.Load()
-	cpu0 := cpuTime()
+	cpu0, sys0 := cpuTime(), syscalls()
 	b.ResetTimer()
 	for sent := 0; sent < b.N; {
 		for int64(sent)-(got.Load()-base) >= 4096 {
@@ -93,6 +96,9 @@ func BenchmarkForwardOneHop(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	if sys0 >= 0 {
+		b.ReportMetric(float64(syscalls()-sys0)/float64(b.N), "rw-syscalls/op")
+	}
 	cancel()
 	<-done
 }
@@ -101,6 +107,24 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// syscalls is the count of read and write system calls the process made (-1 when
+// /proc/self/io cannot tell).
+func syscalls() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if ok && (k == "syscr" || k == "syscw") {
+			x, _ := strconv.ParseInt(v, 10, 64)
+			n += x
+		}
+	}
+	return n
 }
 
 func startFabricB(b *testing.B, topology string, groups ...string) *fabric.Fabric {
