@@ -58,8 +58,8 @@ func (b *bench) publishKVPut(ctx context.Context, bucket string) (float64, error
 
 // publishKVAsync writes a bucket the fast way: async publishes to its subjects. With
 // pre, the payloads are encoded before the clock starts: KV's bare publish rate. With
-// headers, each message also carries the rollup and expected-stream headers the spec
-// puts on ours, which shows what they cost the server.
+// headers, each message also carries the rollup header the spec puts on ours, which
+// shows what it costs the server.
 func (b *bench) publishKVAsync(ctx context.Context, bucket string, pre, headers bool) (float64, error) {
 	var payloads [][]byte
 	if pre {
@@ -90,7 +90,7 @@ func (b *bench) publishKVAsync(ctx context.Context, bucket string, pre, headers 
 		}
 		m := &nats.Msg{Subject: "$KV." + bucket + "." + kvKey(e), Data: data}
 		if headers {
-			m.Header = nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}, jetstream.ExpectedStreamHeader: {"KV_" + bucket}}
+			m.Header = nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}}
 		}
 		f, err := b.js.PublishMsgAsync(m)
 		// A loaded server acks slowly enough for the connection's budget of

@@ -136,8 +136,8 @@ func (r *driver) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 }
 
 // message builds the stream message for one op. Every message replaces its subject
-// (rollup) and names the stream it must land in, so a subject captured by some other
-// stream fails instead of being written there.
+// (rollup). A removal also names the stream it must land in; a registration's ack is
+// checked instead (parseAck), which costs the server nothing.
 func (r *driver) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg {
 	k := op.Endpoint.Key()
 	m := &nats.Msg{Subject: r.subj.For(k)}
@@ -165,10 +165,7 @@ type headers struct {
 }
 
 func (h *headers) base() nats.Header {
-	return nats.Header{
-		jetstream.MsgRollup:            {jetstream.MsgRollupSubject},
-		jetstream.ExpectedStreamHeader: {h.r.cfg.Name},
-	}
+	return nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}}
 }
 
 // register returns the headers of a registration. An unset TTL sends no Nats-TTL, so
@@ -190,6 +187,7 @@ func (h *headers) register(ttl endpoint.TTL) nats.Header {
 
 func (h *headers) removal(p *removalPlan) nats.Header {
 	hd := h.base()
+	hd[jetstream.ExpectedStreamHeader] = []string{h.r.cfg.Name}
 	hd[jetstream.MarkerReasonHeader] = []string{markerReasonRemove}
 	hd[OpHeader] = []string{OpUnregister}
 	if ttl := p.life.header(); ttl != "" {

@@ -203,3 +203,31 @@ func TestPublisher(t *testing.T) {
 		t.Errorf("Apply after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestWriteCapturedByAnotherStreamFails: when the registry's stream is gone and
+// another stream captures its subjects, a registration must not report success as if
+// it were stored in the registry: Apply fails and names the stream that took it.
+func TestWriteCapturedByAnotherStreamFails(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	s := startServer(t)
+	nc := connect(t, s.ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream()
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	mustApply(t, ctx, r, registry.Register(ep("east", "web", "http", "10.0.0.1", 80)))
+
+	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg.Name + "-other"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: other, Subjects: []string{cfg.Prefix + ".>"}, AllowRollup: true}); err != nil {
+		t.Fatal(err)
+	}
+	err := r.Apply(ctx, []registry.Op{registry.Register(ep("east", "web", "http", "10.0.0.2", 80))})
+	if err == nil {
+		t.Fatalf("Apply into subjects captured by stream %s succeeded; want an error", other)
+	}
+	if !strings.Contains(err.Error(), other) {
+		t.Errorf("Apply error %q does not name the stream %s that took the write", err, other)
+	}
+}

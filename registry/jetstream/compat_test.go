@@ -506,20 +506,20 @@ func TestContractWrites(t *testing.T) {
 		Node: "n1", Priority: 1, Weight: 5, Annotations: map[string]string{"zone": "b", "team": "edge"}, TTL: endpoint.TTL(30 * time.Second)}
 	mustApply(t, ctx, r, registry.Register(full))
 	expect("register", p+"10_0_0_1."+ccmID("prod", "web", "http", "10.0.0.1", 8080),
-		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}, "Nats-TTL": {"30s"}},
+		nats.Header{"Nats-Rollup": {"sub"}, "Nats-TTL": {"30s"}},
 		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.1","port":8080,"node":"n1","priority":1,"weight":5,"annotations":{"team":"edge","zone":"b"},"ttl":"30s"}`)
 
 	v6 := ep("prod", "web", "http", "2001:db8::1", 443)
 	v6.TTL = endpoint.Never
 	mustApply(t, ctx, r, registry.Register(v6))
 	expect("register IPv6", p+"2001:db8::1."+ccmID("prod", "web", "http", "2001:db8::1", 443),
-		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}, "Nats-TTL": {"never"}},
+		nats.Header{"Nats-Rollup": {"sub"}, "Nats-TTL": {"never"}},
 		`{"cluster":"prod","service":"web","protocol":"http","address":"2001:db8::1","port":443,"priority":1,"ttl":"never"}`)
 
 	plain := ep("prod", "web", "http", "10.0.0.2", 80)
 	mustApply(t, ctx, r, registry.Register(plain))
 	expect("register without TTL", p+"10_0_0_2."+ccmID("prod", "web", "http", "10.0.0.2", 80),
-		nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}},
+		nats.Header{"Nats-Rollup": {"sub"}},
 		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.2","port":80,"priority":1}`)
 
 	// The removal replaces the 30s entry: it lives as long (removal.go) and expects
