@@ -13,6 +13,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -231,14 +232,25 @@ func (b *bench) lookups(ctx context.Context, rd *round, res *results) error {
 	if res.fullCold, err = b.coldList(ctx, rd.cfg); err != nil {
 		return err
 	}
-	for _, s := range steps {
-		runs := b.c.runs
-		if s.d == &res.fullKVList {
-			runs = min(runs, 3) // most of a second per run at this size
+	// The steps take turns, run by run, so that the ones compared meet the server and
+	// the collector in the same states (run back to back, each step would pay for the
+	// garbage the one before it left); ListKeys+Get, most of a second a run, runs 3 times.
+	ds := make([][]time.Duration, len(steps))
+	for run := range b.c.runs {
+		for i, s := range steps {
+			if s.d == &res.fullKVList && run >= 3 {
+				continue
+			}
+			d, err := timed(s.n, s.fn)
+			if err != nil {
+				return err
+			}
+			ds[i] = append(ds[i], d)
 		}
-		if *s.d, err = median(runs, s.n, s.fn); err != nil {
-			return err
-		}
+	}
+	for i, s := range steps {
+		slices.Sort(ds[i])
+		*s.d = ds[i][len(ds[i])/2]
 	}
 	return nil
 }
@@ -282,20 +294,18 @@ func (b *bench) count(f endpoint.Filter) int {
 	return n
 }
 
-// median runs fn runs times, checks it saw want entries, and returns the median time.
-func median(runs, want int, fn func() (int, error)) (time.Duration, error) {
-	ds := make([]time.Duration, runs)
-	for i := range ds {
-		start := time.Now()
-		n, err := fn()
-		ds[i] = time.Since(start)
-		if err != nil {
-			return 0, err
-		}
-		if n != want {
-			return 0, fmt.Errorf("read %d entries, want %d", n, want)
-		}
+// timed runs fn once after a collection, checks it saw want entries, and returns
+// how long it took.
+func timed(want int, fn func() (int, error)) (time.Duration, error) {
+	runtime.GC()
+	start := time.Now()
+	n, err := fn()
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
+	if n != want {
+		return 0, fmt.Errorf("read %d entries, want %d", n, want)
+	}
+	return d, nil
 }
