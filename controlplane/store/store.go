@@ -182,8 +182,8 @@ type LinkUpdate struct {
 
 // Apply checks the update against l and returns the changed link, its version bumped.
 func (u LinkUpdate) Apply(l Link) (Link, error) {
-	if err := CheckVersion("link "+l.ID, l.Version, u.IfVersion); err != nil {
-		return l, err
+	if u.IfVersion != nil && *u.IfVersion != l.Version {
+		return l, CheckVersion("link "+l.ID, l.Version, u.IfVersion)
 	}
 	if l.Deleted {
 		return l, errorf(ErrInvalidTransition, "link %s is deleted", l.ID)
@@ -238,8 +238,8 @@ type RouteUpdate struct {
 
 // Apply checks the update against r and returns the changed route, its version bumped.
 func (u RouteUpdate) Apply(r Route) (Route, error) {
-	if err := CheckVersion("route "+strconv.FormatInt(r.ID, 10), r.Version, u.IfVersion); err != nil {
-		return r, err
+	if u.IfVersion != nil && *u.IfVersion != r.Version { // the name is built only for the error
+		return r, CheckVersion("route "+strconv.FormatInt(r.ID, 10), r.Version, u.IfVersion)
 	}
 	if r.Deleted {
 		return r, errorf(ErrInvalidTransition, "route %d is deleted", r.ID)

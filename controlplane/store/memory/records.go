@@ -18,9 +18,10 @@ func cloneNode(n store.Node) store.Node {
 }
 
 // The put and remove helpers change a table and record in t how to undo it. The undo
-// closures capture the old record and an id, not the new record: a planning step that
-// writes a thousand routes allocates a thousand of them, and outside a transaction
-// none at all.
+// steps hold the old record or an id, not the new record; a route's step is a value
+// in the transaction's log (no closure), since a planning step writes a thousand
+// routes and a reconciler pass hundreds of statuses. Outside a transaction nothing
+// is recorded.
 
 // putNode stores n, recording its undo in t.
 func (s *Store) putNode(t *tx, n store.Node) {
@@ -75,18 +76,17 @@ func (s *Store) putRoute(t *tx, r store.Route) {
 	switch {
 	case t == nil:
 	case had:
-		t.record(func() { tbl.put(old, false) })
+		t.recordRoute(routePut, tbl, old)
 	default:
-		id := r.ID
-		t.record(func() { tbl.remove(id, false) })
+		t.recordRoute(routeRemove, tbl, store.Route{ID: r.ID})
 	}
 }
 
 func (s *Store) removeRoute(t *tx, id int64) {
 	tbl := s.routes
 	old, had := tbl.remove(id, t != nil)
-	if had && t != nil {
-		t.record(func() { tbl.put(old, false) })
+	if had {
+		t.recordRoute(routePut, tbl, old)
 	}
 }
 
@@ -299,10 +299,7 @@ func (s *Store) CreateRoute(ctx context.Context, r store.Route) (store.Route, er
 		return store.Route{}, store.Exists("route", r.Name.String()+" on "+r.SourceNodeID)
 	}
 	tbl.nextID++
-	if t != nil { // one undo for the id and the record
-		id := r.ID
-		t.record(func() { tbl.remove(id, false); tbl.nextID = id - 1 })
-	}
+	t.recordRoute(routeCreate, tbl, store.Route{ID: r.ID}) // one undo for the id and the record
 	return r, nil
 }
 

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,5 +87,39 @@ func TestRouteTimeLocation(t *testing.T) {
 		if got != r || got.LastUpdated.Location() != loc {
 			t.Errorf("%s: read back %+v, want %+v", loc, got, r)
 		}
+	}
+}
+
+// TestSlots: ids set in any order are found, listed in order and cleared; the
+// directory keeps no page without a route.
+func TestSlots(t *testing.T) {
+	var x slots
+	ids := []int64{5000, 1, 513, 512, 100000, 3}
+	for i, id := range ids {
+		x.set(id, int32(i))
+	}
+	for i, id := range ids {
+		if s, ok := x.get(id); !ok || s != int32(i) {
+			t.Fatalf("get(%d) = %d %v, want %d", id, s, ok, i)
+		}
+	}
+	for _, id := range []int64{0, 2, 511, 514, 99999, 1 << 40} {
+		if _, ok := x.get(id); ok {
+			t.Errorf("get(%d) found a slot", id)
+		}
+	}
+	if got, want := x.ids(), []int64{1, 3, 512, 513, 5000, 100000}; !slices.Equal(got, want) {
+		t.Fatalf("ids = %v, want %v", got, want)
+	}
+	for _, id := range []int64{1, 3, 512, 513} {
+		x.clear(id)
+	}
+	if x.first != 5000>>idPageBits || x.pages[0] == nil {
+		t.Errorf("directory starts at page %d (%v), want the page of 5000", x.first, x.pages[0] != nil)
+	}
+	x.clear(5000)
+	x.clear(100000)
+	if len(x.pages) != 0 || x.n != 0 {
+		t.Errorf("%d pages, %d ids left", len(x.pages), x.n)
 	}
 }

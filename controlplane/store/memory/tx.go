@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -20,8 +21,47 @@ import (
 type tx struct {
 	done   atomic.Bool // set when Atomically returns; the lock is no longer held
 	locked bool        // holds s.mu; only the transaction's goroutine reads it
-	undo   []func()
+	undo   []undoStep
 }
+
+// undoStep undoes one write: fn, or for a route — the writes a fleet makes by the
+// million — a step held in the slice itself, so that recording it allocates nothing.
+type undoStep struct {
+	fn    func()
+	op    routeUndo
+	tbl   *routeTable
+	route store.Route // the route to put back (routePut), or its id
+}
+
+type routeUndo uint8
+
+const (
+	routePut    routeUndo = iota + 1 // put route back
+	routeRemove                      // remove route.ID
+	routeCreate                      // remove route.ID and hand its id out again
+)
+
+func (u *undoStep) run() {
+	switch u.op {
+	case routePut:
+		u.tbl.put(u.route, false)
+	case routeRemove:
+		u.tbl.remove(u.route.ID, false)
+	case routeCreate:
+		u.tbl.remove(u.route.ID, false)
+		u.tbl.nextID = u.route.ID - 1
+	default:
+		u.fn()
+	}
+}
+
+// undoSlices keeps the undo logs of finished transactions for the next ones: a
+// reconciler pass records a step per route it writes, thousands a second.
+var undoSlices = sync.Pool{New: func() any { return new([]undoStep) }}
+
+// maxPooledUndo bounds the log kept for reuse (a planning step that rewrote a million
+// routes does not pin its log).
+const maxPooledUndo = 1 << 14
 
 // txKey finds this store's transaction in a context. It holds the store so that a
 // context carrying a transaction of one store means nothing to another.
@@ -49,11 +89,17 @@ func (s *Store) Atomically(ctx context.Context, fn func(ctx context.Context) err
 	if closed {
 		return store.ErrClosed
 	}
-	t := &tx{}
+	log := undoSlices.Get().(*[]undoStep)
+	t := &tx{undo: (*log)[:0]}
 	defer func() {
 		t.done.Store(true)
 		if t.locked {
 			s.mu.Unlock()
+		}
+		if cap(t.undo) <= maxPooledUndo {
+			clear(t.undo) // beyond its length, a rollback cleared it
+			*log = t.undo[:0]
+			undoSlices.Put(log)
 		}
 	}()
 	return t.run(context.WithValue(ctx, txKey{s}, t), fn)
@@ -78,7 +124,8 @@ func (t *tx) run(ctx context.Context, fn func(context.Context) error) error {
 
 func (t *tx) rollbackTo(mark int) {
 	for i := len(t.undo) - 1; i >= mark; i-- {
-		t.undo[i]()
+		t.undo[i].run()
+		t.undo[i] = undoStep{}
 	}
 	t.undo = t.undo[:mark]
 }
@@ -86,7 +133,14 @@ func (t *tx) rollbackTo(mark int) {
 // record adds an undo step; a no-op outside a transaction.
 func (t *tx) record(undo func()) {
 	if t != nil {
-		t.undo = append(t.undo, undo)
+		t.undo = append(t.undo, undoStep{fn: undo})
+	}
+}
+
+// recordRoute adds a route's undo step; a no-op outside a transaction.
+func (t *tx) recordRoute(op routeUndo, tbl *routeTable, r store.Route) {
+	if t != nil {
+		t.undo = append(t.undo, undoStep{op: op, tbl: tbl, route: r})
 	}
 }
 
@@ -96,7 +150,7 @@ func keep[K comparable, V any](t *tx, m map[K]V, k K) {
 		return
 	}
 	old, had := m[k]
-	t.undo = append(t.undo, func() {
+	t.record(func() {
 		if had {
 			m[k] = old
 		} else {
@@ -111,7 +165,7 @@ func (s *Store) keepAll(t *tx) {
 		return
 	}
 	nodes, links, routes, segs, secrets := s.nodes, s.links, s.routes, s.segments, s.secrets
-	t.undo = append(t.undo, func() {
+	t.record(func() {
 		s.nodes, s.links, s.routes, s.segments, s.secrets = nodes, links, routes, segs, secrets
 	})
 }
