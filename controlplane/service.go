@@ -149,10 +149,14 @@ type Result struct {
 // planning must look at again: the names whose announcements changed, or — when the
 // linked topology changed — every name.
 type work struct {
-	links, routes map[string]bool
-	problems      []error
-	names         map[store.Name]bool
-	graph         bool // re-plan everything
+	links map[string]bool
+	// routes lists the source node of every route written, with repeats: a planning
+	// step writes a thousand routes, and a slice sorted once at the end costs less
+	// than a set kept as they come.
+	routes   []string
+	problems []error
+	names    map[store.Name]bool
+	graph    bool // re-plan everything
 	// touched lists the links the operation wrote in a way the planner sees (made,
 	// claimed, moved, deleted), for the service's copy of the links to re-read.
 	touched map[string]bool
@@ -161,7 +165,7 @@ type work struct {
 }
 
 func newWork() *work {
-	return &work{links: map[string]bool{}, routes: map[string]bool{}, names: map[store.Name]bool{},
+	return &work{links: map[string]bool{}, names: map[store.Name]bool{},
 		touched: map[string]bool{}}
 }
 
@@ -188,12 +192,16 @@ func (w *work) link(nodeID string) {
 
 func (w *work) route(nodeID string) {
 	if nodeID != "" && nodeID != store.AllNodes {
-		w.routes[nodeID] = true
+		w.routes = append(w.routes, nodeID)
 	}
 }
 
 func (w *work) result() Result {
-	return Result{LinkNodes: sortedKeys(w.links), RouteNodes: sortedKeys(w.routes), Problems: w.problems}
+	routes := slices.Compact(slices.Sorted(slices.Values(w.routes)))
+	if routes == nil {
+		routes = []string{}
+	}
+	return Result{LinkNodes: sortedKeys(w.links), RouteNodes: routes, Problems: w.problems}
 }
 
 func sortedKeys(m map[string]bool) []string {
