@@ -32,7 +32,7 @@ import (
 type options struct {
 	nodes, groups, workers, conns, runs int
 	store, out, cpuProfile              string
-	eventProfile                        string
+	eventProfile, heapProfile           string
 	scenarios, stores                   string
 	timeout                             time.Duration
 	baseDelay                           time.Duration
@@ -57,6 +57,8 @@ func main() {
 	flag.StringVar(&c.out, "out", "", "also write the markdown table to this file")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	flag.StringVar(&c.eventProfile, "eventprofile", "", "write a CPU profile of the timed events alone (names, mesh, crash) to this file")
+	flag.StringVar(&c.heapProfile, "heapprofile", "", "write heap profiles before (FILE.before) and after each timed event, "+
+		"for pprof -diff_base: the event's allocations, and what is live once it converged")
 	flag.StringVar(&c.scenarios, "scenarios", "startup", "comma-separated: startup (every node starts at once), "+
 		"names (star, a name of its own per group), mesh (* <-> *, every node announces one name), "+
 		"crash (mesh, then one node per group crashes and reconnects), "+

@@ -507,6 +507,7 @@ func (r *rig) restartScenario(ctx context.Context, base measure) measure {
 // and templates announcements stored.
 func (r *rig) event(ctx context.Context, m *measure, fire func() error, templates, links, routes int) {
 	m.load = loadAvg()
+	r.writeHeapProfile(".before")
 	stopProfile := r.profileEvent()
 	defer stopProfile()
 	cpu0, cmd0 := cpuTime(), r.counter.n.Load()
@@ -521,6 +522,7 @@ func (r *rig) event(ctx context.Context, m *measure, fire func() error, template
 	m.converge = time.Since(t0)
 	m.cpu, m.commands = cpuTime()-cpu0, r.counter.n.Load()-cmd0
 	stopProfile()
+	r.writeHeapProfile("")
 	m.links, m.routes = c.links, c.routes
 	m.load += " → " + loadAvg()
 	if err != nil {
@@ -552,6 +554,23 @@ func (r *rig) profileEvent() func() {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }
+}
+
+// writeHeapProfile writes the heap profile to -heapprofile's file with suffix, after a
+// collection (so that its in-use figures are what is live), when asked to.
+func (r *rig) writeHeapProfile(suffix string) {
+	if r.c.heapProfile == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(r.c.heapProfile + suffix)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		_ = f.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", err)
+	}
 }
 
 // allRegistered reports whether every node holds a registered session now.
