@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
 
 // Buffer sizes the pool keeps: 256 B to 16 MiB, every power of two.
@@ -98,6 +100,11 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(sharedPool)
 	defer buf.Free()
+	// A client's deliveries: decoded with a few allocations per response rather than
+	// several per message (wire.go).
+	if r, ok := m.(*nodev1.SubscribeResponse); ok && decodeDelivery(buf.ReadOnlyData(), r) {
+		return nil
+	}
 	// proto.Unmarshal copies what it keeps, so the buffer can go back at once.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
 }

@@ -578,3 +578,184 @@ func (p *publishIn) free() {
 	}
 	clear(p.reqs)
 }
+
+// decodeDelivery decodes a SubscribeResponse for a client of the node (the codec of
+// ClientOptions): what protobuf's Unmarshal does, with the response's messages, names,
+// payloads and instance ids each allocated once for the whole response instead of once
+// per message, and strings repeated from one message to the next (names, origins)
+// shared. It reports false, having changed nothing the caller keeps, for anything it
+// does not know (an unknown field, a string that is not UTF-8), which protobuf then
+// decodes.
+func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
+	var id uint64
+	count, payloads := 0, 0
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			if id, n = protowire.ConsumeVarint(b); n < 0 {
+				return false
+			}
+		case num == fDeliveryMessages && typ == protowire.BytesType:
+			var v []byte
+			if v, n = protowire.ConsumeBytes(b); n < 0 {
+				return false
+			}
+			count++
+			payloads += len(v) // a bound: the payload is part of it
+		default:
+			return false
+		}
+		b = b[n:]
+	}
+	d := deliveryDecoder{
+		msgs:  make([]nodev1.Message, count),
+		names: make([]nodev1.Name, count),
+		ids:   make([]uint64, count),
+		arena: make([]byte, 0, payloads),
+	}
+	out := make([]*nodev1.Message, 0, count)
+	for b := data; len(b) > 0; {
+		num, _, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		if num != fDeliveryMessages {
+			_, n = protowire.ConsumeVarint(b)
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		m := &d.msgs[len(out)]
+		if !d.message(v, m, len(out)) {
+			return false
+		}
+		out = append(out, m)
+	}
+	r.SubscriptionId, r.Messages = id, nil
+	if len(out) > 0 {
+		r.Messages = out
+	}
+	return true
+}
+
+// deliveryDecoder holds one response's allocations and the strings last decoded.
+type deliveryDecoder struct {
+	msgs  []nodev1.Message
+	names []nodev1.Name
+	ids   []uint64
+	arena []byte
+	last  [5]string // org, namespace, service, origin, segment
+}
+
+// str returns b as a string, the one decoded last in slot i when equal.
+func (d *deliveryDecoder) str(i int, b []byte) (string, bool) {
+	if d.last[i] == string(b) {
+		return d.last[i], true
+	}
+	if !utf8.Valid(b) {
+		return "", false
+	}
+	d.last[i] = string(b)
+	return d.last[i], true
+}
+
+func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		var (
+			v  []byte
+			x  uint64
+			ok = true
+		)
+		switch typ {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		default:
+			return false
+		}
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		switch {
+		case num == fMsgName && typ == protowire.BytesType && m.Name == nil:
+			m.Name = &d.names[k]
+			ok = d.name(v, m.Name, k)
+		case num == fMsgPayload && typ == protowire.BytesType:
+			start := len(d.arena)
+			d.arena = append(d.arena, v...)
+			m.Payload = d.arena[start:len(d.arena):len(d.arena)]
+		case num == fMsgBroadcast && typ == protowire.VarintType:
+			m.Broadcast = x != 0
+		case num == fMsgTTL && typ == protowire.VarintType:
+			m.Ttl = uint32(x)
+		case num == fMsgOrigin && typ == protowire.BytesType:
+			m.Origin, ok = d.str(3, v)
+		case num == fMsgSeq && typ == protowire.VarintType:
+			m.Seq = x
+		case num == fMsgPublished && typ == protowire.VarintType:
+			m.PublishedUnixNano = int64(x)
+		case num == fMsgSegments && typ == protowire.BytesType:
+			var s string
+			s, ok = d.str(4, v)
+			m.Segments = append(m.Segments, s)
+		default:
+			return false // a field this decoder does not know, or a name given twice
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *deliveryDecoder) name(b []byte, p *nodev1.Name, k int) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		switch {
+		case num >= fNameOrg && num <= fNameService && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			s, ok := d.str(int(num-fNameOrg), v)
+			if !ok {
+				return false
+			}
+			switch num {
+			case fNameOrg:
+				p.Org = s
+			case fNameNamespace:
+				p.Namespace = s
+			default:
+				p.Service = s
+			}
+		case num == fNameID && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			d.ids[k] = x
+			p.Id = &d.ids[k]
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -141,3 +141,55 @@ func TestWirePublishBatch(t *testing.T) {
 		t.Fatalf("decoded %+v", p.reqs)
 	}
 }
+
+// TestDecodeDelivery: a client's decoder of deliveries gives what protobuf gives, and
+// leaves to protobuf what it does not know.
+func TestDecodeDelivery(t *testing.T) {
+	id := uint64(4)
+	in := &nodev1.SubscribeResponse{Messages: []*nodev1.Message{
+		{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc", Id: &id}, Payload: []byte("p1"), Ttl: 3, Origin: "a/n1", Seq: 1, PublishedUnixNano: -5, Segments: []string{"s1", "s2"}},
+		{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc"}, Payload: []byte{}, Broadcast: true, Origin: "a/n1", Seq: 2},
+		{Name: &nodev1.Name{Org: "o", Namespace: "other", Service: "svc"}, Origin: "a/n2"},
+	}}
+	for _, r := range []*nodev1.SubscribeResponse{in, {SubscriptionId: 9}, {}} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got nodev1.SubscribeResponse
+		if !decodeDelivery(b, &got) {
+			t.Fatalf("%v: not decoded", r)
+		}
+		if !proto.Equal(&got, r) {
+			t.Fatalf("decoded %v, want %v", &got, r)
+		}
+	}
+	got := &nodev1.SubscribeResponse{}
+	if !decodeDelivery(mustMarshal(t, in), got) {
+		t.Fatal("not decoded")
+	}
+	got.Messages[0].Payload = append(got.Messages[0].Payload, 'x', 'y') // never into the next payload
+	if string(got.Messages[1].Payload) != "" || string(got.Messages[0].Payload) != "p1xy" {
+		t.Fatalf("payloads %q %q", got.Messages[0].Payload, got.Messages[1].Payload)
+	}
+	// An unknown field (here: a field 9 of Message) and a string that is not UTF-8 are
+	// protobuf's to decode.
+	unknown := append(mustMarshal(t, in), 0x12, 0x02, 0x48, 0x01) // one more message: {9: 1}
+	if decodeDelivery(unknown, &nodev1.SubscribeResponse{}) {
+		t.Fatal("decoded a message with an unknown field")
+	}
+	bad := mustMarshal(t, &nodev1.SubscribeResponse{Messages: []*nodev1.Message{{Origin: "ok"}}})
+	bad[len(bad)-1] = 0xff
+	if decodeDelivery(bad, &nodev1.SubscribeResponse{}) {
+		t.Fatal("decoded an origin that is not UTF-8")
+	}
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
