@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
@@ -39,7 +40,7 @@ func (n *Node) Publish(name dataplane.Name, payload []byte, broadcast bool) (for
 	if err := n.checkSize(payload); err != nil {
 		return 0, 0, err
 	}
-	return n.publish(newMsg(name, payload, broadcast, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano()), name)
+	return n.publish(qmsg{m: newMsg(name, payload, broadcast, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())}, name)
 }
 
 func (n *Node) checkSize(payload []byte) error {
@@ -49,10 +50,10 @@ func (n *Node) checkSize(payload []byte) error {
 	return nil
 }
 
-// publish forwards m, published at this node, to name's subscribers.
-func (n *Node) publish(m *msg, name dataplane.Name) (forwarded, dropped int, err error) {
+// publish forwards q, published at this node, to name's subscribers.
+func (n *Node) publish(q qmsg, name dataplane.Name) (forwarded, dropped int, err error) {
 	n.metrics.published.Inc()
-	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
+	o := n.forward(q, name, nil, n.cfg.PublishWait)
 	switch {
 	case !o.routable:
 		n.metrics.unroutable.Inc()
@@ -118,7 +119,12 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) e
 	for _, r := range in.reqs {
 		size += publishedSize(r.name, len(r.payload), n.id)
 	}
-	arena := make([]byte, 0, size)
+	// The batch's messages are encoded into one pooled buffer, given back when the
+	// last copy is sent or dropped.
+	buf := sharedPool.Get(size)
+	cu := bufferCustody(mem.NewBuffer(buf, sharedPool))
+	defer cu.release()
+	arena := (*buf)[:0]
 	msgs := make([]msg, len(in.reqs))
 	for i, r := range in.reqs {
 		err := r.bad
@@ -132,7 +138,7 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) e
 		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), time.Now().UnixNano())
 		m := &msgs[i]
 		m.raw, m.ttl, m.broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
-		fwd, drop, err := n.publish(m, r.name)
+		fwd, drop, err := n.publish(qmsg{m, cu}, r.name)
 		switch {
 		case errors.Is(err, ErrNoRoute):
 			resp.Unroutable++

@@ -17,8 +17,8 @@ import (
 // at most once), so the count is an upper bound of the loss: a copy delivered whose
 // ack died with the node in between is counted too.
 
-// qmsg is a queued message copy and the received batch it belongs to (nil for a
-// message published at this node).
+// qmsg is a queued message copy and the received batch it belongs to (for a message
+// published at this node: nil, or the custody of the buffer its batch was encoded in).
 type qmsg struct {
 	m  *msg
 	cu *custody
@@ -47,8 +47,20 @@ func (cu *custody) release() {
 		if cu.buf != nil {
 			cu.buf.Free()
 		}
-		cu.rx.complete(cu)
+		if cu.rx != nil {
+			cu.rx.complete(cu)
+		}
 	}
+}
+
+// bufferCustody holds buf until the last copy of the messages encoded in it is done
+// with (sent, or dropped): the custody of a batch published at this node, which no
+// stream acknowledges. The caller releases the guard reference once every message has
+// been forwarded.
+func bufferCustody(buf mem.Buffer) *custody {
+	cu := &custody{buf: buf}
+	cu.refs.Store(1)
+	return cu
 }
 
 // rxState is the receiving side of one stream: its batches in arrival order, and the
