@@ -31,11 +31,18 @@ func newPool[T comparable]() pool[T] {
 	return pool[T]{vals: []T{zero}, refs: []int32{0}, ids: map[T]uint32{}}
 }
 
-// acquire returns v's id, counting one more user.
-func (p *pool[T]) acquire(v T) uint32 {
+// acquire returns v's id, counting one more user. hint, when not nil, is the id the
+// caller acquired last for the same field, and is set to this one: a planning step
+// writes a thousand routes to one announcer under one name, and comparing with the
+// last value costs less than hashing it (a name is three strings).
+func (p *pool[T]) acquire(v T, hint *uint32) uint32 {
 	var zero T
 	if v == zero {
 		return 0
+	}
+	if hint != nil && p.refs[*hint] > 0 && p.vals[*hint] == v {
+		p.refs[*hint]++
+		return *hint
 	}
 	id, ok := p.ids[v]
 	if !ok {
@@ -49,6 +56,9 @@ func (p *pool[T]) acquire(v T) uint32 {
 		p.ids[v] = id
 	}
 	p.refs[id]++
+	if hint != nil {
+		*hint = id
+	}
 	return id
 }
 
@@ -100,6 +110,7 @@ type routeTable struct {
 	bySource, byDest, byLink, byName index[uint32, int64]
 	strs                             pool[string]
 	names                            pool[store.Name]
+	hints                            struct{ source, dest, link, name uint32 } // for acquire
 	locs                             []*time.Location
 	nextID                           int64
 }
@@ -218,6 +229,14 @@ func (t *routeTable) unindex(r *routeRec) {
 	t.byName.remove(r.name, r.id)
 }
 
+// acquire sets rec's pooled fields from r.
+func (t *routeTable) acquire(rec *routeRec, r store.Route) {
+	h := &t.hints
+	rec.source, rec.dest = t.strs.acquire(r.SourceNodeID, &h.source), t.strs.acquire(r.DestNodeID, &h.dest)
+	rec.link, rec.msg = t.strs.acquire(r.LinkID, &h.link), t.strs.acquire(r.StatusMessage, nil)
+	rec.name = t.names.acquire(r.Name, &h.name)
+}
+
 func (t *routeTable) release(r *routeRec) {
 	t.strs.release(r.source)
 	t.strs.release(r.dest)
@@ -230,8 +249,7 @@ func (t *routeTable) release(r *routeRec) {
 // looked up once, for the key and the record.
 func (t *routeTable) create(r store.Route) bool {
 	rec := t.record(r)
-	rec.source, rec.dest, rec.link = t.strs.acquire(r.SourceNodeID), t.strs.acquire(r.DestNodeID), t.strs.acquire(r.LinkID)
-	rec.msg, rec.name = t.strs.acquire(r.StatusMessage), t.names.acquire(r.Name)
+	t.acquire(&rec, r)
 	if _, taken := t.byKey[t.keyOf(&rec)]; taken {
 		t.release(&rec)
 		return false
@@ -267,8 +285,7 @@ func (t *routeTable) put(r store.Route, wantOld bool) (old store.Route, had bool
 	rec := t.record(r)
 	s, had := t.slot.get(r.ID)
 	if !had {
-		rec.source, rec.dest, rec.link = t.strs.acquire(r.SourceNodeID), t.strs.acquire(r.DestNodeID), t.strs.acquire(r.LinkID)
-		rec.msg, rec.name = t.strs.acquire(r.StatusMessage), t.names.acquire(r.Name)
+		t.acquire(&rec, r)
 		t.insert(rec)
 		return old, false
 	}
@@ -282,7 +299,7 @@ func (t *routeTable) put(r store.Route, wantOld bool) (old store.Route, had bool
 		// pooled value but the message stays.
 		rec.source, rec.dest, rec.link, rec.name, rec.msg = prev.source, prev.dest, prev.link, prev.name, prev.msg
 		if t.strs.vals[prev.msg] != r.StatusMessage {
-			rec.msg = t.strs.acquire(r.StatusMessage)
+			rec.msg = t.strs.acquire(r.StatusMessage, nil)
 			t.strs.release(prev.msg)
 		}
 		t.count(prev, -1)
@@ -290,8 +307,7 @@ func (t *routeTable) put(r store.Route, wantOld bool) (old store.Route, had bool
 		*prev = rec
 		return old, true
 	}
-	rec.source, rec.dest, rec.link = t.strs.acquire(r.SourceNodeID), t.strs.acquire(r.DestNodeID), t.strs.acquire(r.LinkID)
-	rec.msg, rec.name = t.strs.acquire(r.StatusMessage), t.names.acquire(r.Name)
+	t.acquire(&rec, r)
 	t.count(prev, -1)
 	t.unindex(prev)
 	t.release(prev)
