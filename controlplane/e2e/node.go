@@ -229,6 +229,13 @@ func (n *Node) DropBeforeSubscribe(link string) {
 	n.dropBeforeSub[link] = true
 }
 
+// dropsArmed reports whether any DropBeforeSubscribe fault is armed.
+func (n *Node) dropsArmed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.dropBeforeSub) > 0
+}
+
 func (n *Node) takeDropBeforeSub(link string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

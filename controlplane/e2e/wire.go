@@ -52,8 +52,13 @@ func (w *wire) Disconnect(ctx context.Context, conn dataplane.ConnID) error {
 	return err
 }
 
-// Subscribe honours DropBeforeSubscribe: the connection breaks just before.
+// Subscribe honours DropBeforeSubscribe: the connection breaks just before. The
+// connections are looked through only when a fault is armed: listing them for every
+// subscription cost 6% of the benchmark's CPU at 10,000 nodes.
 func (w *wire) Subscribe(ctx context.Context, conn dataplane.ConnID, name dataplane.Name, done func(error)) (dataplane.SubID, error) {
+	if !w.n.dropsArmed() {
+		return w.Datapath.Subscribe(ctx, conn, name, done)
+	}
 	for _, c := range w.Datapath.Connections() {
 		if c.ID == conn && c.LinkID != "" && w.n.takeDropBeforeSub(c.LinkID) {
 			w.n.DropLink(c.LinkID)
