@@ -3,6 +3,7 @@ package node
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/mem"
 )
@@ -71,7 +72,20 @@ type rxState struct {
 	pending []*custody
 	acked   uint64 // every batch up to here is done
 	sent    uint64 // the last ack the writer sent
+	timer   bool   // a delayed wake is pending
 }
+
+// Acks are coalesced: the writer is woken at once when ackEvery batches are done
+// and not yet acknowledged, else ackDelay after the first of them. An ack for every
+// batch cost, at a low rate, a frame each way for every message (the writer, both
+// connections' gRPC writers and the far end's reader woken), while the message itself
+// was still on its way to its subscriber: the node's median latency went down by a
+// third without it. A stream that breaks counts what it had not acknowledged yet as
+// "unacked" on the sender, so the delay widens that upper bound by at most ackDelay.
+const (
+	ackEvery = 32
+	ackDelay = 2 * time.Millisecond
+)
 
 // received starts the custody of batch seq; the caller releases the guard reference
 // once every message of the batch has been forwarded.
@@ -98,9 +112,20 @@ func (r *rxState) complete(cu *custody) {
 	if k > 0 {
 		r.pending = append(r.pending[:0], r.pending[k:]...)
 	}
+	now, later := false, false
+	switch {
+	case k == 0:
+	case r.acked-r.sent >= ackEvery:
+		now = true
+	case !r.timer:
+		r.timer, later = true, true
+	}
 	r.mu.Unlock()
-	if k > 0 {
+	if now {
 		r.wake()
+	}
+	if later {
+		time.AfterFunc(ackDelay, r.wake)
 	}
 }
 
@@ -108,6 +133,7 @@ func (r *rxState) complete(cu *custody) {
 func (r *rxState) due() (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.timer = false
 	if r.acked == r.sent {
 		return 0, false
 	}
