@@ -143,7 +143,7 @@ func (r *Routes) preflight(ctx context.Context, nodeID string, conns bool) (node
 
 // classify applies the spec's per-route rules.
 func (r *Routes) classify(ctx context.Context, nodeID string, routes []store.Route, live nodeState) (*routePlan, error) {
-	p := &routePlan{set: make(map[subKey]*store.Route, len(routes)), del: map[subKey]*store.Route{}}
+	p := &routePlan{set: map[subKey]*store.Route{}, del: map[subKey]*store.Route{}}
 	links := linkCache{st: r.o.Store}
 	tracked := make(map[subKey]bool, len(routes))
 	for i := range routes {

@@ -22,6 +22,11 @@ type index[K comparable, ID cmp.Ordered] map[K][]ID
 func (x index[K, ID]) add(k K, id ID) {
 	ids := x[k]
 	if n := len(ids); n == 0 || ids[n-1] < id {
+		if n == cap(ids) && n >= 256 {
+			// Doubled, where append would add a quarter: a key with thousands of
+			// routes would be copied over twenty times.
+			ids = slices.Grow(ids, n)
+		}
 		x[k] = append(ids, id)
 		return
 	}

@@ -102,7 +102,7 @@ type routeKey struct{ source, link, dest, name uint32 }
 
 type routeTable struct {
 	tally RouteTally
-	recs  []routeRec // by slot; a removed route's slot is reused
+	recs  recChunks // by slot; a removed route's slot is reused
 	free  []int32
 	slot  slots // route id → slot
 	byKey map[routeKey]int64
@@ -195,7 +195,7 @@ func (t *routeTable) get(id int64) (store.Route, bool) {
 	if !ok {
 		return store.Route{}, false
 	}
-	return t.route(&t.recs[s]), true
+	return t.route(t.recs.at(s)), true
 }
 
 // count adds d to the tallies r falls under.
@@ -270,11 +270,10 @@ func (t *routeTable) insert(rec routeRec) {
 	if n := len(t.free); n > 0 {
 		s, t.free = t.free[n-1], t.free[:n-1]
 	} else {
-		s = int32(len(t.recs))
-		t.recs = append(t.recs, routeRec{})
+		s = t.recs.grow()
 	}
 	t.slot.set(rec.id, s)
-	t.recs[s] = rec
+	*t.recs.at(s) = rec
 	t.count(&rec, 1)
 	t.index(&rec)
 }
@@ -289,7 +288,7 @@ func (t *routeTable) put(r store.Route, wantOld bool) (old store.Route, had bool
 		t.insert(rec)
 		return old, false
 	}
-	prev := &t.recs[s]
+	prev := t.recs.at(s)
 	if wantOld {
 		old = t.route(prev)
 	}
@@ -311,7 +310,7 @@ func (t *routeTable) put(r store.Route, wantOld bool) (old store.Route, had bool
 	t.count(prev, -1)
 	t.unindex(prev)
 	t.release(prev)
-	t.recs[s] = rec
+	*t.recs.at(s) = rec
 	t.count(&rec, 1)
 	t.index(&rec)
 	return old, true
@@ -323,7 +322,7 @@ func (t *routeTable) remove(id int64, wantOld bool) (old store.Route, had bool) 
 	if !had {
 		return old, false
 	}
-	prev := &t.recs[s]
+	prev := t.recs.at(s)
 	if wantOld {
 		old = t.route(prev)
 	}
@@ -409,11 +408,34 @@ func (t *routeTable) list(f store.RouteFilter) []store.Route {
 	out := make([]store.Route, 0, len(ids))
 	for _, id := range ids {
 		s, _ := t.slot.get(id)
-		if r := &t.recs[s]; t.match(&q, r) {
+		if r := t.recs.at(s); t.match(&q, r) {
 			out = append(out, t.route(r))
 		}
 	}
 	return out
+}
+
+// recChunks holds the records in chunks of a fixed size: appending to one slice of a
+// million records copied it over and over (a large slice grows by a quarter at a
+// time), five times its size in all.
+type recChunks struct {
+	chunks [][]routeRec
+	n      int32
+}
+
+const recChunkBits = 12
+
+func (c *recChunks) at(s int32) *routeRec {
+	return &c.chunks[s>>recChunkBits][s&(1<<recChunkBits-1)]
+}
+
+// grow adds a slot and returns it.
+func (c *recChunks) grow() int32 {
+	if int(c.n>>recChunkBits) == len(c.chunks) {
+		c.chunks = append(c.chunks, make([]routeRec, 1<<recChunkBits))
+	}
+	c.n++
+	return c.n - 1
 }
 
 // slots finds a route's slot by its id without a map: ids are handed out in order,
