@@ -79,8 +79,8 @@ type rxState struct {
 // and not yet acknowledged, else ackDelay after the first of them. An ack for every
 // batch cost, at a low rate, a frame each way for every message (the writer, both
 // connections' gRPC writers and the far end's reader woken), while the message itself
-// was still on its way to its subscriber: the node's median latency went down by a
-// third without it. A stream that breaks counts what it had not acknowledged yet as
+// was still on its way to its subscriber: the node's median latency at 2,000 msg/s went
+// down by about a quarter without it. A stream that breaks counts what it had not acknowledged yet as
 // "unacked" on the sender, so the delay widens that upper bound by at most ackDelay.
 const (
 	ackEvery = 32
