@@ -143,7 +143,15 @@ func (r *Routes) preflight(ctx context.Context, nodeID string, conns bool) (node
 
 // classify applies the spec's per-route rules.
 func (r *Routes) classify(ctx context.Context, nodeID string, routes []store.Route, live nodeState) (*routePlan, error) {
-	p := &routePlan{set: map[subKey]*store.Route{}, del: map[subKey]*store.Route{}}
+	// Sized for the routes not yet Applied, which a pass mostly subscribes: the first
+	// pass after a planning step finds a thousand of them on a gateway.
+	pending := 0
+	for i := range routes {
+		if !routes[i].Deleted && routes[i].Status != store.RouteApplied {
+			pending++
+		}
+	}
+	p := &routePlan{set: make(map[subKey]*store.Route, pending), del: map[subKey]*store.Route{}, setOrder: make([]subKey, 0, pending)}
 	links := linkCache{st: r.o.Store}
 	tracked := make(map[subKey]bool, len(routes))
 	for i := range routes {

@@ -100,12 +100,41 @@ type routeRec struct {
 // routeKey is store.Route.Key in pool ids.
 type routeKey struct{ source, link, dest, name uint32 }
 
+// keyIndex holds the route ids by key, a map for each name: a planning step writes
+// a name's routes one after another, into one map of a thousand keys that stays in
+// the cache, where one map of a million keys missed it at every write.
+type keyIndex map[uint32]map[keyInName]int64
+
+type keyInName struct{ source, link, dest uint32 }
+
+func (x keyIndex) has(k routeKey) bool {
+	_, ok := x[k.name][keyInName{k.source, k.link, k.dest}]
+	return ok
+}
+
+func (x keyIndex) put(k routeKey, id int64) {
+	m := x[k.name]
+	if m == nil {
+		m = map[keyInName]int64{}
+		x[k.name] = m
+	}
+	m[keyInName{k.source, k.link, k.dest}] = id
+}
+
+func (x keyIndex) del(k routeKey) {
+	m := x[k.name]
+	delete(m, keyInName{k.source, k.link, k.dest})
+	if len(m) == 0 {
+		delete(x, k.name)
+	}
+}
+
 type routeTable struct {
 	tally RouteTally
 	recs  recChunks // by slot; a removed route's slot is reused
 	free  []int32
 	slot  slots // route id → slot
-	byKey map[routeKey]int64
+	byKey keyIndex
 	// The indexes, by pool id.
 	bySource, byDest, byLink, byName index[uint32, int64]
 	strs                             pool[string]
@@ -116,7 +145,7 @@ type routeTable struct {
 }
 
 func newRouteTable() *routeTable {
-	return &routeTable{byKey: map[routeKey]int64{},
+	return &routeTable{byKey: keyIndex{},
 		bySource: index[uint32, int64]{}, byDest: index[uint32, int64]{}, byLink: index[uint32, int64]{},
 		byName: index[uint32, int64]{}, strs: newPool[string](), names: newPool[store.Name](),
 		locs: []*time.Location{time.UTC, time.Local}}
@@ -154,8 +183,7 @@ func (t *routeTable) has(r store.Route) bool {
 	if !ok {
 		return false
 	}
-	_, taken := t.byKey[k]
-	return taken
+	return t.byKey.has(k)
 }
 
 // sameKey reports whether a and b have the same Key.
@@ -214,7 +242,7 @@ func (t *routeTable) count(r *routeRec, d int) {
 }
 
 func (t *routeTable) index(r *routeRec) {
-	t.byKey[t.keyOf(r)] = r.id
+	t.byKey.put(t.keyOf(r), r.id)
 	t.bySource.add(r.source, r.id)
 	t.byDest.add(r.dest, r.id)
 	t.byLink.add(r.link, r.id)
@@ -222,7 +250,7 @@ func (t *routeTable) index(r *routeRec) {
 }
 
 func (t *routeTable) unindex(r *routeRec) {
-	delete(t.byKey, t.keyOf(r))
+	t.byKey.del(t.keyOf(r))
 	t.bySource.remove(r.source, r.id)
 	t.byDest.remove(r.dest, r.id)
 	t.byLink.remove(r.link, r.id)
@@ -250,7 +278,7 @@ func (t *routeTable) release(r *routeRec) {
 func (t *routeTable) create(r store.Route) bool {
 	rec := t.record(r)
 	t.acquire(&rec, r)
-	if _, taken := t.byKey[t.keyOf(&rec)]; taken {
+	if t.byKey.has(t.keyOf(&rec)) {
 		t.release(&rec)
 		return false
 	}
