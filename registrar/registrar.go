@@ -109,6 +109,7 @@ type Registrar struct {
 	m        *metrics
 	ids      atomic.Uint64
 	watchers atomic.Int64
+	senders  senders
 
 	runOnce sync.Once
 	abort   atomic.Bool
@@ -174,7 +175,9 @@ func (r *Registrar) Run(ctx context.Context) error {
 	return nil
 }
 
-// progressLoop announces the persisted frontier on a quiet registrar (state.announce).
+// progressLoop announces the persisted frontier on a quiet registrar
+// (state.announce) and adds a sender when stalled clients hold up the others
+// (senders.unstick).
 func (r *Registrar) progressLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.ProgressInterval)
 	defer t.Stop()
@@ -184,6 +187,7 @@ func (r *Registrar) progressLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			r.s.announce()
+			r.senders.unstick()
 		}
 	}
 }
@@ -220,10 +224,11 @@ func (r *Registrar) Watchers() int { return int(r.watchers.Load()) }
 // close ends every watch stream.
 func (s *state) close() {
 	s.mu.Lock()
-	defer s.unlock()
 	select {
 	case <-s.closing:
 	default:
 		close(s.closing)
 	}
+	s.unlock()
+	s.signalAll()
 }

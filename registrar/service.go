@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,7 +32,17 @@ type grpcService struct {
 // RegisterService registers the Registrar API on s, which must have been made with
 // ServerOptions.
 func (r *Registrar) RegisterService(s grpc.ServiceRegistrar) {
-	s.RegisterService(rpcinput.Service(&registrarv1.Registrar_ServiceDesc), grpcService{r: r})
+	desc := rpcinput.Service(&registrarv1.Registrar_ServiceDesc)
+	desc.Streams = slices.Clone(desc.Streams)
+	for i := range desc.Streams {
+		switch desc.Streams[i].StreamName {
+		case "WatchEndpoints":
+			desc.Streams[i].Handler = watchHandler
+		case "WatchEndpointsScoped":
+			desc.Streams[i].Handler = watchScopedHandler
+		}
+	}
+	s.RegisterService(desc, grpcService{r: r})
 }
 
 func (g grpcService) RegisterEndpoint(ctx context.Context, req *registrarv1.RegisterEndpointRequest) (*registrarv1.RegisterEndpointResponse, error) {
@@ -72,56 +83,101 @@ func (g grpcService) ListAllEndpoints(ctx context.Context, req *registrarv1.List
 	return g.r.s.listAll(f), nil
 }
 
-func (g grpcService) WatchEndpoints(req *registrarv1.WatchEndpointsRequest, stream grpc.ServerStreamingServer[registrarv1.EndpointEvent]) error {
-	sc, err := scopeOf(req, false)
-	if err != nil {
-		return err
-	}
-	return g.watch(stream.Context(), req, sc, nil, stream)
+// The watch streams are served by handlers of their own instead of the generated
+// ones (which the embedded UnimplementedRegistrarServer stands in for). An idle
+// watch stream is its handler's goroutine, waiting, and what it costs is mostly
+// that goroutine's stack: 4 KiB if the deepest call it ever made fit in it, 8 KiB
+// for good otherwise (the runtime halves a waiting goroutine's stack only while a
+// quarter of it holds what it uses plus an 800-byte guard, and gRPC's frames under
+// a handler are already about 1.5 KiB). gRPC's receive and send paths do not fit.
+// So the handler only waits: a sender (sender.go) receives the first request,
+// opens the watcher and sends; a scoped stream's later requests are read by a
+// goroutine of its own.
+
+// watchHandler serves WatchEndpoints.
+func watchHandler(srv any, stream grpc.ServerStream) error {
+	return srv.(grpcService).r.watchStream(stream, false)
 }
 
-// WatchEndpointsScoped is WatchEndpoints for a set of services the client may
-// change on the same stream: a reader takes each later request as the new set.
-func (g grpcService) WatchEndpointsScoped(stream grpc.BidiStreamingServer[registrarv1.WatchEndpointsRequest, registrarv1.EndpointEvent]) error {
-	req, err := stream.Recv()
-	if err != nil {
-		return err
+// watchScopedHandler serves WatchEndpointsScoped: WatchEndpoints for a set of
+// services the client may change on the same stream: a reader takes each later
+// request as the new set.
+func watchScopedHandler(srv any, stream grpc.ServerStream) error {
+	return srv.(grpcService).r.watchStream(stream, true)
+}
+
+// watchStream is a watch handler's goroutine: it has a sender open the stream's
+// watcher, then waits for the stream to end. When its context ends first, it has
+// the watcher run once more to see that, so that no send is under way when the
+// handler returns.
+func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
+	w := &watcher{r: r, stream: stream, ctx: stream.Context(), exact: exact, opening: true, done: make(chan error, 1)}
+	w.run.Store(queued)
+	r.senders.push(w)
+	var err error
+	select {
+	case err = <-w.done:
+	case <-stream.Context().Done():
+		w.schedule()
+		err = <-w.done
 	}
-	sc, err := scopeOf(req, true)
-	if err != nil {
-		return err
+	if w.open {
+		w.close()
 	}
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-	rescope := make(chan scope, 1)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				// The client's half-close (EOF) ends only the requests, not the watch.
-				if !errors.Is(err, io.EOF) {
-					cancel(err)
-				}
-				return
-			}
-			sc, err := scopeOf(req, true)
-			if err != nil {
+	return err
+}
+
+// readScopes reads a scoped stream's later requests until the stream ends; each
+// is the watcher's new set of services.
+func readScopes(w *watcher, cancel context.CancelCauseFunc) {
+	for {
+		req, err := recvWatchRequest(w.stream)
+		if err != nil {
+			// The client's half-close (EOF) ends only the requests, not the watch.
+			if !errors.Is(err, io.EOF) {
 				cancel(err)
-				return
+				w.schedule()
 			}
-			// The latest set wins: one the watcher has not taken yet is replaced.
-			select {
-			case <-rescope:
-			default:
-			}
-			rescope <- sc
+			return
 		}
-	}()
-	return g.watch(ctx, req, sc, rescope, stream)
+		sc, err := scopeOf(req, true)
+		if err != nil {
+			cancel(err)
+			w.schedule()
+			return
+		}
+		// The latest set wins: one the watcher has not taken yet is replaced.
+		select {
+		case <-w.rescope:
+		default:
+		}
+		w.rescope <- sc
+		w.signal()
+	}
 }
 
-// watch validates a watch request and streams to it.
-func (g grpcService) watch(ctx context.Context, req *registrarv1.WatchEndpointsRequest, sc scope, rescope <-chan scope, stream grpc.ServerStream) error {
+// recvWatchRequest receives a watch request undecoded and decodes it.
+func recvWatchRequest(stream grpc.ServerStream) (watchRequest, error) {
+	var b []byte
+	if err := stream.RecvMsg(&b); err != nil {
+		return watchRequest{}, err
+	}
+	return decodeWatchRequest(b)
+}
+
+// openStream receives a watch stream's first request, validates it, waits until
+// the registrar is ready and opens w (openWatcher); a sender runs it. A scoped
+// stream (exact) gets the reader of its later requests.
+func (w *watcher) openStream() error {
+	r, stream := w.r, w.stream
+	req, err := recvWatchRequest(stream)
+	if err != nil {
+		return err
+	}
+	sc, err := scopeOf(req, w.exact)
+	if err != nil {
+		return err
+	}
 	if c := req.GetClusterName(); c != "" {
 		if err := endpoint.ValidateName("cluster_name", c); err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
@@ -130,28 +186,37 @@ func (g grpcService) watch(ctx context.Context, req *registrarv1.WatchEndpointsR
 	if err := validNode(req.GetNodeName()); err != nil {
 		return err
 	}
-	if err := g.r.mayRead(ctx); err != nil {
+	ctx := w.ctx
+	if err := r.mayRead(ctx); err != nil {
 		return err
 	}
+	if err := r.waitReady(ctx); err != nil {
+		return err
+	}
+	w.id, w.node, w.scope = r.ids.Add(1), req.GetNodeName(), sc
+	if p, ok := peer.FromContext(ctx); ok {
+		w.peer = p.Addr
+	}
+	if w.exact {
+		var cancel context.CancelCauseFunc
+		w.ctx, cancel = context.WithCancelCause(ctx)
+		w.rescope = make(chan scope, 1)
+		go readScopes(w, cancel)
+	}
+	r.openWatcher(w, req.GetLastVersion())
+	return nil
+}
+
+// waitReady waits until the registrar is ready, ctx ends or shutdown begins.
+func (r *Registrar) waitReady(ctx context.Context) error {
 	select {
-	case <-g.r.s.ready:
+	case <-r.s.ready:
+		return nil
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
-	case <-g.r.s.closing:
+	case <-r.s.closing:
 		return errShuttingDown
 	}
-	w := &watcher{id: g.r.ids.Add(1), node: req.GetNodeName(), cluster: req.GetClusterName(),
-		send: func(e encoded) error { return stream.SendMsg(e) }, scope: sc, rescope: rescope}
-	if p, ok := peer.FromContext(ctx); ok {
-		w.peer = p.Addr.String()
-	}
-	g.r.watchers.Add(1)
-	g.r.m.connected.Inc()
-	defer func() {
-		g.r.m.connected.Dec()
-		g.r.watchers.Add(-1)
-	}()
-	return g.r.serve(ctx, w, req.GetLastVersion())
 }
 
 // MaxWatchServices caps the services one scoped watch names.
@@ -159,7 +224,7 @@ const MaxWatchServices = 10000
 
 // scopeOf reads the set of services a watch request names. exact is true for
 // WatchEndpointsScoped, where naming none means none, not all.
-func scopeOf(req *registrarv1.WatchEndpointsRequest, exact bool) (scope, error) {
+func scopeOf(req watchRequest, exact bool) (scope, error) {
 	names := req.GetServices()
 	switch {
 	case req.GetAllServices() && len(names) > 0:

@@ -12,10 +12,14 @@ const chunkBytes = 64 << 10
 // per version and shared by every watcher that needs it, so a reconnect storm costs
 // one build, not one per agent.
 type snapshot struct {
-	at     token.Version
-	chunks []encoded
+	at token.Version
+	// chunks are the FULL_SNAPSHOT messages, each an encoded boxed once, so that
+	// sending them to each watcher allocates nothing.
+	chunks []any
+	items  []int // the endpoints in each chunk
 	count  int
 	open   []byte // the chunk being filled, while building
+	inOpen int    // the endpoints in it
 }
 
 // snapshot returns the full state at the current version.
@@ -68,19 +72,25 @@ func (s *state) scopedSnapshot(services map[string]struct{}) *snapshot {
 func (snap *snapshot) add(wire []byte, remaining int) {
 	n := snapshotItemSize(wire)
 	if len(snap.open) > 0 && len(snap.open)+n > chunkBytes {
-		snap.chunks = append(snap.chunks, snap.open)
-		snap.open = nil
+		snap.seal()
 	}
 	if snap.open == nil {
 		snap.open = make([]byte, 0, max(n, min(chunkBytes, remaining)))
 	}
 	snap.open = appendSnapshotItem(snap.open, wire)
 	snap.count++
+	snap.inOpen++
+}
+
+// seal ends the open chunk.
+func (snap *snapshot) seal() {
+	snap.chunks = append(snap.chunks, encoded(snap.open))
+	snap.items = append(snap.items, snap.inOpen)
+	snap.open, snap.inOpen = nil, 0
 }
 
 func (snap *snapshot) finish() {
 	if len(snap.open) > 0 {
-		snap.chunks = append(snap.chunks, snap.open)
+		snap.seal()
 	}
-	snap.open = nil
 }

@@ -46,8 +46,11 @@ type state struct {
 	maxQueue int
 
 	ring    []ringEvent
-	wake    chan struct{} // closed (and replaced) when events are appended
-	changed bool
+	changed bool // events were appended under the lock: signal the watchers
+
+	// watching are the open watch streams, each signalled when events are appended.
+	watchMu  sync.Mutex
+	watching []*watcher
 
 	snapMu sync.Mutex
 	snap   *snapshot
@@ -82,7 +85,9 @@ type ringEvent struct {
 	persisted uint64 // the frontier the event carries
 	typ       registrarv1.EndpointEvent_EventType
 	service   string // of the changed endpoint; empty for PROGRESS, which every scope sees
-	raw       encoded
+	// msg is the event in wire form (an encoded), boxed once here so that sending
+	// it to each watcher allocates nothing.
+	msg any
 }
 
 func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
@@ -97,7 +102,6 @@ func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
 		pending:   map[endpoint.Key]*pend{},
 		maxQueue:  maxQueue,
 		ring:      make([]ringEvent, history),
-		wake:      make(chan struct{}),
 		ready:     make(chan struct{}),
 		closing:   make(chan struct{}),
 		work:      make(chan struct{}, 1),
@@ -105,18 +109,47 @@ func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
 	}
 }
 
-// unlock releases the write lock, first waking every watcher if events were
-// appended: closing one channel wakes them all at once.
+// unlock releases the write lock, then, if events were appended, signals every
+// watcher.
 func (s *state) unlock() {
-	if s.changed {
-		close(s.wake)
-		s.wake = make(chan struct{})
+	changed := s.changed
+	if changed {
 		s.changed = false
 		if s.onChange != nil {
 			s.onChange()
 		}
 	}
 	s.mu.Unlock()
+	if changed {
+		s.signalAll()
+	}
+}
+
+// signalAll signals every watcher: a watcher that found nothing new before the
+// signal looks again. Scoped watchers too: they report skipped changes as PROGRESS.
+func (s *state) signalAll() {
+	s.watchMu.Lock()
+	for _, w := range s.watching {
+		w.signal()
+	}
+	s.watchMu.Unlock()
+}
+
+func (s *state) addWatcher(w *watcher) {
+	s.watchMu.Lock()
+	w.slot = int32(len(s.watching))
+	s.watching = append(s.watching, w)
+	s.watchMu.Unlock()
+}
+
+func (s *state) removeWatcher(w *watcher) {
+	s.watchMu.Lock()
+	last := len(s.watching) - 1
+	moved := s.watching[last]
+	s.watching[w.slot], moved.slot = moved, w.slot
+	s.watching[last] = nil
+	s.watching = s.watching[:last]
+	s.watchMu.Unlock()
 }
 
 // desired is what key k should look like: the pending write if any, else the backend.
@@ -188,7 +221,7 @@ func (s *state) emit(t registrarv1.EndpointEvent_EventType, service string, wire
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, service: service, raw: encodeChange(t, wire, v, p)}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, service: service, msg: encoded(encodeChange(t, wire, v, p))}
 	s.changed = true
 }
 
@@ -208,7 +241,7 @@ func (s *state) announce() {
 	}
 	s.seq++
 	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: registrarv1.EndpointEvent_PROGRESS, raw: encodeProgress(v, p)}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: registrarv1.EndpointEvent_PROGRESS, msg: encoded(encodeProgress(v, p))}
 	s.changed = true
 }
 

@@ -2,9 +2,12 @@ package registrar
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
@@ -15,16 +18,51 @@ import (
 // cursor (the next sequence to send), so an idle watcher costs a few words, one
 // event is encoded once for all of them, and a slow one holds up nobody: when its
 // cursor falls out of the ring it is resynced with a full snapshot.
+//
+// An idle watcher is its stream's handler goroutine, waiting, plus this struct;
+// the work — receiving the request, sending — is done by senders (sender.go), so
+// that the waiting goroutine keeps its smallest stack. Its fields are ordered to
+// pack into 200 bytes.
 type watcher struct {
-	id      uint64
-	node    string
-	cluster string
-	peer    string
-	send    func(encoded) error
+	r      *Registrar
+	stream grpc.ServerStream
+	ctx    context.Context
+	peer   net.Addr // nil if unknown
+	node   string
 	scope
 	// rescope delivers a scoped stream's new sets of services; nil when the stream
 	// cannot change its set.
-	rescope <-chan scope
+	rescope chan scope
+	done    chan error // the error that ended the stream, from its sender
+	snap    *snapshot  // the snapshot being sent, nil when none
+	id      uint64
+	next    uint64 // the sequence of the next event to send
+	// resumeAt, while resumed, is the version its SNAPSHOT_COMPLETE carries.
+	resumeAt uint64
+	pr       progress
+	chunk    int32        // the next of snap's chunks to send
+	slot     int32        // its index in state.watching
+	run      atomic.Int32 // idle, queued, rerun or finished (sender.go)
+	// sentType and sentCount are what the message last handed to the stream counts
+	// as in registrar_event_broadcast_total, once sent.
+	sentType  registrarv1.EndpointEvent_EventType
+	sentCount int32
+	exact     bool // a WatchEndpointsScoped stream
+	opening   bool // openStream has not run yet
+	open      bool // openStream has run and registered it
+	full      bool // a full snapshot is to be taken
+	resumed   bool // replaying the ring from the client's token
+}
+
+// signal tells w it may have something to do; it never blocks.
+func (w *watcher) signal() { w.schedule() }
+
+// peerString is the peer's address for logs.
+func (w *watcher) peerString() string {
+	if w.peer == nil {
+		return ""
+	}
+	return w.peer.String()
 }
 
 // scope is the set of services a watcher receives: nil services means all of them.
@@ -47,113 +85,199 @@ func (w *watcher) wants(ev ringEvent) bool {
 // (at most one per interval), so its resume token and persisted frontier move on
 // although the changes were of other services.
 type progress struct {
-	skipped  ringEvent // seq 0: nothing to report
-	last     time.Time
-	interval time.Duration
-	timer    *time.Timer
+	skipped skipped     // seq 0: nothing to report
+	last    int64       // when the last was sent, Unix nanoseconds
+	timer   *time.Timer // schedules the watcher when a PROGRESS is due
 }
 
-// due reports whether to send the PROGRESS now; if not, wait returns the channel
-// that fires when it will be (nil when nothing is pending).
-func (p *progress) due() (bool, <-chan time.Time) {
+// skipped is what a PROGRESS reports of an event a scoped watcher was not sent.
+type skipped struct{ seq, persisted uint64 }
+
+// progressDue reports whether to send w's PROGRESS now; if one is pending but not yet
+// due, it arms the timer that schedules w when it is.
+func (w *watcher) progressDue() bool {
+	p := &w.pr
 	if p.skipped.seq == 0 {
-		return false, nil // the common case, on every watcher's every wake: no clock read
+		return false // the common case, on every watcher's every wake: no clock read
 	}
-	left := p.interval - time.Since(p.last)
+	left := w.r.cfg.ProgressInterval - time.Duration(time.Now().UnixNano()-p.last)
 	if left <= 0 {
-		return true, nil
+		return true
 	}
 	if p.timer == nil {
-		p.timer = time.NewTimer(left)
+		p.timer = time.AfterFunc(left, w.signal)
 	} else {
 		p.timer.Reset(left)
 	}
-	return false, p.timer.C
+	return false
 }
 
-func (p *progress) stop() {
-	if p.timer != nil {
-		p.timer.Stop()
+// openWatcher registers w (filled in by the caller, but for its cursor) and sets
+// its cursor from the agent's last_version. From here on every event schedules it.
+func (r *Registrar) openWatcher(w *watcher, lastVersion string) {
+	w.open = true
+	r.s.addWatcher(w)
+	w.full, w.next, w.resumeAt, w.resumed = r.start(lastVersion)
+	r.watchers.Add(1)
+	r.m.connected.Inc()
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		r.logStart(w, lastVersion)
 	}
 }
 
-// serve streams to w until ctx ends or the registrar shuts down. lastVersion is the
-// agent's last_version.
-func (r *Registrar) serve(ctx context.Context, w *watcher, lastVersion string) error {
-	s := r.s
-	full, next, completeAt, resumed := r.start(lastVersion)
-	pr := progress{interval: r.cfg.ProgressInterval}
-	defer pr.stop()
-	// No logger With the watcher's attributes: it would live as long as the stream.
-	r.log.Debug("watch started", "watcher", w.id, "node", w.node, "peer", w.peer, "last_version", lastVersion, "resumed", resumed)
+// logStart logs a new watch stream. No logger With the watcher's attributes: it
+// would live as long as the stream.
+func (r *Registrar) logStart(w *watcher, lastVersion string) {
+	r.log.Debug("watch started", "watcher", w.id, "node", w.node, "peer", w.peerString(), "last_version", lastVersion, "resumed", w.resumed)
+}
+
+// close undoes openWatcher when the stream has ended.
+func (w *watcher) close() {
+	r := w.r
+	r.s.removeWatcher(w)
+	if w.pr.timer != nil {
+		w.pr.timer.Stop()
+	}
+	r.m.connected.Dec()
+	r.watchers.Add(-1)
+}
+
+// sent counts the message pending returned last, which the stream took.
+func (w *watcher) sent() {
+	w.r.m.broadcast[w.sentType].Add(float64(w.sentCount))
+}
+
+// woken is what a watcher does on waking before looking for what to send: end
+// when its stream or the registrar does, take a new set of services.
+func (w *watcher) woken() error {
+	select {
+	case <-w.r.s.closing:
+		return errShuttingDown
+	default:
+	}
+	if w.ctx.Err() != nil {
+		return ended(w.ctx)
+	}
+	select {
+	case sc := <-w.rescope:
+		// A new set: a snapshot of it replaces what the client holds.
+		w.scope, w.full, w.resumed, w.snap = sc, true, false, nil
+		w.pr.skipped = skipped{}
+	default:
+	}
+	return nil
+}
+
+// ended is the status a stream whose context ended returns.
+func ended(ctx context.Context) error {
+	if st, ok := status.FromError(context.Cause(ctx)); ok {
+		return st.Err() // the stream's request reader ended it
+	}
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// pending returns what w is to be sent next, advancing its cursor past it: a
+// snapshot's next chunk or its SNAPSHOT_COMPLETE (a snapshot first taken when w
+// needs one), the end of a resumed replay, the ring's next event for w, or a due
+// PROGRESS. It returns nil when w is current: then an event appended since will
+// have signalled w.
+func (w *watcher) pending() any {
+	r := w.r
 	for {
-		if full {
-			at, err := r.sendSnapshot(w)
-			if err != nil {
-				return err
-			}
-			full, resumed, next = false, false, at+1
+		if w.snap != nil {
+			return w.snapshotPart()
+		}
+		if w.full {
+			w.takeSnapshot()
 			continue
 		}
-		if resumed && next > completeAt {
-			s.mu.RLock()
-			done := encodeComplete(token.Version{Epoch: s.epoch, Seq: completeAt}, true, min(s.persisted(), completeAt), w.scope.id)
-			s.mu.RUnlock()
-			if err := w.send(done); err != nil {
-				return err
-			}
-			r.m.broadcast[registrarv1.EndpointEvent_SNAPSHOT_COMPLETE].Inc()
-			resumed = false
+		if w.resumed && w.next > w.resumeAt {
+			return w.resumedComplete()
 		}
-		s.mu.RLock()
-		wake := s.wake
-		ev, ok := s.eventAt(next)
-		behind := !ok && next <= s.seq
-		s.mu.RUnlock()
+		ev, ok, behind := r.s.nextFor(w)
 		switch {
-		case ok && !w.wants(ev):
-			pr.skipped = ev
-			next++
 		case ok:
-			if err := w.send(ev.raw); err != nil {
-				return err
-			}
-			r.m.broadcast[ev.typ].Inc()
-			pr.skipped = ringEvent{}
-			next++
+			w.sentType, w.sentCount = ev.typ, 1
+			return ev.msg
 		case behind:
-			r.log.Info("watcher fell behind the history ring; resyncing with a full snapshot",
-				"watcher", w.id, "node", w.node, "peer", w.peer, "next", next)
-			r.m.resyncs.Inc()
-			full = true
-		default:
-			now, timer := pr.due()
-			if now {
-				ev := pr.skipped
-				if err := w.send(encodeProgress(token.Version{Epoch: s.epoch, Seq: ev.seq}, ev.persisted)); err != nil {
-					return err
-				}
-				r.m.broadcast[registrarv1.EndpointEvent_PROGRESS].Inc()
-				pr.skipped, pr.last = ringEvent{}, time.Now()
-				continue
-			}
-			select {
-			case <-wake:
-			case <-timer:
-			case sc := <-w.rescope:
-				// A new set: a snapshot of it replaces what the client holds.
-				w.scope, full, resumed = sc, true, false
-				pr.skipped = ringEvent{}
-			case <-ctx.Done():
-				if st, ok := status.FromError(context.Cause(ctx)); ok {
-					return st.Err() // the stream's request reader ended it
-				}
-				return status.FromContextError(ctx.Err()).Err()
-			case <-s.closing:
-				return status.Error(codes.Unavailable, "registrar shutting down; reconnect to another replica")
-			}
+			w.resync()
+			continue
 		}
+		if !w.progressDue() {
+			return nil
+		}
+		sk := w.pr.skipped
+		w.pr.skipped, w.pr.last = skipped{}, time.Now().UnixNano()
+		w.sentType, w.sentCount = registrarv1.EndpointEvent_PROGRESS, 1
+		return encoded(encodeProgress(token.Version{Epoch: r.s.epoch, Seq: sk.seq}, sk.persisted))
 	}
+}
+
+// nextFor takes the next event w is to be sent from the ring, advancing w's cursor
+// past it and past those of services w does not watch. Without one it reports
+// whether w fell out of the ring.
+func (s *state) nextFor(w *watcher) (ev ringEvent, ok, behind bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for {
+		ev, ok = s.eventAt(w.next)
+		if !ok {
+			return ev, false, w.next <= s.seq
+		}
+		w.next++
+		if w.wants(ev) {
+			w.pr.skipped = skipped{}
+			return ev, true, false
+		}
+		w.pr.skipped = skipped{seq: ev.seq, persisted: ev.persisted}
+	}
+}
+
+// resync marks a watcher that fell out of the history ring for a full snapshot.
+func (w *watcher) resync() {
+	w.r.log.Info("watcher fell behind the history ring; resyncing with a full snapshot",
+		"watcher", w.id, "node", w.node, "peer", w.peerString(), "next", w.next)
+	w.r.m.resyncs.Inc()
+	w.full = true
+}
+
+// resumedComplete ends a resumed replay: its SNAPSHOT_COMPLETE.
+func (w *watcher) resumedComplete() any {
+	s := w.r.s
+	s.mu.RLock()
+	done := encodeComplete(token.Version{Epoch: s.epoch, Seq: w.resumeAt}, true, min(s.persisted(), w.resumeAt), w.scope.id)
+	s.mu.RUnlock()
+	w.resumed = false
+	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
+	return encoded(done)
+}
+
+// takeSnapshot starts sending w the full state (of its services, if scoped).
+func (w *watcher) takeSnapshot() {
+	if w.services == nil {
+		w.snap = w.r.s.snapshot()
+	} else {
+		w.snap = w.r.s.scopedSnapshot(w.services)
+	}
+	w.chunk, w.full, w.resumed = 0, false, false
+}
+
+// snapshotPart returns the next chunk of w's snapshot, then its SNAPSHOT_COMPLETE,
+// after which w continues from the snapshot's version.
+func (w *watcher) snapshotPart() any {
+	snap := w.snap
+	if i := int(w.chunk); i < len(snap.chunks) {
+		w.chunk++
+		w.sentType, w.sentCount = registrarv1.EndpointEvent_FULL_SNAPSHOT, int32(snap.items[i])
+		return snap.chunks[i]
+	}
+	s := w.r.s
+	s.mu.RLock()
+	persisted := min(s.persisted(), snap.at.Seq)
+	s.mu.RUnlock()
+	w.snap, w.next = nil, snap.at.Seq+1
+	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
+	return encoded(encodeComplete(snap.at, false, persisted, w.scope.id))
 }
 
 // start decides how a stream begins: with a full snapshot, or by replaying the ring
@@ -169,29 +293,4 @@ func (r *Registrar) start(lastVersion string) (full bool, next, completeAt uint6
 		return true, 0, 0, false
 	}
 	return false, v.Seq + 1, r.s.seq, true
-}
-
-// sendSnapshot sends the full state, then SNAPSHOT_COMPLETE, and returns the
-// version the snapshot was taken at.
-func (r *Registrar) sendSnapshot(w *watcher) (uint64, error) {
-	var snap *snapshot
-	if w.services == nil {
-		snap = r.s.snapshot()
-	} else {
-		snap = r.s.scopedSnapshot(w.services)
-	}
-	for _, c := range snap.chunks {
-		if err := w.send(c); err != nil {
-			return 0, err
-		}
-	}
-	r.s.mu.RLock()
-	persisted := min(r.s.persisted(), snap.at.Seq)
-	r.s.mu.RUnlock()
-	if err := w.send(encodeComplete(snap.at, false, persisted, w.scope.id)); err != nil {
-		return 0, err
-	}
-	r.m.broadcast[registrarv1.EndpointEvent_FULL_SNAPSHOT].Add(float64(snap.count))
-	r.m.broadcast[registrarv1.EndpointEvent_SNAPSHOT_COMPLETE].Inc()
-	return snap.at.Seq, nil
 }

@@ -1,8 +1,13 @@
 package registrar
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -51,5 +56,43 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	}
 	if n := snapshotItemSize(wire) + snapshotItemSize(marshalEndpoint(other)); n != len(chunk) {
 		t.Fatalf("snapshotItemSize sums to %d, chunk is %d bytes", n, len(chunk))
+	}
+}
+
+// A watch request decoded by hand reads what proto.Unmarshal reads, skips what it
+// skips, and names a string field holding invalid UTF-8 as rpcinput does.
+func TestDecodeWatchRequest(t *testing.T) {
+	in := &registrarv1.WatchEndpointsRequest{ClusterName: "east", NodeName: "n1", LastVersion: "00000000000000ab.7",
+		Services: []string{"web", "db"}, ScopeId: 9}
+	b, err := proto.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = protowire.AppendTag(b, 99, protowire.BytesType) // a field from a newer client
+	b = protowire.AppendString(b, "ignored")
+	b = protowire.AppendTag(b, fieldReqNode, protowire.VarintType) // a known field with another wire type
+	b = protowire.AppendVarint(b, 1)
+	q, err := decodeWatchRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := watchRequest{clusterName: "east", nodeName: "n1", lastVersion: "00000000000000ab.7", services: []string{"web", "db"}, scopeID: 9}
+	if !reflect.DeepEqual(q, want) {
+		t.Fatalf("decoded %+v, want %+v", q, want)
+	}
+	all, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AllServices: true})
+	if q, err := decodeWatchRequest(all); err != nil || !q.allServices {
+		t.Fatalf("all_services: %+v, %v", q, err)
+	}
+
+	bad := protowire.AppendTag(nil, fieldReqServices, protowire.BytesType)
+	bad = protowire.AppendString(bad, "web")
+	bad = protowire.AppendTag(bad, fieldReqServices, protowire.BytesType)
+	bad = protowire.AppendBytes(bad, []byte{0xff})
+	if _, err := decodeWatchRequest(bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "services[1]: invalid UTF-8") {
+		t.Fatalf("invalid UTF-8: %v, want InvalidArgument naming services[1]", err)
+	}
+	if _, err := decodeWatchRequest([]byte{0x0a, 0x05, 'a'}); status.Code(err) != codes.Internal {
+		t.Fatalf("truncated request: %v, want Internal", err)
 	}
 }

@@ -1,0 +1,154 @@
+package registrar
+
+import (
+	"sync"
+	"time"
+)
+
+// A watch stream's handler goroutine only waits (service.go, watchStream): the
+// receiving of its first request and all sending are done by sender goroutines,
+// for the watchers that have something to do. gRPC's receive and send paths are
+// deep enough that a goroutine that has run them keeps an 8 KiB stack; one that
+// only waits keeps 4 KiB. So an idle watcher costs a 4 KiB stack, and the 8 KiB
+// ones are the senders', which exist only while there is work: a sender runs
+// queued watchers until the queue is empty, then ends.
+//
+// A watcher is scheduled (schedule) when it may have something to do: its stream
+// opened, an event was appended, its set of services changed, a PROGRESS fell
+// due, its stream or the registrar ended. A sender runs it until it is current or
+// its stream has ended; one sender at a time runs a watcher. A new sender starts
+// whenever a watcher is queued while every sender is busy running one, up to
+// busySenders: a sender blocked in a send to a stalled client holds up only that
+// watcher as long as fewer than that many are stalled at once. Beyond that, the
+// registrar's once-a-second tick (unstick) adds a sender while the queue's head
+// has waited longer than stuckAfter, up to maxSenders.
+const (
+	busySenders = 256
+	maxSenders  = 4096
+	stuckAfter  = 100 * time.Millisecond
+)
+
+// Watcher run states.
+const (
+	idle     = iota // nothing to do, not queued
+	queued          // queued or being run
+	rerun           // being run, and scheduled again meanwhile: run it once more
+	finished        // its stream ended: never run again
+)
+
+type senders struct {
+	mu      sync.Mutex
+	queue   []*watcher
+	since   time.Time // when the queue's head was queued
+	running int       // senders started and not ended
+	free    int       // of those, the ones not running a watcher
+}
+
+// schedule makes sure w is run once more after this call.
+func (w *watcher) schedule() {
+	for {
+		switch st := w.run.Load(); st {
+		case idle:
+			if w.run.CompareAndSwap(idle, queued) {
+				w.r.senders.push(w)
+				return
+			}
+		case queued:
+			if w.run.CompareAndSwap(queued, rerun) {
+				return
+			}
+		default: // rerun, finished
+			return
+		}
+	}
+}
+
+func (p *senders) push(w *watcher) {
+	p.mu.Lock()
+	if len(p.queue) == 0 {
+		p.since = time.Now()
+	}
+	p.queue = append(p.queue, w)
+	p.started(p.free == 0 && p.running < busySenders)
+}
+
+// unstick starts a sender if every sender is busy and the queue's head has waited
+// longer than stuckAfter: senders blocked on stalled clients.
+func (p *senders) unstick() {
+	p.mu.Lock()
+	p.started(p.free == 0 && len(p.queue) > 0 && time.Since(p.since) > stuckAfter && p.running < maxSenders)
+}
+
+// started unlocks p, having started a sender if start.
+func (p *senders) started(start bool) {
+	if start {
+		p.running++
+		p.free++
+	}
+	p.mu.Unlock()
+	if start {
+		go p.work()
+	}
+}
+
+// work is a sender: it runs queued watchers until there are none.
+func (p *senders) work() {
+	p.mu.Lock()
+	for len(p.queue) > 0 {
+		w := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		if len(p.queue) == 0 {
+			p.queue = nil // let a long queue's array go
+		}
+		p.since = time.Now()
+		p.free--
+		p.mu.Unlock()
+		w.drain()
+		p.mu.Lock()
+		p.free++
+	}
+	p.running--
+	p.free--
+	p.mu.Unlock()
+}
+
+// drain runs w until it is current or its stream has ended, then releases it,
+// running it again if it was scheduled meanwhile.
+func (w *watcher) drain() {
+	for {
+		if err := w.step(); err != nil {
+			w.run.Store(finished)
+			w.done <- err
+			return
+		}
+		if w.run.CompareAndSwap(queued, idle) {
+			return
+		}
+		w.run.Store(queued) // it was rerun: look again
+	}
+}
+
+// step opens w's stream if it is new and sends w what it is missing; it returns
+// the error that ends the stream.
+func (w *watcher) step() error {
+	if w.opening {
+		w.opening = false
+		if err := w.openStream(); err != nil {
+			return err
+		}
+	}
+	for {
+		if err := w.woken(); err != nil {
+			return err
+		}
+		msg := w.pending()
+		if msg == nil {
+			return nil
+		}
+		if err := w.stream.SendMsg(msg); err != nil {
+			return err
+		}
+		w.sent()
+	}
+}
