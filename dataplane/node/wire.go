@@ -648,6 +648,7 @@ type deliveryDecoder struct {
 	names []nodev1.Name
 	ids   []uint64
 	arena []byte
+	segs  []string  // the messages' segments, each message's a slice of it
 	last  [5]string // org, namespace, service, origin, segment
 }
 
@@ -664,6 +665,7 @@ func (d *deliveryDecoder) str(i int, b []byte) (string, bool) {
 }
 
 func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
+	segs := len(d.segs)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -708,13 +710,20 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 		case num == fMsgSegments && typ == protowire.BytesType:
 			var s string
 			s, ok = d.str(4, v)
-			m.Segments = append(m.Segments, s)
+			if d.segs == nil {
+				// Messages that came over a link carry its segments: a few each.
+				d.segs = make([]string, 0, 2*(len(d.msgs)-k))
+			}
+			d.segs = append(d.segs, s)
 		default:
 			return false // a field this decoder does not know, or a name given twice
 		}
 		if !ok {
 			return false
 		}
+	}
+	if len(d.segs) > segs {
+		m.Segments = d.segs[segs:len(d.segs):len(d.segs)]
 	}
 	return true
 }

@@ -149,7 +149,7 @@ func TestDecodeDelivery(t *testing.T) {
 	in := &nodev1.SubscribeResponse{Messages: []*nodev1.Message{
 		{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc", Id: &id}, Payload: []byte("p1"), Ttl: 3, Origin: "a/n1", Seq: 1, PublishedUnixNano: -5, Segments: []string{"s1", "s2"}},
 		{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc"}, Payload: []byte{}, Broadcast: true, Origin: "a/n1", Seq: 2},
-		{Name: &nodev1.Name{Org: "o", Namespace: "other", Service: "svc"}, Origin: "a/n2"},
+		{Name: &nodev1.Name{Org: "o", Namespace: "other", Service: "svc"}, Origin: "a/n2", Segments: []string{"s3"}},
 	}}
 	for _, r := range []*nodev1.SubscribeResponse{in, {SubscriptionId: 9}, {}} {
 		b, err := proto.Marshal(r)
@@ -171,6 +171,10 @@ func TestDecodeDelivery(t *testing.T) {
 	got.Messages[0].Payload = append(got.Messages[0].Payload, 'x', 'y') // never into the next payload
 	if string(got.Messages[1].Payload) != "" || string(got.Messages[0].Payload) != "p1xy" {
 		t.Fatalf("payloads %q %q", got.Messages[0].Payload, got.Messages[1].Payload)
+	}
+	got.Messages[0].Segments = append(got.Messages[0].Segments, "s9") // nor into the next segments
+	if len(got.Messages[2].Segments) != 1 || got.Messages[2].Segments[0] != "s3" {
+		t.Fatalf("segments %q", got.Messages[2].Segments)
 	}
 	// An unknown field (here: a field 9 of Message) and a string that is not UTF-8 are
 	// protobuf's to decode.
