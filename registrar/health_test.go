@@ -2,6 +2,7 @@ package registrar
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -168,4 +169,48 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 		t.Fatalf("reflection lists %v, want the Registrar service", r)
 	}
 	_ = rc.CloseSend()
+}
+
+// /debug/memory is served only when asked for, and reports the heap, the stacks and
+// the open watch streams.
+func TestDebugMemory(t *testing.T) {
+	off := startServer(t, Config{})
+	if code, _ := get(t, off, "/debug/memory"); code != http.StatusNotFound {
+		t.Fatalf("/debug/memory without DebugMemory = %d, want 404", code)
+	}
+
+	b := memory.New()
+	defer b.Close()
+	s, err := NewServer(ServerConfig{Registrar: Config{Cluster: "east", Backend: b}, Listen: "127.0.0.1:0",
+		HealthListen: "127.0.0.1:0", DebugMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitReady(t, s.Registrar())
+	ts := &testServer{Server: s}
+	ts.conn = dial(t, ts)
+	openWatch(t, registrarv1.NewRegistrarClient(ts.conn), "").untilComplete(t)
+	code, body := get(t, ts, "/debug/memory")
+	if code != http.StatusOK {
+		t.Fatalf("/debug/memory = %d, want 200", code)
+	}
+	got := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		var name string
+		var v int64
+		if _, err := fmt.Sscanf(line, "%s %d", &name, &v); err != nil {
+			t.Fatalf("/debug/memory line %q: %v", line, err)
+		}
+		got[name] = v
+	}
+	if got["heap_inuse_bytes"] <= 0 || got["stack_inuse_bytes"] <= 0 || got["goroutines"] <= 0 || got["watchers"] != 1 {
+		t.Fatalf("/debug/memory = %v, want heap, stacks and goroutines in use and 1 watcher", got)
+	}
 }
