@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
@@ -43,6 +44,22 @@ func newEnv(ctx context.Context, fsync bool) (*env, error) {
 func (e *env) close() {
 	_ = e.etcd.Close()
 	_ = os.RemoveAll(e.dir)
+}
+
+// revision is the etcd store's revision, from a read's response header: every
+// transaction that changes keys adds one, so its difference over a burst counts the
+// backend's transactions as etcd saw them.
+func (e *env) revision(ctx context.Context) (int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer closeQuietly(cli)
+	resp, err := cli.Get(ctx, "/bench/revision-probe")
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
 // scenario starts a fresh key prefix, so scenarios do not see each other's data.
@@ -89,7 +106,10 @@ func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*s
 		tune(&cfg)
 	}
 	metrics := prometheus.NewRegistry()
-	s, err := registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0", Metrics: metrics})
+	// The health port with /debug/memory: the memory scenario reads the
+	// registrar's heap and stacks from it, as an operator would.
+	s, err := registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0", Metrics: metrics,
+		HealthListen: "127.0.0.1:0", DebugMemory: true})
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,8 @@ type options struct {
 	interval       time.Duration
 	snapshotLarge  int
 	stormWatchers  int
+	bigWatchers    int
+	bigConns       int
 	batchClients   int
 	batchEndpoints int
 	agents         int
@@ -38,13 +40,17 @@ type result struct {
 	load                                 string // the machine's load average while it ran
 }
 
-// scopedFlag is the scoped scenario's child's -scoped.
-var scopedFlag bool
+// scopedFlag is the scoped scenario's child's -scoped; tokenFlag the fan-out
+// child's -token.
+var (
+	scopedFlag bool
+	tokenFlag  string
+)
 
 func main() {
 	var o options
 	var role, target string
-	flag.StringVar(&o.scenarios, "scenarios", "fanout,memory,snapshot,storm,batching,read,list,direct", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "fanout,fanout10k,memory,snapshot,storm,storm10k,batching,read,list,direct", "comma-separated scenarios to run")
 	flag.BoolVar(&o.fsync, "fsync", true, "run etcd with fsync (realistic write latency)")
 	flag.StringVar(&o.out, "out", "", "write the Markdown report here (default: stdout only)")
 	flag.IntVar(&o.endpoints, "endpoints", 10000, "endpoints in the registrar for fanout, memory and storm")
@@ -54,6 +60,8 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", 20*time.Millisecond, "time between fanout registrations")
 	flag.IntVar(&o.snapshotLarge, "snapshot-endpoints", 100000, "endpoints of the large snapshot")
 	flag.IntVar(&o.stormWatchers, "storm-watchers", 1000, "watchers in the reconnect storm")
+	flag.IntVar(&o.bigWatchers, "big-watchers", 10000, "watchers of fanout10k and storm10k (over -snapshot-endpoints endpoints)")
+	flag.IntVar(&o.bigConns, "big-conns", 100, "connections of fanout10k and storm10k")
 	flag.IntVar(&o.batchClients, "batch-clients", 100, "clients in the write burst")
 	flag.IntVar(&o.batchEndpoints, "batch-endpoints", 1000, "registrations in the write burst, spread over the clients")
 	flag.IntVar(&o.agents, "agents", 200, "agents in the direct-versus-registrar comparison")
@@ -62,6 +70,7 @@ func main() {
 	flag.StringVar(&role, "role", "bench", "internal: bench, or the child of the memory (watchers) or fanout (fanout-watchers) scenario")
 	flag.BoolVar(&scopedFlag, "scoped", false, "internal: whether the scoped scenario's child watches its services only")
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
+	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
 	flag.Parse()
 	switch role {
 	case "watchers":
@@ -80,7 +89,12 @@ func main() {
 		}
 		return
 	case "fanout-watchers":
-		if err := fanoutWatchers(target, o.watchers, o.conns, o.registrations); err != nil {
+		if err := fanoutWatchers(target, o.watchers, o.conns, o.registrations, tokenFlag); err != nil {
+			log.Fatal(err)
+		}
+		return
+	case "storm-watchers":
+		if err := stormWatchers(target, o.watchers, o.conns); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -109,17 +123,25 @@ func run(o options) error {
 	}
 	defer e.close()
 	all := map[string]func() ([]result, error){
-		"fanout": func() ([]result, error) { return fanout(ctx, e, o) },
+		"fanout": func() ([]result, error) {
+			return fanout(ctx, e, o, fanoutCase{watchers: o.watchers, conns: o.conns, endpoints: o.endpoints, goal: 10 * time.Millisecond, anchor: "76 ms"})
+		},
+		"fanout10k": func() ([]result, error) {
+			return fanout(ctx, e, o, fanoutCase{watchers: o.bigWatchers, conns: o.bigConns, endpoints: o.snapshotLarge, resume: true, goal: 50 * time.Millisecond})
+		},
 		"memory": func() ([]result, error) { return idleMemory(ctx, e, o) },
 		"snapshot": func() ([]result, error) {
 			small, err := snapshotScenario(ctx, e, 10000, 0, "55 ms")
 			if err != nil {
 				return nil, err
 			}
-			large, err := snapshotScenario(ctx, e, o.snapshotLarge, 300*time.Millisecond, "636 ms")
+			large, err := snapshotScenario(ctx, e, o.snapshotLarge, 50*time.Millisecond, "636 ms")
 			return append(small, large...), err
 		},
-		"storm":    func() ([]result, error) { return storm(ctx, e, o) },
+		"storm": func() ([]result, error) { return storm(ctx, e, o.stormWatchers, o.conns, o.endpoints, 0) },
+		"storm10k": func() ([]result, error) {
+			return storm(ctx, e, o.bigWatchers, o.bigConns, o.snapshotLarge, 10*time.Second)
+		},
 		"batching": func() ([]result, error) { return batching(ctx, e, o) },
 		"read":     func() ([]result, error) { return cachedRead(ctx, e) },
 		"list":     func() ([]result, error) { return listAll(ctx, e, o) },

@@ -111,9 +111,9 @@ func closeAll(conns []*grpc.ClientConn) {
 	}
 }
 
-// rawWatch opens a watch stream read with rawCodec.
-func rawWatch(ctx context.Context, conn *grpc.ClientConn, node string) (grpc.ServerStreamingClient[registrarv1.EndpointEvent], error) {
-	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, &registrarv1.WatchEndpointsRequest{NodeName: node}, raw)
+// rawWatch opens a watch stream read with rawCodec, resuming from token if set.
+func rawWatch(ctx context.Context, conn *grpc.ClientConn, node, token string) (grpc.ServerStreamingClient[registrarv1.EndpointEvent], error) {
+	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, &registrarv1.WatchEndpointsRequest{NodeName: node, LastVersion: token}, raw)
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
@@ -137,5 +137,27 @@ func untilComplete(st grpc.ClientStream) (int, error) {
 			return items, nil
 		}
 		items += ev.items
+	}
+}
+
+// untilCompleteFast reads a stream's initial phase without counting what it held:
+// a FULL_SNAPSHOT chunk starts with its endpoints (field 6; the type is the zero
+// value, left out), so only a message that starts with the type is parsed.
+func untilCompleteFast(st grpc.ClientStream) error {
+	for {
+		var b []byte
+		if err := st.RecvMsg(&b); err != nil {
+			return err
+		}
+		if len(b) == 0 || b[0] != byte(protowire.EncodeTag(1, protowire.VarintType)) {
+			continue
+		}
+		ev, err := parse(b)
+		if err != nil {
+			return err
+		}
+		if ev.typ == registrarv1.EndpointEvent_SNAPSHOT_COMPLETE {
+			return nil
+		}
 	}
 }
