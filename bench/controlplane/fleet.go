@@ -139,7 +139,7 @@ func startFleet(ctx context.Context, c options, f *e2e.Fabric, target string, co
 	)
 	for i := range c.nodes {
 		nc := e2e.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups), Target: target,
-			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}}
+			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}, NoOpLog: true}
 		if len(conns) > 0 {
 			nc.Conn = conns[i%len(conns)]
 		}

@@ -191,7 +191,7 @@ func haRun(ctx context.Context, c options) []measure {
 	for i := range c.nodes {
 		n, err := fabric.Start(e2e.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups),
 			Targets: []string{reps[0].south, reps[1].south}, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}})
+			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}, NoOpLog: true})
 		if err != nil {
 			return fail(err)
 		}

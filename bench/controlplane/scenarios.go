@@ -183,7 +183,7 @@ func startRig(ctx context.Context, c options, storeKind, topology string) (*rig,
 	r.fabric = e2e.NewFabric()
 	for i := range c.nodes {
 		nc := e2e.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups), Target: srv.SouthboundAddr(),
-			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}}
+			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}, NoOpLog: true}
 		if len(r.conns) > 0 {
 			nc.Conn = r.conns[i%len(r.conns)]
 		} else {

@@ -50,6 +50,8 @@ type NodeConfig struct {
 	Backoff    dataplane.Backoff
 	AckTimeout time.Duration
 	Logger     *slog.Logger
+	// NoOpLog keeps the node's datapath from logging its operations (benchmarks).
+	NoOpLog bool
 }
 
 // Start adds a node, starts its controller and returns without waiting for it to

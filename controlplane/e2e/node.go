@@ -62,6 +62,9 @@ func (n *Node) Controller() *dataplane.Controller {
 func (n *Node) boot() error {
 	n.mu.Lock()
 	n.dp = memdp.New()
+	if n.cfg.NoOpLog {
+		n.dp.DisableLog()
+	}
 	n.up = true
 	n.mu.Unlock()
 	if err := n.startController(); err != nil {

@@ -108,3 +108,23 @@ func TestCloseCancelsDelayedAcks(t *testing.T) {
 	default:
 	}
 }
+
+func TestDisableLog(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	defer d.Close()
+	c, err := d.Connect(ctx, "L1", "10.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.DisableLog()
+	if _, err := d.Subscribe(ctx, c, dataplane.NewName("a", "b", "c"), func(error) {}); err != nil {
+		t.Fatal(err)
+	}
+	if ops := d.Ops(); len(ops) != 1 || ops[0] != "connect L1 10.0.0.1:1" {
+		t.Fatalf("ops after DisableLog %q, want only the connect logged before it", ops)
+	}
+	if len(d.Subscriptions()) != 1 {
+		t.Fatal("the subscribe was not done")
+	}
+}
