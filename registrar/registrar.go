@@ -149,7 +149,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop} {
+	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop, r.senderLoop} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -175,9 +175,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 	return nil
 }
 
-// progressLoop announces the persisted frontier on a quiet registrar
-// (state.announce) and adds a sender when stalled clients hold up the others
-// (senders.unstick).
+// progressLoop announces the persisted frontier on a quiet registrar (state.announce).
 func (r *Registrar) progressLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.ProgressInterval)
 	defer t.Stop()
@@ -187,7 +185,20 @@ func (r *Registrar) progressLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			r.s.announce()
-			r.senders.unstick()
+		}
+	}
+}
+
+// senderLoop replaces the senders that stalled clients hold (senders.unstick).
+func (r *Registrar) senderLoop(ctx context.Context) {
+	t := time.NewTicker(stuckAfter)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.senders.unstick(r.s.stalled(time.Now().Add(-stuckAfter)))
 		}
 	}
 }

@@ -16,14 +16,15 @@ import (
 // A watcher is scheduled (schedule) when it may have something to do: its stream
 // opened, an event was appended, its set of services changed, a PROGRESS fell
 // due, its stream or the registrar ended. A sender runs it until it is current or
-// its stream has ended; one sender at a time runs a watcher. A new sender starts
-// whenever a watcher is queued while every sender is busy running one, up to
-// busySenders: a sender blocked in a send to a stalled client holds up only that
-// watcher as long as fewer than that many are stalled at once. Beyond that, the
-// registrar's once-a-second tick (unstick) adds a sender while the queue's head
-// has waited longer than stuckAfter, up to maxSenders.
+// its stream has ended; one sender at a time runs a watcher. A sender starts when
+// a watcher is queued while every sender is busy, up to busySenders: a few
+// senders keep two cores busy, and each one started and ended leaves stack slots
+// and a goroutine record behind. A send to a client that does not read blocks its
+// sender; every stuckAfter the registrar counts the sends blocked longer than that
+// (state.stalled) and starts a sender for each, up to maxSenders, so stalled
+// clients hold up only their own watchers.
 const (
-	busySenders = 256
+	busySenders = 16
 	maxSenders  = 4096
 	stuckAfter  = 100 * time.Millisecond
 )
@@ -39,9 +40,8 @@ const (
 type senders struct {
 	mu      sync.Mutex
 	queue   []*watcher
-	since   time.Time // when the queue's head was queued
-	running int       // senders started and not ended
-	free    int       // of those, the ones not running a watcher
+	running int // senders started and not ended
+	free    int // of those, the ones not running a watcher
 }
 
 // schedule makes sure w is run once more after this call.
@@ -65,28 +65,32 @@ func (w *watcher) schedule() {
 
 func (p *senders) push(w *watcher) {
 	p.mu.Lock()
-	if len(p.queue) == 0 {
-		p.since = time.Now()
-	}
 	p.queue = append(p.queue, w)
-	p.started(p.free == 0 && p.running < busySenders)
-}
-
-// unstick starts a sender if every sender is busy and the queue's head has waited
-// longer than stuckAfter: senders blocked on stalled clients.
-func (p *senders) unstick() {
-	p.mu.Lock()
-	p.started(p.free == 0 && len(p.queue) > 0 && time.Since(p.since) > stuckAfter && p.running < maxSenders)
-}
-
-// started unlocks p, having started a sender if start.
-func (p *senders) started(start bool) {
-	if start {
-		p.running++
-		p.free++
+	n := 0
+	if p.free == 0 && p.running < busySenders {
+		n = 1
 	}
+	p.start(n)
+}
+
+// unstick starts senders for work that waits while stalled sends hold senders:
+// up to busySenders senders not stalled.
+func (p *senders) unstick(stalled int) {
+	p.mu.Lock()
+	n := 0
+	if p.free == 0 {
+		n = min(len(p.queue), busySenders+stalled-p.running, maxSenders-p.running)
+	}
+	p.start(n)
+}
+
+// start unlocks p, having started n senders.
+func (p *senders) start(n int) {
+	n = max(n, 0)
+	p.running += n
+	p.free += n
 	p.mu.Unlock()
-	if start {
+	for range n {
 		go p.work()
 	}
 }
@@ -101,7 +105,6 @@ func (p *senders) work() {
 		if len(p.queue) == 0 {
 			p.queue = nil // let a long queue's array go
 		}
-		p.since = time.Now()
 		p.free--
 		p.mu.Unlock()
 		w.drain()
@@ -146,7 +149,10 @@ func (w *watcher) step() error {
 		if msg == nil {
 			return nil
 		}
-		if err := w.stream.SendMsg(msg); err != nil {
+		w.sending.Store(time.Now().UnixNano())
+		err := w.stream.SendMsg(msg)
+		w.sending.Store(0)
+		if err != nil {
 			return err
 		}
 		w.sent()

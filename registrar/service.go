@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -113,6 +114,7 @@ func watchScopedHandler(srv any, stream grpc.ServerStream) error {
 func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &watcher{r: r, stream: stream, ctx: stream.Context(), exact: exact, opening: true, done: make(chan error, 1)}
 	w.run.Store(queued)
+	r.s.addWatcher(w)
 	r.senders.push(w)
 	var err error
 	select {
@@ -121,9 +123,7 @@ func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 		w.schedule()
 		err = <-w.done
 	}
-	if w.open {
-		w.close()
-	}
+	w.close()
 	return err
 }
 
@@ -165,12 +165,20 @@ func recvWatchRequest(stream grpc.ServerStream) (watchRequest, error) {
 	return decodeWatchRequest(b)
 }
 
+// recvFirst receives a watch stream's first request on a sender, counted as a send
+// under way: a client that opens a stream and sends nothing holds the sender.
+func (w *watcher) recvFirst() (watchRequest, error) {
+	w.sending.Store(time.Now().UnixNano())
+	defer w.sending.Store(0)
+	return recvWatchRequest(w.stream)
+}
+
 // openStream receives a watch stream's first request, validates it, waits until
 // the registrar is ready and opens w (openWatcher); a sender runs it. A scoped
 // stream (exact) gets the reader of its later requests.
 func (w *watcher) openStream() error {
-	r, stream := w.r, w.stream
-	req, err := recvWatchRequest(stream)
+	r := w.r
+	req, err := w.recvFirst()
 	if err != nil {
 		return err
 	}

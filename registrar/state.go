@@ -2,6 +2,7 @@ package registrar
 
 import (
 	"sync"
+	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
@@ -133,6 +134,20 @@ func (s *state) signalAll() {
 		w.signal()
 	}
 	s.watchMu.Unlock()
+}
+
+// stalled counts the watchers whose send under way began before t.
+func (s *state) stalled(t time.Time) int {
+	before := t.UnixNano()
+	n := 0
+	s.watchMu.Lock()
+	for _, w := range s.watching {
+		if at := w.sending.Load(); at != 0 && at < before {
+			n++
+		}
+	}
+	s.watchMu.Unlock()
+	return n
 }
 
 func (s *state) addWatcher(w *watcher) {

@@ -39,10 +39,12 @@ type watcher struct {
 	next    uint64 // the sequence of the next event to send
 	// resumeAt, while resumed, is the version its SNAPSHOT_COMPLETE carries.
 	resumeAt uint64
-	pr       progress
-	chunk    int32        // the next of snap's chunks to send
-	slot     int32        // its index in state.watching
-	run      atomic.Int32 // idle, queued, rerun or finished (sender.go)
+	// sending is when the send under way began (Unix nanoseconds), 0 if none.
+	sending atomic.Int64
+	pr      progress
+	chunk   int32        // the next of snap's chunks to send
+	slot    int32        // its index in state.watching
+	run     atomic.Int32 // idle, queued, rerun or finished (sender.go)
 	// sentType and sentCount are what the message last handed to the stream counts
 	// as in registrar_event_broadcast_total, once sent.
 	sentType  registrarv1.EndpointEvent_EventType
@@ -112,11 +114,10 @@ func (w *watcher) progressDue() bool {
 	return false
 }
 
-// openWatcher registers w (filled in by the caller, but for its cursor) and sets
-// its cursor from the agent's last_version. From here on every event schedules it.
+// openWatcher counts w (filled in by the caller, but for its cursor) among the
+// connected agents and sets its cursor from the agent's last_version.
 func (r *Registrar) openWatcher(w *watcher, lastVersion string) {
 	w.open = true
-	r.s.addWatcher(w)
 	w.full, w.next, w.resumeAt, w.resumed = r.start(lastVersion)
 	r.watchers.Add(1)
 	r.m.connected.Inc()
@@ -131,10 +132,14 @@ func (r *Registrar) logStart(w *watcher, lastVersion string) {
 	r.log.Debug("watch started", "watcher", w.id, "node", w.node, "peer", w.peerString(), "last_version", lastVersion, "resumed", w.resumed)
 }
 
-// close undoes openWatcher when the stream has ended.
+// close removes w from the registrar once its stream has ended, undoing
+// openWatcher if that ran.
 func (w *watcher) close() {
 	r := w.r
 	r.s.removeWatcher(w)
+	if !w.open {
+		return
+	}
 	if w.pr.timer != nil {
 		w.pr.timer.Stop()
 	}

@@ -273,3 +273,39 @@ func TestBackendChangesReachWatchers(t *testing.T) {
 		})
 	}
 }
+
+// Clients that stop reading block the senders sending to them; more of them than
+// the senders a burst starts must still not hold up a watcher that reads.
+func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
+	ts := startServer(t, Config{})
+	fast := openWatch(t, ts.client, "")
+	fast.untilComplete(t)
+	slowConn, err := grpc.NewClient(ts.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slowConn.Close()
+	for range busySenders + 4 {
+		st, err := registrarv1.NewRegistrarClient(slowConn).WatchEndpoints(testCtx(t), &registrarv1.WatchEndpointsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := st.Recv(); err != nil || ev.GetType() != registrarv1.EndpointEvent_SNAPSHOT_COMPLETE {
+			t.Fatalf("stalled watcher's first event = %v, %v", ev, err)
+		}
+		// and never reads again
+	}
+	const n = 200
+	pad := strings.Repeat("x", 2000)
+	for i := range n {
+		e := ep("east", "burst", fmt.Sprintf("10.3.%d.%d", i/256, i%256), 80)
+		e.Annotations = map[string]string{"pad": pad}
+		register(t, ts, e)
+	}
+	for range n {
+		if ev := fast.next(t); ev.GetType() != registrarv1.EndpointEvent_ENDPOINT_ADDED {
+			t.Fatalf("fast watcher got %v", ev)
+		}
+	}
+}
