@@ -46,30 +46,35 @@ type senders struct {
 
 // schedule makes sure w is run once more after this call.
 func (w *watcher) schedule() {
+	if w.mark() {
+		w.r.senders.push(w)
+	}
+}
+
+// mark notes that w is to be run once more, and reports whether the caller must
+// queue it (it was idle).
+func (w *watcher) mark() bool {
 	for {
 		switch st := w.run.Load(); st {
 		case idle:
 			if w.run.CompareAndSwap(idle, queued) {
-				w.r.senders.push(w)
-				return
+				return true
 			}
 		case queued:
 			if w.run.CompareAndSwap(queued, rerun) {
-				return
+				return false
 			}
 		default: // rerun, finished
-			return
+			return false
 		}
 	}
 }
 
-func (p *senders) push(w *watcher) {
+func (p *senders) push(ws ...*watcher) {
 	p.mu.Lock()
-	p.queue = append(p.queue, w)
-	n := 0
-	if p.free == 0 && p.running < busySenders {
-		n = 1
-	}
+	p.queue = append(p.queue, ws...)
+	// Start senders for the work, one per watcher queued, while every one is busy.
+	n := min(len(ws)-p.free, busySenders-p.running)
 	p.start(n)
 }
 

@@ -52,6 +52,7 @@ type state struct {
 	// watching are the open watch streams, each signalled when events are appended.
 	watchMu  sync.Mutex
 	watching []*watcher
+	toQueue  []*watcher // signalAll's, kept for the next
 
 	snapMu sync.Mutex
 	snap   *snapshot
@@ -130,9 +131,17 @@ func (s *state) unlock() {
 // signal looks again. Scoped watchers too: they report skipped changes as PROGRESS.
 func (s *state) signalAll() {
 	s.watchMu.Lock()
+	queue := s.toQueue[:0]
 	for _, w := range s.watching {
-		w.signal()
+		if w.mark() {
+			queue = append(queue, w)
+		}
 	}
+	if len(queue) > 0 {
+		queue[0].r.senders.push(queue...) // one lock for all of them
+	}
+	clear(queue)
+	s.toQueue = queue
 	s.watchMu.Unlock()
 }
 
