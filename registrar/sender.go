@@ -146,9 +146,16 @@ func (w *watcher) step() error {
 			return err
 		}
 	}
+	// Not before every message (the stream's context is a chain of gRPC's values
+	// over a mutex): at the start, and again once something scheduled w meanwhile.
+	if err := w.woken(); err != nil {
+		return err
+	}
 	for {
-		if err := w.woken(); err != nil {
-			return err
+		if w.run.Load() == rerun {
+			if err := w.woken(); err != nil {
+				return err
+			}
 		}
 		msg := w.pending()
 		if msg == nil {

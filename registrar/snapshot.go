@@ -13,9 +13,8 @@ const chunkBytes = 64 << 10
 // one build, not one per agent.
 type snapshot struct {
 	at token.Version
-	// chunks are the FULL_SNAPSHOT messages, each an encoded boxed once, so that
-	// sending them to each watcher allocates nothing.
-	chunks []any
+	// chunks are the FULL_SNAPSHOT messages, shared by every watcher sent them.
+	chunks []*shared
 	items  []int // the endpoints in each chunk
 	count  int
 	open   []byte // the chunk being filled, while building
@@ -84,7 +83,7 @@ func (snap *snapshot) add(wire []byte, remaining int) {
 
 // seal ends the open chunk.
 func (snap *snapshot) seal() {
-	snap.chunks = append(snap.chunks, encoded(snap.open))
+	snap.chunks = append(snap.chunks, share(snap.open))
 	snap.items = append(snap.items, snap.inOpen)
 	snap.open, snap.inOpen = nil, 0
 }

@@ -87,9 +87,8 @@ type ringEvent struct {
 	persisted uint64 // the frontier the event carries
 	typ       registrarv1.EndpointEvent_EventType
 	service   string // of the changed endpoint; empty for PROGRESS, which every scope sees
-	// msg is the event in wire form (an encoded), boxed once here so that sending
-	// it to each watcher allocates nothing.
-	msg any
+	// msg is the event in wire form, shared by every watcher sent it.
+	msg *shared
 }
 
 func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
@@ -245,7 +244,7 @@ func (s *state) emit(t registrarv1.EndpointEvent_EventType, service string, wire
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, service: service, msg: encoded(encodeChange(t, wire, v, p))}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, service: service, msg: share(encodeChange(t, wire, v, p))}
 	s.changed = true
 }
 
@@ -265,7 +264,7 @@ func (s *state) announce() {
 	}
 	s.seq++
 	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: registrarv1.EndpointEvent_PROGRESS, msg: encoded(encodeProgress(v, p))}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: registrarv1.EndpointEvent_PROGRESS, msg: share(encodeProgress(v, p))}
 	s.changed = true
 }
 

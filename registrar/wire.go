@@ -100,6 +100,13 @@ func snapshotItemSize(ep []byte) int {
 // encoded is a message already in wire form; the codec sends its bytes as they are.
 type encoded []byte
 
+// shared is a message in wire form sent to many streams (an event, a snapshot
+// chunk): its buffer list is made once, so that a send allocates nothing. gRPC
+// only reads the list, and a SliceBuffer's Free does nothing.
+type shared struct{ data mem.BufferSlice }
+
+func share(b []byte) *shared { return &shared{data: mem.BufferSlice{mem.SliceBuffer(b)}} }
+
 // codec is the server's gRPC codec: the proto codec, except that pre-encoded events
 // are written without a second marshal. It is forced on the server only; clients
 // decode with the ordinary proto codec.
@@ -108,6 +115,9 @@ type codec struct{ proto encoding.CodecV2 }
 func newCodec() codec { return codec{proto: encoding.GetCodecV2("proto")} }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*shared); ok {
+		return m.data, nil
+	}
 	if e, ok := v.(encoded); ok {
 		// SliceBuffer's Free is a no-op: the bytes are shared and never recycled.
 		return mem.BufferSlice{mem.SliceBuffer(e)}, nil

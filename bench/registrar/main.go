@@ -50,7 +50,7 @@ var (
 func main() {
 	var o options
 	var role, target string
-	flag.StringVar(&o.scenarios, "scenarios", "fanout,fanout10k,memory,snapshot,storm,storm10k,batching,read,list,direct", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "memory,fanout,fanout10k,snapshot,storm,storm10k,batching,read,list,direct", "comma-separated scenarios to run")
 	flag.BoolVar(&o.fsync, "fsync", true, "run etcd with fsync (realistic write latency)")
 	flag.StringVar(&o.out, "out", "", "write the Markdown report here (default: stdout only)")
 	flag.IntVar(&o.endpoints, "endpoints", 10000, "endpoints in the registrar for fanout, memory and storm")
