@@ -80,3 +80,15 @@ func FuzzValidName(f *testing.F) {
 		}
 	})
 }
+
+func FuzzValidAnnotationKey(f *testing.F) {
+	for _, s := range []string{"zone", "a", "a.b/c-d_e", "-a", "a-", "", "__meta_x", "ü", "a b", "9"} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9._/-]*[a-zA-Z0-9])?$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validAnnotationKey(s), re.MatchString(s); got != want {
+			t.Fatalf("validAnnotationKey(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -34,7 +33,24 @@ const (
 	namePattern      = `^[a-zA-Z][a-zA-Z0-9_-]*$`
 )
 
-var annoKeyRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9._/-]*[a-zA-Z0-9])?$`)
+// validAnnotationKey reports whether k matches ^[a-zA-Z0-9]([a-zA-Z0-9._/-]*[a-zA-Z0-9])?$
+// (a loop rather than the regexp: every write checks every key, and the regexp was most
+// of a JetStream registration's validation).
+func validAnnotationKey(k string) bool {
+	if k == "" || !isAlnum(k[0]) || !isAlnum(k[len(k)-1]) {
+		return false
+	}
+	for i := 1; i < len(k)-1; i++ {
+		if c := k[i]; !isAlnum(c) && c != '.' && c != '_' && c != '/' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
 
 // validName reports whether s matches namePattern. Written out because every entry a
 // backend reads is validated, and a regexp made this half the cost of a lookup.
@@ -131,7 +147,7 @@ func validateAnnotations(m map[string]string) error {
 		return &FieldError{"annotations", fmt.Sprintf("%d entries", len(m)), fmt.Sprintf("at most %d are allowed", maxAnnotations)}
 	}
 	for k, v := range m {
-		if len(k) > maxAnnotationKey || !annoKeyRE.MatchString(k) {
+		if len(k) > maxAnnotationKey || !validAnnotationKey(k) {
 			return &FieldError{"annotations", k, "key must be letters, digits, '.', '_', '/', '-', starting and ending with a letter or digit"}
 		}
 		if len(v) > maxAnnotationVal || !utf8.ValidString(v) {

@@ -172,10 +172,28 @@ func Validate(ops []Op) error {
 // Coalesce keeps the last op per key, in the order of each key's first appearance.
 // Backends that cannot write one key twice in a transaction (DynamoDB) and batching
 // writers use it to net out a batch.
+// A batch without a repeated key, the usual case, is returned as it is rather than
+// copied (an op carries a whole endpoint).
 func Coalesce(ops []Op) []Op {
+	if len(ops) < 2 {
+		return ops
+	}
 	idx := make(map[endpoint.Key]int, len(ops))
-	out := make([]Op, 0, len(ops))
-	for _, op := range ops {
+	for i, op := range ops {
+		k := op.Endpoint.Key()
+		if _, ok := idx[k]; ok {
+			return coalesceFrom(ops, idx, i)
+		}
+		idx[k] = i
+	}
+	return ops
+}
+
+// coalesceFrom is Coalesce past the first repeated key, at ops[first]: ops before it
+// are all distinct and idx holds their positions.
+func coalesceFrom(ops []Op, idx map[endpoint.Key]int, first int) []Op {
+	out := append(make([]Op, 0, len(ops)), ops[:first]...)
+	for _, op := range ops[first:] {
 		k := op.Endpoint.Key()
 		if i, ok := idx[k]; ok {
 			out[i] = op
