@@ -27,6 +27,7 @@ type registrarFlags struct {
 	drainTimeout  time.Duration
 	listen        string
 	healthListen  string
+	debugMemory   bool
 	tlsCert       string
 	tlsKey        string
 	tlsClientCA   string
@@ -68,6 +69,7 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown keeps trying to persist queued writes")
 	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address; without TLS, 127.0.0.1 unless --insecure")
 	fl.StringVar(&f.healthListen, "health-listen", ":8081", `HTTP address for /healthz, /readyz and /metrics ("" disables)`)
+	fl.BoolVar(&f.debugMemory, "debug-memory", false, "also serve GET /debug/memory on the health address: heap and goroutine stacks after a forced GC, and the open watch streams (each call runs a full GC)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate (PEM); enables TLS")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "server key (PEM)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) agents' certificates must chain to: requires mTLS")
@@ -120,7 +122,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 	}
 	defer backend.Close()
 	srv, err := registrar.NewServer(registrar.ServerConfig{
-		Listen: f.listen, HealthListen: f.healthListen, TLS: tlsConf,
+		Listen: f.listen, HealthListen: f.healthListen, DebugMemory: f.debugMemory, TLS: tlsConf,
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
 			SyncInterval: f.syncInterval, BatchInterval: f.batchInterval, BatchSize: f.batchSize,

@@ -162,3 +162,45 @@ func TestRegistrarPlaintextIsLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// --debug-memory serves /debug/memory on the health address; without it the path is
+// not there.
+func TestRegistrarDebugMemoryFlag(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		grpcAddr, healthAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		args := []string{"registrar", "--cluster-name", "east", "--registry-backend", "memory",
+			"--listen", grpcAddr, "--health-listen", healthAddr, "--log-level", "error"}
+		if on {
+			args = append(args, "--debug-memory")
+		}
+		done := make(chan error, 1)
+		go func() { done <- runCmd(ctx, args...) }()
+		var status int
+		var body []byte
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get("http://" + healthAddr + "/debug/memory")
+			if err == nil {
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				status = resp.StatusCode
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health address not serving within 30s: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("registrar exited with %v", err)
+		}
+		switch {
+		case on && (status != http.StatusOK || !strings.Contains(string(body), "heap_inuse_bytes")):
+			t.Errorf("with --debug-memory: %d %q, want 200 with heap_inuse_bytes", status, body)
+		case !on && status != http.StatusNotFound:
+			t.Errorf("without --debug-memory: %d %q, want 404", status, body)
+		}
+	}
+}
