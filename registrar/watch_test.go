@@ -194,17 +194,7 @@ func TestSlowWatcherIsResynced(t *testing.T) {
 	// Big annotations fill the slow stream's flow-control window quickly, so its
 	// sender really blocks while the fast one is served.
 	const n = 400
-	pad := strings.Repeat("x", 2000)
-	for i := range n {
-		e := ep("east", "burst", fmt.Sprintf("10.2.%d.%d", i/256, i%256), 80)
-		e.Annotations = map[string]string{"pad": pad}
-		register(t, ts, e)
-	}
-	for range n {
-		if ev := fast.next(t); ev.GetType() != registrarv1.EndpointEvent_ENDPOINT_ADDED {
-			t.Fatalf("fast watcher got %v", ev)
-		}
-	}
+	burst(t, ts, fast, 2, n)
 	// The slow watcher now reads: it must converge to all n endpoints, through a
 	// resync, with no event lost.
 	state := map[endpoint.Key]bool{}
@@ -297,9 +287,16 @@ func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
 		// and never reads again
 	}
 	const n = 200
+	burst(t, ts, fast, 3, n)
+}
+
+// burst registers n endpoints 10.<net>.x.y with 2,000-byte annotations, which fill a
+// stream's flow-control window quickly, and checks that fast gets every one.
+func burst(t *testing.T, ts *testServer, fast *rawWatch, net, n int) {
+	t.Helper()
 	pad := strings.Repeat("x", 2000)
 	for i := range n {
-		e := ep("east", "burst", fmt.Sprintf("10.3.%d.%d", i/256, i%256), 80)
+		e := ep("east", "burst", fmt.Sprintf("10.%d.%d.%d", net, i/256, i%256), 80)
 		e.Annotations = map[string]string{"pad": pad}
 		register(t, ts, e)
 	}

@@ -170,13 +170,11 @@ func runChild(ctx context.Context, args []string, during func() error, out *[]in
 
 // watcherProcess is the child: it holds n watchers until stdin closes.
 func watcherProcess(target string, n, conns int) error {
-	cs, err := dialN(target, conns)
+	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err
 	}
-	defer closeAll(cs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer done()
 	streams, _, err := openWatchers(ctx, cs, n, "")
 	if err != nil {
 		return err

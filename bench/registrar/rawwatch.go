@@ -105,6 +105,17 @@ func dialN(addr string, n int) ([]*grpc.ClientConn, error) {
 	return conns, nil
 }
 
+// childConns is how a watcher child starts: n connections to target and the context its
+// streams run in; done cancels the context and closes the connections.
+func childConns(target string, n int) ([]*grpc.ClientConn, context.Context, func(), error) {
+	cs, err := dialN(target, n)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return cs, ctx, func() { cancel(); closeAll(cs) }, nil
+}
+
 func closeAll(conns []*grpc.ClientConn) {
 	for _, c := range conns {
 		c.Close()

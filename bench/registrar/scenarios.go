@@ -159,13 +159,11 @@ func fanoutEndpoint(i int) endpoint.Endpoint {
 // set), and for each of the registrations reports when the last watcher received
 // it (Unix nanoseconds).
 func fanoutWatchers(target string, n, conns, regs int, token string) error {
-	cs, err := dialN(target, conns)
+	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err
 	}
-	defer closeAll(cs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer done()
 	streams, _, err := openWatchers(ctx, cs, n, token)
 	if err != nil {
 		return err
@@ -336,13 +334,11 @@ func storm(ctx context.Context, e *env, watchers, conns, endpoints int, goal tim
 // stormWatchers is the storm child: it connects conns, then opens n watchers at
 // once, and prints how long until every one had its snapshot (nanoseconds).
 func stormWatchers(target string, n, conns int) error {
-	cs, err := dialN(target, conns)
+	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err
 	}
-	defer closeAll(cs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer done()
 	for _, c := range cs { // connected before the storm, as after a restart's reconnects
 		if _, err := registrarv1.NewRegistrarClient(c).ListAllEndpoints(ctx, &registrarv1.ListAllEndpointsRequest{Service: "none"}); err != nil {
 			return err

@@ -221,13 +221,11 @@ func scopedFanoutEndpoint(i int, sc bool) endpoint.Endpoint {
 // registration it reports when the last watcher that needs it received it, then the
 // bytes all watchers received.
 func scopedFanoutWatchers(target string, n, conns, regs int, sc bool) error {
-	cs, err := dialN(target, conns)
+	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err
 	}
-	defer closeAll(cs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer done()
 	index := make(map[string]int, regs)
 	needs := make([]int, regs) // watchers that need registration i
 	for i := range regs {
