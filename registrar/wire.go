@@ -178,6 +178,9 @@ func decodeWatchRequest(b []byte) (watchRequest, error) {
 		if n < 0 {
 			return q, badRequest(protowire.ParseError(n))
 		}
+		if num > protowire.MaxValidNumber { // ConsumeTag checks only the low bound
+			return q, badRequest(fmt.Errorf("field number %d out of range", num))
+		}
 		b = b[n:]
 		switch {
 		case typ == protowire.BytesType && num >= fieldReqCluster && num <= fieldReqServices:
