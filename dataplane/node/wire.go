@@ -253,7 +253,7 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	// Which member of the oneof the frame carries: the last one present.
 	last := protowire.Number(0)
 	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			buf.Free()
 			return errWire
@@ -278,7 +278,7 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	// A batch present several times is merged, as protobuf does: its messages
 	// concatenated, the last seq winning.
 	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		b = b[n:]
 		if num != fFrameBatch || typ != protowire.BytesType {
 			b = b[protowire.ConsumeFieldValue(num, typ, b):]
@@ -301,7 +301,7 @@ func (f *frameIn) decodeBatch(b []byte) error {
 		f.msgs = make([]rxMsg, 0, len(b)/256+1)
 	}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return errWire
 		}
@@ -346,7 +346,7 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 		keptAfter = false // a field to keep follows it
 	)
 	for b, off := data, 0; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return errWire
 		}
@@ -410,11 +410,23 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 	return nil
 }
 
+// consumeTag is protowire.ConsumeTag that also refuses a field number above the largest
+// valid one, as protobuf does (ConsumeTag checks only the low bound): a message
+// carrying one would be forwarded as it is, and every subscriber's decoder would fail
+// on it.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n >= 0 && num > protowire.MaxValidNumber {
+		return 0, 0, -1
+	}
+	return num, typ, n
+}
+
 // keepFields copies the fields of an encoded Message but ttl and segments.
 func keepFields(data []byte) []byte {
 	out := make([]byte, 0, len(data))
 	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if !(num == fMsgTTL && typ == protowire.VarintType) && !(num == fMsgSegments && typ == protowire.BytesType) {
 			out = append(out, b[:n+m]...)
@@ -440,7 +452,7 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 	)
 	key := b
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
 		}
@@ -500,7 +512,7 @@ const (
 func (p *publishIn) decodeWire(buf mem.Buffer) error {
 	p.reqs, p.buf = p.reqs[:0], nil
 	for b := buf.ReadOnlyData(); len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			buf.Free()
 			return errWire
@@ -536,7 +548,7 @@ func (p *publishIn) decodeRequest(b []byte) error {
 		names int
 	)
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return errWire
 		}
@@ -590,7 +602,7 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	var id uint64
 	count, payloads := 0, 0
 	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return false
 		}
@@ -620,7 +632,7 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	}
 	out := make([]*nodev1.Message, 0, count)
 	for b := data; len(b) > 0; {
-		num, _, n := protowire.ConsumeTag(b)
+		num, _, n := consumeTag(b)
 		b = b[n:]
 		if num != fDeliveryMessages {
 			_, n = protowire.ConsumeVarint(b)
@@ -667,7 +679,7 @@ func (d *deliveryDecoder) str(i int, b []byte) (string, bool) {
 func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 	segs := len(d.segs)
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return false
 		}
@@ -730,7 +742,7 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 
 func (d *deliveryDecoder) name(b []byte, p *nodev1.Name, k int) bool {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := consumeTag(b)
 		if n < 0 {
 			return false
 		}

@@ -42,9 +42,20 @@ func FuzzFrameDecode(f *testing.F) {
 		if err := fr.decodeWire(mem.SliceBuffer(data)); err != nil || !fr.isBatch {
 			return
 		}
+		// Whatever the node forwards, the next node and the subscribers' decoders
+		// must read, even from a frame protobuf would refuse as a whole.
+		fwd := &batchOut{seq: fr.seq}
+		for i := range fr.msgs {
+			if fr.msgs[i].bad == nil {
+				fwd.msgs = append(fwd.msgs, &fr.msgs[i].m)
+			}
+		}
+		if err := proto.Unmarshal(marshalWire(fwd).Materialize(), &nodev1.LinkFrame{}); err != nil {
+			t.Fatalf("the node would forward a batch protobuf cannot read: %v", err)
+		}
 		var want nodev1.LinkFrame
 		if proto.Unmarshal(data, &want) != nil {
-			return // protobuf refuses it; the node drops what it cannot deliver
+			return // protobuf refuses the frame; what is forwarded of it is checked above
 		}
 		batch := want.GetBatch()
 		if fr.seq != batch.GetSeq() || len(fr.msgs) != len(batch.GetMessages()) {

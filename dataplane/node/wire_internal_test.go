@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
@@ -196,4 +197,25 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestWireRefusesOutOfRangeFieldNumber: a message with a field number past protobuf's
+// largest is refused with the frame, not forwarded for every subscriber's decoder to
+// fail on (protowire.ConsumeTag checks only the low bound).
+func TestWireRefusesOutOfRangeFieldNumber(t *testing.T) {
+	id := uint64(1)
+	msg := mustMarshal(t, &nodev1.Message{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc", Id: &id}, Payload: []byte("p"), Ttl: 3})
+	msg = protowire.AppendVarint(msg, uint64(protowire.MaxValidNumber+1)<<3) // a varint field numbered 2^29
+	msg = protowire.AppendVarint(msg, 1)
+	batch := protowire.AppendTag(nil, fBatchMessages, protowire.BytesType)
+	batch = protowire.AppendBytes(batch, msg)
+	frame := protowire.AppendTag(nil, fFrameBatch, protowire.BytesType)
+	frame = protowire.AppendBytes(frame, batch)
+	if proto.Unmarshal(frame, &nodev1.LinkFrame{}) == nil {
+		t.Fatal("protobuf reads the frame: the test needs one it refuses")
+	}
+	f := &frameIn{}
+	if err := f.decodeWire(mem.SliceBuffer(frame)); err == nil {
+		t.Fatalf("decoded a frame with field number %d into %d messages, want it refused", protowire.MaxValidNumber+1, len(f.msgs))
+	}
 }
