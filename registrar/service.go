@@ -152,7 +152,7 @@ func readScopes(w *watcher, cancel context.CancelCauseFunc) {
 		default:
 		}
 		w.rescope <- sc
-		w.signal()
+		w.schedule()
 	}
 }
 

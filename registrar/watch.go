@@ -56,9 +56,6 @@ type watcher struct {
 	resumed   bool // replaying the ring from the client's token
 }
 
-// signal tells w it may have something to do; it never blocks.
-func (w *watcher) signal() { w.schedule() }
-
 // peerString is the peer's address for logs.
 func (w *watcher) peerString() string {
 	if w.peer == nil {
@@ -107,7 +104,7 @@ func (w *watcher) progressDue() bool {
 		return true
 	}
 	if p.timer == nil {
-		p.timer = time.AfterFunc(left, w.signal)
+		p.timer = time.AfterFunc(left, w.schedule)
 	} else {
 		p.timer.Reset(left)
 	}
@@ -248,13 +245,19 @@ func (w *watcher) resync() {
 
 // resumedComplete ends a resumed replay: its SNAPSHOT_COMPLETE.
 func (w *watcher) resumedComplete() any {
+	w.resumed = false
+	return w.complete(token.Version{Epoch: w.r.s.epoch, Seq: w.resumeAt}, true)
+}
+
+// complete returns the SNAPSHOT_COMPLETE of a snapshot or a resumed replay at
+// version at.
+func (w *watcher) complete(at token.Version, resumed bool) any {
 	s := w.r.s
 	s.mu.RLock()
-	done := encodeComplete(token.Version{Epoch: s.epoch, Seq: w.resumeAt}, true, min(s.persisted(), w.resumeAt), w.scope.id)
+	persisted := min(s.persisted(), at.Seq)
 	s.mu.RUnlock()
-	w.resumed = false
 	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
-	return encoded(done)
+	return encoded(encodeComplete(at, resumed, persisted, w.scope.id))
 }
 
 // takeSnapshot starts sending w the full state (of its services, if scoped).
@@ -276,13 +279,8 @@ func (w *watcher) snapshotPart() any {
 		w.sentType, w.sentCount = registrarv1.EndpointEvent_FULL_SNAPSHOT, int32(snap.items[i])
 		return snap.chunks[i]
 	}
-	s := w.r.s
-	s.mu.RLock()
-	persisted := min(s.persisted(), snap.at.Seq)
-	s.mu.RUnlock()
 	w.snap, w.next = nil, snap.at.Seq+1
-	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
-	return encoded(encodeComplete(snap.at, false, persisted, w.scope.id))
+	return w.complete(snap.at, false)
 }
 
 // start decides how a stream begins: with a full snapshot, or by replaying the ring
