@@ -77,8 +77,14 @@ func canonicalAddress(s string) string {
 	if s == "" {
 		return s // the common unset filter field; ParseAddr's error would allocate
 	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
-		return a.String()
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return s
+	}
+	// Most addresses are canonical already: compare before allocating a copy.
+	var buf [48]byte
+	if canon := a.AppendTo(buf[:0]); string(canon) != s {
+		return string(canon)
 	}
 	return s
 }

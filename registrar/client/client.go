@@ -272,19 +272,9 @@ func (c *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoi
 func (c *driver) listRemote(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	resp, err := c.api.ListAllEndpoints(ctx, &registrarv1.ListAllEndpointsRequest{
-		Cluster: f.Cluster, Service: f.Service, Protocol: f.Protocol, Address: f.Address,
-	})
-	if err != nil {
+	eps, _, err := ListAll(ctx, c.conn, f)
+	if err != nil { // a response that does not decode is an Internal status naming the field
 		return nil, c.callError("list", err)
-	}
-	eps := make([]endpoint.Endpoint, 0, len(resp.GetEndpoints()))
-	for _, p := range resp.GetEndpoints() {
-		e, err := endpoint.FromProtoUnchecked(p)
-		if err != nil {
-			return nil, fmt.Errorf("registrar list: %w", err)
-		}
-		eps = append(eps, e)
 	}
 	return c.cache.overlaid(eps, f), nil
 }

@@ -1,0 +1,320 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// A listing of the whole registry is tens of thousands of endpoints whose cluster,
+// service, protocol and node repeat. protobuf's generated decoder allocates a
+// message and a string per field for each of them, and converting to
+// endpoint.Endpoint copies again; decoding the wire form directly, with repeated
+// strings shared, allocates about one string (the address) per endpoint.
+
+// Field numbers of registryv1.Endpoint and of the messages around it.
+const (
+	epCluster     = 1
+	epService     = 2
+	epProtocol    = 3
+	epAddress     = 4
+	epPort        = 5
+	epNode        = 6
+	epPriority    = 7
+	epWeight      = 8
+	epAnnotations = 9
+	epTTL         = 10
+	epTTLNever    = 11
+	epInstanceID  = 12
+
+	listEndpoints = 1 // ListAllEndpointsResponse.endpoints
+	listVersion   = 2 // ListAllEndpointsResponse.version
+)
+
+// maxDurationSeconds is google.protobuf.Duration's documented range (10,000 years).
+const maxDurationSeconds = 315_576_000_000
+
+var errTruncated = errors.New("truncated or malformed protobuf")
+
+// wireDecoder decodes endpoints in wire form. It shares the strings that repeat
+// between them; one decoder per listing keeps that pool from outliving it.
+type wireDecoder struct {
+	strs map[string]string
+	last [epInstanceID + 1]string // the last string of each field: often the next one too
+}
+
+func newWireDecoder() *wireDecoder { return &wireDecoder{strs: map[string]string{}} }
+
+// decodeListing decodes a ListAllEndpointsResponse.
+func (d *wireDecoder) decodeListing(b []byte) (eps []endpoint.Endpoint, version string, err error) {
+	eps = make([]endpoint.Endpoint, 0, countFields(b, listEndpoints))
+	for len(b) > 0 {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return nil, "", fmt.Errorf("list response: %w", err)
+		}
+		b = rest
+		switch {
+		case num == listEndpoints && typ == protowire.BytesType:
+			e, err := d.endpoint(v)
+			if err != nil {
+				return nil, "", fmt.Errorf("list response: endpoint %d: %w", len(eps), err)
+			}
+			eps = append(eps, e)
+		case num == listVersion && typ == protowire.BytesType:
+			if !utf8.Valid(v) {
+				return nil, "", errors.New("list response: version is not valid UTF-8")
+			}
+			version = string(v)
+		}
+	}
+	return eps, version, nil
+}
+
+// endpoint decodes one registryv1.Endpoint and converts it as
+// endpoint.FromProtoUnchecked does. Like protobuf, it skips unknown fields and fields
+// whose wire type is not the declared one, takes the last of repeated scalars and
+// merges repeated ttl messages.
+func (d *wireDecoder) endpoint(b []byte) (endpoint.Endpoint, error) {
+	var e endpoint.Endpoint
+	var ttl durationFields
+	never := false
+	for len(b) > 0 {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return endpoint.Endpoint{}, err
+		}
+		b = rest
+		if err := d.endpointField(&e, &ttl, &never, num, typ, v); err != nil {
+			return endpoint.Endpoint{}, err
+		}
+	}
+	if err := setTTL(&e, ttl, never); err != nil {
+		return endpoint.Endpoint{}, err
+	}
+	e.Normalize()
+	return e, nil
+}
+
+func (d *wireDecoder) endpointField(e *endpoint.Endpoint, ttl *durationFields, never *bool, num protowire.Number, typ protowire.Type, v []byte) error {
+	if typ == protowire.VarintType {
+		x, _ := protowire.ConsumeVarint(v)
+		switch num {
+		case epPort:
+			e.Port = int(uint32(x))
+		case epPriority:
+			e.Priority = int(uint32(x))
+		case epWeight:
+			e.Weight = int(uint32(x))
+		case epTTLNever:
+			*never = x != 0
+		}
+		return nil
+	}
+	if typ != protowire.BytesType {
+		return nil
+	}
+	var err error
+	switch num {
+	case epCluster:
+		e.Cluster, err = d.field(epCluster, "cluster", v)
+	case epService:
+		e.Service, err = d.field(epService, "service", v)
+	case epProtocol:
+		e.Protocol, err = d.field(epProtocol, "protocol", v)
+	case epAddress: // unique to its endpoint: sharing would only cost a map entry
+		if !utf8.Valid(v) {
+			return errors.New("address is not valid UTF-8")
+		}
+		e.Address = string(v)
+	case epNode:
+		e.Node, err = d.field(epNode, "node", v)
+	case epInstanceID: // recomputed from the key, never kept
+		if !utf8.Valid(v) {
+			err = errors.New("instance_id is not valid UTF-8")
+		}
+	case epAnnotations:
+		err = d.annotation(e, v)
+	case epTTL:
+		err = ttl.merge(v)
+	}
+	return err
+}
+
+// annotation decodes one map entry (key 1, value 2; a missing one is empty).
+func (d *wireDecoder) annotation(e *endpoint.Endpoint, b []byte) error {
+	var k, val string
+	for len(b) > 0 {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return fmt.Errorf("annotations: %w", err)
+		}
+		b = rest
+		if typ != protowire.BytesType || (num != 1 && num != 2) {
+			continue
+		}
+		s, err := d.str("annotation", v)
+		if err != nil {
+			return err
+		}
+		if num == 1 {
+			k = s
+		} else {
+			val = s
+		}
+	}
+	if e.Annotations == nil {
+		e.Annotations = map[string]string{}
+	}
+	e.Annotations[k] = val
+	return nil
+}
+
+// field returns the value of string field num, as str does, trying first the last
+// value of that field (an endpoint's cluster and protocol are mostly its
+// neighbour's).
+func (d *wireDecoder) field(num protowire.Number, name string, v []byte) (string, error) {
+	if last := d.last[num]; last == string(v) {
+		return last, nil
+	}
+	s, err := d.str(name, v)
+	d.last[num] = s
+	return s, err
+}
+
+// str returns v as a string, shared with every equal one this decoder returned.
+func (d *wireDecoder) str(field string, v []byte) (string, error) {
+	if s, ok := d.strs[string(v)]; ok { // no allocation: the compiler reads the map in place
+		return s, nil
+	}
+	if !utf8.Valid(v) {
+		return "", fmt.Errorf("%s is not valid UTF-8", field)
+	}
+	s := string(v)
+	d.strs[s] = s
+	return s, nil
+}
+
+// durationFields is a google.protobuf.Duration being decoded; repeated occurrences
+// merge field by field, as protobuf merges a repeated message field.
+type durationFields struct {
+	set            bool
+	seconds, nanos int64
+}
+
+func (t *durationFields) merge(b []byte) error {
+	t.set = true
+	for len(b) > 0 {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return fmt.Errorf("ttl: %w", err)
+		}
+		b = rest
+		if typ != protowire.VarintType {
+			continue
+		}
+		x, _ := protowire.ConsumeVarint(v)
+		switch num {
+		case 1:
+			t.seconds = int64(x)
+		case 2:
+			t.nanos = int64(int32(x))
+		}
+	}
+	return nil
+}
+
+// setTTL applies ttl and ttl_never as endpoint.FromProtoUnchecked does, with
+// durationpb's validity rules.
+func setTTL(e *endpoint.Endpoint, ttl durationFields, never bool) error {
+	switch {
+	case never:
+		e.TTL = endpoint.Never
+	case ttl.set:
+		if !validDuration(ttl.seconds, ttl.nanos) {
+			return &endpoint.FieldError{Field: "ttl", Value: fmt.Sprintf("%ds %dns", ttl.seconds, ttl.nanos), Rule: "is not a valid duration"}
+		}
+		e.TTL = endpoint.TTL(durationOf(ttl.seconds, ttl.nanos))
+		if e.TTL <= 0 {
+			return &endpoint.FieldError{Field: "ttl", Value: e.TTL.String(), Rule: "must be positive (use ttl_never)"}
+		}
+	}
+	return nil
+}
+
+func validDuration(sec, nanos int64) bool {
+	switch {
+	case sec < -maxDurationSeconds || sec > maxDurationSeconds:
+		return false
+	case nanos <= -1e9 || nanos >= 1e9:
+		return false
+	case (sec > 0 && nanos < 0) || (sec < 0 && nanos > 0):
+		return false
+	}
+	return true
+}
+
+// durationOf is durationpb's AsDuration: saturated at time.Duration's range.
+func durationOf(sec, nanos int64) time.Duration {
+	d := time.Duration(sec) * time.Second
+	if d/time.Second != time.Duration(sec) {
+		if sec < 0 {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	sum := d + time.Duration(nanos)
+	if (nanos > 0 && sum < d) || (nanos < 0 && sum > d) {
+		if nanos < 0 {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	return sum
+}
+
+// countFields counts the length-delimited fields numbered num in b, to size the
+// slice they are decoded into; it stops at the first malformed field.
+func countFields(b []byte, num protowire.Number) int {
+	n := 0
+	for len(b) > 0 {
+		got, typ, _, rest, err := nextField(b)
+		if err != nil {
+			break
+		}
+		if got == num && typ == protowire.BytesType {
+			n++
+		}
+		b = rest
+	}
+	return n
+}
+
+// nextField splits off the first field of b: its number, wire type and value (a
+// varint's encoding, or a length-delimited field's contents). Groups and other
+// wire types are skipped whole, as protobuf skips unknown fields.
+func nextField(b []byte) (protowire.Number, protowire.Type, []byte, []byte, error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num > protowire.MaxValidNumber {
+		return 0, 0, nil, nil, errTruncated
+	}
+	b = b[n:]
+	if typ == protowire.BytesType {
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return 0, 0, nil, nil, errTruncated
+		}
+		return num, typ, v, b[m:], nil
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b)
+	if m < 0 {
+		return 0, 0, nil, nil, errTruncated
+	}
+	return num, typ, b[:m], b[m:], nil
+}
