@@ -130,9 +130,33 @@ const (
 	fTTL
 )
 
-var fieldBit = map[string]uint16{
-	"cluster": fCluster, "service": fService, "protocol": fProtocol, "address": fAddress, "port": fPort,
-	"node": fNode, "priority": fPriority, "weight": fWeight, "annotations": fAnnotations, "ttl": fTTL,
+// fieldBit is a field's bit, 0 for an unknown name. A switch rather than a map: it
+// runs for every field of every payload a cold lookup decodes, and hashing the name
+// cost more than comparing it.
+func fieldBit(name []byte) uint16 {
+	switch string(name) {
+	case "cluster":
+		return fCluster
+	case "service":
+		return fService
+	case "protocol":
+		return fProtocol
+	case "address":
+		return fAddress
+	case "port":
+		return fPort
+	case "node":
+		return fNode
+	case "priority":
+		return fPriority
+	case "weight":
+		return fWeight
+	case "annotations":
+		return fAnnotations
+	case "ttl":
+		return fTTL
+	}
+	return 0
 }
 
 // fastDecode reads the common form of a payload — known fields once each, ASCII
@@ -156,7 +180,7 @@ func fastDecode(data []byte, in interner) (endpoint.Endpoint, bool) {
 		if !ok || !d.next(':') {
 			return e, false
 		}
-		bit := fieldBit[string(key)]
+		bit := fieldBit(key)
 		if bit == 0 || seen&bit != 0 || !d.field(&e, bit) {
 			return e, false
 		}

@@ -30,9 +30,16 @@ type collector struct {
 	work  chan []rawMsg
 	wg    sync.WaitGroup
 
-	mu   sync.Mutex
-	out  []endpoint.Endpoint
-	seqs []uint64 // beside out
+	mu    sync.Mutex
+	parts []collected // one per chunk, in no particular order
+}
+
+// collected is one chunk's live entries, each with its stream sequence. Chunks are
+// kept apart until finish, which knows the total: appending them to one slice as they
+// came grew it again and again (4 % of a full lookup's CPU).
+type collected struct {
+	eps  []endpoint.Endpoint
+	seqs []uint64
 }
 
 func newCollector(r *driver, match func(endpoint.Endpoint) bool) *collector {
@@ -73,23 +80,38 @@ func (c *collector) start() {
 }
 
 func (c *collector) decode(chunk []rawMsg, dec *decoder) {
-	live := make([]endpoint.Endpoint, 0, len(chunk))
-	seqs := make([]uint64, 0, len(chunk))
+	p := collected{eps: make([]endpoint.Endpoint, 0, len(chunk)), seqs: make([]uint64, 0, len(chunk))}
 	for _, m := range chunk {
 		switch d := dec.decode(m.subject, m.seq, m.h, m.data); d.kind {
 		case msgLive:
 			if c.match == nil || c.match(d.ep) {
-				live = append(live, detach(d.ep))
-				seqs = append(seqs, d.seq)
+				p.eps = append(p.eps, detach(d.ep))
+				p.seqs = append(p.seqs, d.seq)
 			}
 		case msgBad:
 			c.r.noteBad(d)
 		}
 	}
 	c.mu.Lock()
-	c.out = append(c.out, live...)
-	c.seqs = append(c.seqs, seqs...)
+	c.parts = append(c.parts, p)
 	c.mu.Unlock()
+}
+
+// joined is every chunk's entries in one slice.
+func (c *collector) joined() collected {
+	if len(c.parts) == 1 {
+		return c.parts[0]
+	}
+	n := 0
+	for _, p := range c.parts {
+		n += len(p.eps)
+	}
+	all := collected{eps: make([]endpoint.Endpoint, 0, n), seqs: make([]uint64, 0, n)}
+	for _, p := range c.parts {
+		all.eps = append(all.eps, p.eps...)
+		all.seqs = append(all.seqs, p.seqs...)
+	}
+	return all
 }
 
 // finish decodes what is left, stops the workers and returns the entries sorted, one
@@ -102,18 +124,19 @@ func (c *collector) finish() []endpoint.Endpoint {
 		close(c.work)
 		c.wg.Wait()
 	}
-	order := endpoint.Order(c.out)
-	out := make([]endpoint.Endpoint, 0, len(c.out))
+	all := c.joined()
+	order := endpoint.Order(all.eps)
+	out := make([]endpoint.Endpoint, 0, len(all.eps))
 	var lastSeq uint64
 	for _, i := range order {
-		e := c.out[i]
+		e := all.eps[i]
 		if n := len(out); n > 0 && out[n-1].Key() == e.Key() {
-			if c.seqs[i] > lastSeq {
-				out[n-1], lastSeq = e, c.seqs[i]
+			if all.seqs[i] > lastSeq {
+				out[n-1], lastSeq = e, all.seqs[i]
 			}
 			continue
 		}
-		out, lastSeq = append(out, e), c.seqs[i]
+		out, lastSeq = append(out, e), all.seqs[i]
 	}
 	return out
 }

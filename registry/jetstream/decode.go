@@ -114,10 +114,12 @@ func detach(e endpoint.Endpoint) endpoint.Endpoint {
 // subject they were found to belong to, so the entries a registry reads again and
 // again (every lookup re-reads every matching entry) are decoded once. Keying by
 // content keeps it correct whatever happens to the stream; it forgets everything when
-// full, which bounds it without bookkeeping.
+// full, which bounds it without bookkeeping. Values are pointers: an entry held in
+// the map itself made every look-up take the map's slow path for large values and
+// every growth move ~150 bytes a slot (the map look-up was most of a cached decode).
 type payloadCache struct {
 	mu sync.Mutex
-	m  map[string]cachedPayload
+	m  map[string]*cachedPayload
 }
 
 type cachedPayload struct {
@@ -131,7 +133,10 @@ func (c *payloadCache) get(data []byte) (endpoint.Endpoint, string, bool) {
 	c.mu.Lock()
 	p, ok := c.m[string(data)]
 	c.mu.Unlock()
-	return p.ep, p.subject, ok
+	if !ok {
+		return endpoint.Endpoint{}, "", false
+	}
+	return p.ep, p.subject, true
 }
 
 // put keeps ep, which must not be handed to anyone without detach.
@@ -139,7 +144,7 @@ func (c *payloadCache) put(data []byte, subject string, ep endpoint.Endpoint) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxCachedPayloads {
-		c.m = make(map[string]cachedPayload)
+		c.m = make(map[string]*cachedPayload)
 	}
-	c.m[string(data)] = cachedPayload{subject, ep}
+	c.m[string(data)] = &cachedPayload{subject, ep}
 }

@@ -35,3 +35,12 @@ func PretendWritten(r *registry.Front, seq uint64) { drv(r).noteWritten(seq) }
 // Undecodable is the driver's count of messages that were neither an entry nor a
 // removal.
 func Undecodable(r *registry.Front) uint64 { return drv(r).Undecodable() }
+
+// ForgetPayloads empties r's cache of decoded payloads, so its next List decodes
+// every payload as a new registry's first List does.
+func ForgetPayloads(r *registry.Front) {
+	c := &drv(r).cache
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
+}
