@@ -176,6 +176,46 @@ func TestReadsWhatOthersWrite(t *testing.T) {
 	}
 }
 
+// TestOtherSubjectShapesIgnored: a full lookup and a watch of everything read the
+// whole stream (prefix.>, which the server walks fastest) and must still see only
+// entry subjects, prefix.<cluster>.<protocol>.<service>.<address>.<id>, as a
+// filter of five wildcards would: anything else under the prefix is neither an entry
+// nor undecodable.
+func TestOtherSubjectShapesIgnored(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := freshStream()
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	e := ep("prod", "web", "http", "10.0.0.5", 80)
+	mustApply(t, ctx, r, registry.Register(e))
+	payload := `{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.9","port":80,"priority":1}`
+	id := e.Key().InstanceID()
+	for _, subject := range []string{
+		cfg.Prefix + ".junk",
+		cfg.Prefix + ".prod.http.web.10_0_0_9",
+		cfg.Prefix + ".prod.http.web.10_0_0_9." + id + ".extra",
+	} {
+		publishRaw(t, ctx, js, subject, nil, payload)
+	}
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 1 || !endpoint.Equal(got[0], e) {
+		t.Errorf("List = %+v, want only %+v", got, e)
+	}
+	ch, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, ch, 10*time.Second); ev.Type != registry.Added || !endpoint.Equal(ev.Endpoint, e) {
+		t.Errorf("first event %v %+v, want Added %+v", ev.Type, ev.Endpoint, e)
+	}
+	if ev := nextEvent(t, ch, 10*time.Second); ev.Type != registry.Synced {
+		t.Errorf("second event %v %+v, want Synced", ev.Type, ev.Endpoint)
+	}
+	if n := sbjs.Undecodable(r); n != 0 {
+		t.Errorf("Undecodable() = %d, want 0: other subjects are not entries", n)
+	}
+}
+
 // ccmID is the id token another writer (CCM) puts last in an entry's subject: FNV-1a
 // 64 over cluster, service, protocol and address, then the port as fmt's %d prints it
 // — "%!d(<nil>)" when the port is null. Written out here from the contract, not taken

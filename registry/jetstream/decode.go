@@ -34,6 +34,7 @@ const (
 	msgLive    msgKind = iota + 1 // an entry
 	msgRemoval                    // a server delete marker or a removal we published
 	msgBad                        // undecodable: counted and logged, never surfaced
+	msgForeign                    // not an entry subject (consumerFilters): skipped
 )
 
 // decoded is one stream message read as an entry.
@@ -79,6 +80,9 @@ func (r *driver) decoder() *decoder {
 // subject; readers keep the one with the highest sequence. The endpoint returned is
 // shared with the cache: read it, and hand out only a detached copy.
 func (d *decoder) decode(subject string, seq uint64, h nats.Header, data []byte) decoded {
+	if !d.subj.entryShaped(subject) {
+		return decoded{kind: msgForeign, subject: subject, seq: seq}
+	}
 	if isRemoval(h) {
 		return decoded{kind: msgRemoval, subject: subject, seq: seq}
 	}

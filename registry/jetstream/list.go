@@ -120,7 +120,7 @@ func (r *driver) list(ctx context.Context, f endpoint.Filter, path readPath) ([]
 		return c.finish(), err
 	default:
 		c := newCollector(r, nil)
-		err := r.readConsumer(ctx, filters, c.add)
+		err := r.readConsumer(ctx, r.subj.consumerFilters(f), c.add)
 		return c.finish(), err
 	}
 }

@@ -129,6 +129,27 @@ func (s Subjects) Filters(f endpoint.Filter) []string {
 	return out
 }
 
+// consumerFilters is Filters for a consumer's read: for the empty filter, the
+// stream's own subject, prefix.>. A consumer filtered on exactly its stream's subject
+// is unfiltered for the server, which then walks the stream (one message per subject)
+// instead of matching every message's subject against prefix.*.*.*.*.*: that matching
+// was a fifth of a full lookup's CPU, the server's and ours together
+// (docs/benchmarks/jetstream.md), and a NATS KV watch of everything does not pay it.
+// prefix.> also delivers subjects of other shapes; readers skip those (entryShaped).
+func (s Subjects) consumerFilters(f endpoint.Filter) []string {
+	if f.Normalize() == (endpoint.Filter{}) {
+		return []string{s.prefix + ".>"}
+	}
+	return s.Filters(f)
+}
+
+// entryShaped reports whether subject is prefix.<5 tokens>, as Filters matches for
+// the empty filter (NATS subjects have no empty tokens).
+func (s Subjects) entryShaped(subject string) bool {
+	p := len(s.prefix)
+	return len(subject) > p && subject[p] == '.' && subject[:p] == s.prefix && strings.Count(subject[p+1:], ".") == 4
+}
+
 // Filter returns one subject that matches every entry f selects: the address is a
 // wildcard when it has more than one spelling, so a reader that cannot pass
 // several subjects must check the address of what it reads. f must be valid.

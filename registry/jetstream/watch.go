@@ -37,7 +37,7 @@ var errReconnected = errors.New("connection re-established")
 // the watcher gets only the differences and never misses a removal whose marker
 // expired while it was away.
 func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	w := &watch{r: r, filters: r.subj.Filters(f), out: make(chan registry.Event, 1024),
+	w := &watch{r: r, filters: r.subj.consumerFilters(f), out: make(chan registry.Event, 1024),
 		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder()}
 	// The first feed is opened here so an unreachable stream fails the call; later
 	// sessions retry until the watch ends.
@@ -210,7 +210,10 @@ func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error 
 // handle turns one message into at most one event. seen, while non-nil, collects the
 // live subjects of the session's snapshot.
 func (w *watch) handle(ctx context.Context, d decoded, seen map[string]struct{}) error {
-	if d.kind == msgLive {
+	switch d.kind {
+	case msgForeign:
+		return nil
+	case msgLive:
 		if seen != nil {
 			seen[d.subject] = struct{}{}
 		}
