@@ -1,6 +1,8 @@
 package registrar
 
 import (
+	"google.golang.org/grpc/mem"
+
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -16,12 +18,12 @@ type snapshot struct {
 	// chunks are the FULL_SNAPSHOT messages, shared by every watcher sent them.
 	chunks []*shared
 	items  []int // the endpoints in each chunk
-	count  int
-	open   []byte // the chunk being filled, while building
-	inOpen int    // the endpoints in it
 }
 
-// snapshot returns the full state at the current version.
+// snapshot returns the full state at the current version. Only the buckets changed
+// since the last build are encoded again (partition); the read lock keeps every
+// change out until the snapshot is assembled, so it holds exactly the state at its
+// version.
 func (s *state) snapshot() *snapshot {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
@@ -30,18 +32,8 @@ func (s *state) snapshot() *snapshot {
 	if s.snap != nil && s.snap.at.Seq == s.seq {
 		return s.snap
 	}
-	remaining := 0
-	for _, e := range s.entries {
-		remaining += snapshotItemSize(e.wire)
-	}
-	snap := &snapshot{at: s.current()}
-	for _, e := range s.entries {
-		snap.add(e.wire, remaining)
-		remaining -= snapshotItemSize(e.wire)
-	}
-	snap.finish()
-	s.snap = snap
-	return snap
+	s.snap = s.parts.snapshot(s.current())
+	return s.snap
 }
 
 // scopedSnapshot returns the state of the given services at the current version,
@@ -55,41 +47,73 @@ func (s *state) scopedSnapshot(services map[string]struct{}) *snapshot {
 			remaining += snapshotItemSize(e.wire)
 		}
 	}
-	snap := &snapshot{at: s.current()}
+	var c chunker
 	for svc := range services {
 		for _, e := range s.byService[svc] {
-			snap.add(e.wire, remaining)
+			c.add(e.wire, remaining)
 			remaining -= snapshotItemSize(e.wire)
 		}
 	}
-	snap.finish()
-	return snap
+	c.finish()
+	return packed(s.current(), &c)
 }
 
-// add appends one endpoint, starting a new chunk when the current one is full.
-// remaining (the bytes still to come) sizes a new chunk's buffer.
-func (snap *snapshot) add(wire []byte, remaining int) {
+// chunker encodes endpoints into parts of FULL_SNAPSHOT messages of at most
+// chunkBytes each (unless one endpoint alone is larger). A sealed part is never
+// written again: snapshots still being sent share it.
+type chunker struct {
+	parts  mem.BufferSlice
+	items  []int  // the endpoints in each part
+	open   []byte // the part being filled
+	inOpen int    // the endpoints in it
+}
+
+// add appends one endpoint, starting a new part when the current one is full.
+// remaining (the bytes still to come) sizes a new part's buffer.
+func (c *chunker) add(wire []byte, remaining int) {
 	n := snapshotItemSize(wire)
-	if len(snap.open) > 0 && len(snap.open)+n > chunkBytes {
-		snap.seal()
+	if len(c.open) > 0 && len(c.open)+n > chunkBytes {
+		c.seal()
 	}
-	if snap.open == nil {
-		snap.open = make([]byte, 0, max(n, min(chunkBytes, remaining)))
+	if c.open == nil {
+		c.open = make([]byte, 0, max(n, min(chunkBytes, remaining)))
 	}
-	snap.open = appendSnapshotItem(snap.open, wire)
-	snap.count++
-	snap.inOpen++
+	c.open = appendSnapshotItem(c.open, wire)
+	c.inOpen++
 }
 
-// seal ends the open chunk.
-func (snap *snapshot) seal() {
-	snap.chunks = append(snap.chunks, share(snap.open))
-	snap.items = append(snap.items, snap.inOpen)
-	snap.open, snap.inOpen = nil, 0
+// seal ends the open part.
+func (c *chunker) seal() {
+	c.parts = append(c.parts, mem.SliceBuffer(c.open))
+	c.items = append(c.items, c.inOpen)
+	c.open, c.inOpen = nil, 0
 }
 
-func (snap *snapshot) finish() {
-	if len(snap.open) > 0 {
-		snap.seal()
+func (c *chunker) finish() {
+	if len(c.open) > 0 {
+		c.seal()
 	}
+}
+
+// packed returns the snapshot at version at of c's parts. Consecutive parts that
+// fit in chunkBytes together make one message, without a copy: a message is its
+// run of c.parts, one gRPC buffer a part. A FULL_SNAPSHOT message is its items
+// only, so parts concatenate.
+func packed(at token.Version, c *chunker) *snapshot {
+	snap := &snapshot{at: at}
+	start, size, items := 0, 0, 0
+	for i, part := range c.parts {
+		if i > start && size+part.Len() > chunkBytes {
+			snap.chunks = append(snap.chunks, &shared{data: c.parts[start:i:i]})
+			snap.items = append(snap.items, items)
+			start, size, items = i, 0, 0
+		}
+		size += part.Len()
+		items += c.items[i]
+	}
+	if start < len(c.parts) {
+		snap.chunks = append(snap.chunks, &shared{data: c.parts[start:]})
+		snap.items = append(snap.items, items)
+	}
+	return snap
 }

@@ -56,6 +56,7 @@ type state struct {
 
 	snapMu sync.Mutex
 	snap   *snapshot
+	parts  *partition // the entries, by bucket of the full snapshot
 	listMu sync.Mutex // one build of the unfiltered listing at a time
 	listed *listing
 
@@ -70,6 +71,8 @@ type state struct {
 type entry struct {
 	ep   endpoint.Endpoint
 	wire []byte // ep in wire form, shared by its events and by snapshots
+	hash uint64 // of the key: picks the entry's bucket of the full snapshot
+	slot int32  // the entry's index in its bucket
 }
 
 // pend is a key with accepted writes not yet confirmed persisted: the last of them
@@ -101,6 +104,7 @@ func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
 		stamps:    map[endpoint.Key]uint64{},
 		syncs:     map[uint64]int{},
 		pending:   map[endpoint.Key]*pend{},
+		parts:     newPartition(),
 		maxQueue:  maxQueue,
 		ring:      make([]ringEvent, history),
 		ready:     make(chan struct{}),
@@ -210,6 +214,7 @@ func (s *state) recompute(k endpoint.Key) {
 }
 
 func (s *state) put(k endpoint.Key, e *entry) {
+	s.parts.put(k, s.entries[k], e)
 	s.entries[k] = e
 	m := s.byService[k.Service]
 	if m == nil {
@@ -220,6 +225,7 @@ func (s *state) put(k endpoint.Key, e *entry) {
 }
 
 func (s *state) drop(k endpoint.Key) {
+	s.parts.drop(s.entries[k])
 	delete(s.entries, k)
 	if m := s.byService[k.Service]; m != nil {
 		delete(m, k)
