@@ -178,8 +178,14 @@ type rawWatch struct {
 
 func openWatch(t *testing.T, c registrarv1.RegistrarClient, token string) *rawWatch {
 	t.Helper()
+	return openWatchReq(t, c, &registrarv1.WatchEndpointsRequest{NodeName: "test", LastVersion: token})
+}
+
+// openWatchReq is openWatch with a request of the caller's.
+func openWatchReq(t *testing.T, c registrarv1.RegistrarClient, req *registrarv1.WatchEndpointsRequest) *rawWatch {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := c.WatchEndpoints(ctx, &registrarv1.WatchEndpointsRequest{NodeName: "test", LastVersion: token})
+	st, err := c.WatchEndpoints(ctx, req)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -43,6 +43,8 @@ type ServerConfig struct {
 	// goroutine stacks in use after a forced garbage collection, for measuring
 	// what each watcher costs. Off by default: every request runs a full GC.
 	DebugMemory bool
+	// GRPCOptions are added to the gRPC server's own (ServerOptions).
+	GRPCOptions []grpc.ServerOption
 }
 
 // Server runs one registrar replica and its endpoints.
@@ -79,7 +81,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.stopTO <= 0 {
 		s.stopTO = 5 * time.Second
 	}
-	s.grpc = grpc.NewServer(ServerOptions(cfg.TLS, reg.log)...)
+	s.grpc = grpc.NewServer(append(ServerOptions(cfg.TLS, reg.log), cfg.GRPCOptions...)...)
 	reg.RegisterService(s.grpc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

@@ -201,7 +201,7 @@ func (w *watcher) openStream() error {
 	if err := r.waitReady(ctx); err != nil {
 		return err
 	}
-	w.id, w.node, w.scope = r.ids.Add(1), req.GetNodeName(), sc
+	w.id, w.node, w.scope, w.batches = r.ids.Add(1), req.GetNodeName(), sc, req.GetAcceptBatches()
 	if p, ok := peer.FromContext(ctx); ok {
 		w.peer = p.Addr
 	}

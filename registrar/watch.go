@@ -22,7 +22,7 @@ import (
 // An idle watcher is its stream's handler goroutine, waiting, plus this struct;
 // the work — receiving the request, sending — is done by senders (sender.go), so
 // that the waiting goroutine keeps its smallest stack. Its fields are ordered to
-// pack into 200 bytes.
+// pack into 208 bytes, a size class of the allocator.
 type watcher struct {
 	r      *Registrar
 	stream grpc.ServerStream
@@ -45,6 +45,7 @@ type watcher struct {
 	chunk   int32        // the next of snap's chunks to send
 	slot    int32        // its index in state.watching
 	run     atomic.Int32 // idle, queued, rerun or finished (sender.go)
+	flight  atomic.Int32 // landed, flying or waiting: a paced message (batch.go)
 	// sentType and sentCount are what the message last handed to the stream counts
 	// as in registrar_event_broadcast_total, once sent.
 	sentType  registrarv1.EndpointEvent_EventType
@@ -54,6 +55,7 @@ type watcher struct {
 	open      bool // openStream has run and registered it
 	full      bool // a full snapshot is to be taken
 	resumed   bool // replaying the ring from the client's token
+	batches   bool // the client accepts BATCH events (batch.go)
 }
 
 // peerString is the peer's address for logs.
@@ -144,9 +146,12 @@ func (w *watcher) close() {
 	r.watchers.Add(-1)
 }
 
-// sent counts the message pending returned last, which the stream took.
+// sent counts the message pending returned last, which the stream took (a
+// BATCH's events were counted when it was built).
 func (w *watcher) sent() {
-	w.r.m.broadcast[w.sentType].Add(float64(w.sentCount))
+	if w.sentCount > 0 {
+		w.r.m.broadcast[w.sentType].Add(float64(w.sentCount))
+	}
 }
 
 // woken is what a watcher does on waking before looking for what to send: end
@@ -180,7 +185,8 @@ func ended(ctx context.Context) error {
 
 // pending returns what w is to be sent next, advancing its cursor past it: a
 // snapshot's next chunk or its SNAPSHOT_COMPLETE (a snapshot first taken when w
-// needs one), the end of a resumed replay, the ring's next event for w, or a due
+// needs one), the end of a resumed replay, the ring's next event for w (or, if w
+// accepts batches, the ring's next events for w as one BATCH), or a due
 // PROGRESS. It returns nil when w is current: then an event appended since will
 // have signalled w.
 func (w *watcher) pending() any {
@@ -196,9 +202,15 @@ func (w *watcher) pending() any {
 		if w.resumed && w.next > w.resumeAt {
 			return w.resumedComplete()
 		}
+		if w.batches && w.inFlight() {
+			return nil // its landing schedules w (batch.go)
+		}
 		ev, ok, behind := r.s.nextFor(w)
 		switch {
 		case ok:
+			if w.batches {
+				return r.s.takeChanges(w, ev)
+			}
 			w.sentType, w.sentCount = ev.typ, 1
 			return ev.msg
 		case behind:

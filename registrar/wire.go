@@ -26,6 +26,7 @@ const (
 	fieldResumed   = 7
 	fieldPersisted = 8
 	fieldScopeID   = 9
+	fieldEvents    = 10
 )
 
 // An event is encoded once, when it happens, and the same bytes go to every watcher;
@@ -97,6 +98,26 @@ func snapshotItemSize(ep []byte) int {
 	return protowire.SizeTag(fieldEndpoints) + protowire.SizeBytes(len(ep))
 }
 
+// batchHeaderSize is the encoded size of a BATCH's type, which starts it.
+var batchHeaderSize = len(appendBatchHeader(nil))
+
+func appendBatchHeader(out []byte) []byte {
+	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
+	return protowire.AppendVarint(out, uint64(registrarv1.EndpointEvent_BATCH))
+}
+
+// appendBatchItem appends one encoded event to a BATCH: as a field of the BATCH,
+// the event's own bytes, unchanged.
+func appendBatchItem(out, ev []byte) []byte {
+	out = protowire.AppendTag(out, fieldEvents, protowire.BytesType)
+	return protowire.AppendBytes(out, ev)
+}
+
+// batchItemSize is the encoded size of one event in a BATCH.
+func batchItemSize(ev []byte) int {
+	return protowire.SizeTag(fieldEvents) + protowire.SizeBytes(len(ev))
+}
+
 // encoded is a message already in wire form; the codec sends its bytes as they are.
 type encoded []byte
 
@@ -106,6 +127,9 @@ type encoded []byte
 type shared struct{ data mem.BufferSlice }
 
 func share(b []byte) *shared { return &shared{data: mem.BufferSlice{mem.SliceBuffer(b)}} }
+
+// bytes is the message's wire form.
+func (m *shared) bytes() []byte { return m.data[0].ReadOnlyData() }
 
 // codec is the server's gRPC codec: the proto codec, except that pre-encoded events
 // are written without a second marshal. It is forced on the server only; clients
@@ -117,6 +141,11 @@ func newCodec() codec { return codec{proto: encoding.GetCodecV2("proto")} }
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(*shared); ok {
 		return m.data, nil
+	}
+	if b, ok := v.(mem.Buffer); ok {
+		// A paced message (batch.go), in a buffer of its own: SendMsg frees it once
+		// the transport holds its reference, and the transport once it has written it.
+		return mem.BufferSlice{b}, nil
 	}
 	if e, ok := v.(encoded); ok {
 		// SliceBuffer's Free is a no-op: the bytes are shared and never recycled.
@@ -147,7 +176,7 @@ type watchRequest struct {
 	clusterName, nodeName, lastVersion string
 	services                           []string
 	scopeID                            uint64
-	allServices                        bool
+	allServices, acceptBatches         bool
 }
 
 func (q watchRequest) GetClusterName() string { return q.clusterName }
@@ -156,6 +185,7 @@ func (q watchRequest) GetLastVersion() string { return q.lastVersion }
 func (q watchRequest) GetServices() []string  { return q.services }
 func (q watchRequest) GetScopeId() uint64     { return q.scopeID }
 func (q watchRequest) GetAllServices() bool   { return q.allServices }
+func (q watchRequest) GetAcceptBatches() bool { return q.acceptBatches }
 
 // Field numbers of registrarv1.WatchEndpointsRequest.
 const (
@@ -165,6 +195,7 @@ const (
 	fieldReqServices    = 4
 	fieldReqScopeID     = 5
 	fieldReqAll         = 6
+	fieldReqBatches     = 7
 )
 
 // decodeWatchRequest decodes a WatchEndpointsRequest as proto.Unmarshal would:
@@ -202,16 +233,19 @@ func decodeWatchRequest(b []byte) (watchRequest, error) {
 			default:
 				q.services = append(q.services, string(v))
 			}
-		case typ == protowire.VarintType && (num == fieldReqScopeID || num == fieldReqAll):
+		case typ == protowire.VarintType && num >= fieldReqScopeID && num <= fieldReqBatches:
 			v, m := protowire.ConsumeVarint(b)
 			if m < 0 {
 				return q, badRequest(protowire.ParseError(m))
 			}
 			b = b[m:]
-			if num == fieldReqScopeID {
+			switch num {
+			case fieldReqScopeID:
 				q.scopeID = v
-			} else {
+			case fieldReqAll:
 				q.allServices = v != 0
+			default:
+				q.acceptBatches = v != 0
 			}
 		default:
 			m := protowire.ConsumeFieldValue(num, typ, b)

@@ -15,6 +15,7 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 	for _, m := range []*registrarv1.WatchEndpointsRequest{
 		{NodeName: "n1", ClusterName: "east", LastVersion: "1.5", Services: []string{"web", "db"}, ScopeId: 7},
 		{AllServices: true},
+		{AcceptBatches: true, LastVersion: "3.9"},
 		{},
 	} {
 		b, err := proto.Marshal(m)
@@ -35,7 +36,8 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		}
 		if got.GetClusterName() != want.GetClusterName() || got.GetNodeName() != want.GetNodeName() ||
 			got.GetLastVersion() != want.GetLastVersion() || !slices.Equal(got.GetServices(), want.GetServices()) ||
-			got.scopeID != want.GetScopeId() || got.allServices != want.GetAllServices() {
+			got.scopeID != want.GetScopeId() || got.allServices != want.GetAllServices() ||
+			got.acceptBatches != want.GetAcceptBatches() {
 			t.Fatalf("decoded %+v, protobuf reads %v", got, &want)
 		}
 	})

@@ -84,6 +84,10 @@ func TestDecodeWatchRequest(t *testing.T) {
 	if q, err := decodeWatchRequest(all); err != nil || !q.allServices {
 		t.Fatalf("all_services: %+v, %v", q, err)
 	}
+	batches, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AcceptBatches: true})
+	if q, err := decodeWatchRequest(batches); err != nil || !q.acceptBatches || q.allServices {
+		t.Fatalf("accept_batches: %+v, %v", q, err)
+	}
 
 	bad := protowire.AppendTag(nil, fieldReqServices, protowire.BytesType)
 	bad = protowire.AppendString(bad, "web")

@@ -109,7 +109,7 @@ func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*s
 	// The health port with /debug/memory: the memory scenario reads the
 	// registrar's heap and stacks from it, as an operator would.
 	s, err := registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0", Metrics: metrics,
-		HealthListen: "127.0.0.1:0", DebugMemory: true})
+		HealthListen: "127.0.0.1:0", DebugMemory: true, GRPCOptions: transport.serverOptions()})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,8 @@ type result struct {
 var (
 	scopedFlag bool
 	tokenFlag  string
+	// childProfile is -child-cpuprofile: the watcher children's -cpuprofile.
+	childProfile string
 )
 
 func main() {
@@ -71,52 +73,66 @@ func main() {
 	flag.BoolVar(&scopedFlag, "scoped", false, "internal: whether the scoped scenario's child watches its services only")
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
+	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
+	transport.register(flag.CommandLine)
 	flag.Parse()
+	if role != "bench" {
+		stop, err := startCPUProfile(o.cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
+	}
 	switch role {
 	case "watchers":
-		if err := watcherProcess(target, o.watchers, o.conns); err != nil {
-			log.Fatal(err)
-		}
-		return
+		fatalIf(watcherProcess(target, o.watchers, o.conns))
 	case "scoped-agents":
-		if err := scopedAgents(target, o.agents, scopedFlag); err != nil {
-			log.Fatal(err)
-		}
-		return
+		fatalIf(scopedAgents(target, o.agents, scopedFlag))
 	case "scoped-fanout":
-		if err := scopedFanoutWatchers(target, o.watchers, o.conns, o.registrations, scopedFlag); err != nil {
-			log.Fatal(err)
-		}
-		return
+		fatalIf(scopedFanoutWatchers(target, o.watchers, o.conns, o.registrations, scopedFlag))
 	case "fanout-watchers":
-		if err := fanoutWatchers(target, o.watchers, o.conns, o.registrations, tokenFlag); err != nil {
-			log.Fatal(err)
-		}
-		return
+		fatalIf(fanoutWatchers(target, o.watchers, o.conns, o.registrations, tokenFlag))
 	case "storm-watchers":
-		if err := stormWatchers(target, o.watchers, o.conns); err != nil {
-			log.Fatal(err)
-		}
-		return
+		fatalIf(stormWatchers(target, o.watchers, o.conns))
+	default:
+		fatalIf(run(o))
 	}
-	if err := run(o); err != nil {
+}
+
+// fatalIf ends the program on err, after the deferred profile is written.
+func fatalIf(err error) {
+	if err != nil {
+		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
 }
 
+// startCPUProfile profiles the process into path until stop; no path, no profile.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 func run(o options) error {
 	ctx := context.Background()
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(o.cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	e, err := newEnv(ctx, o.fsync)
 	if err != nil {
 		return err

@@ -131,6 +131,10 @@ func runWatchers(ctx context.Context, addr string, n, conns int, measure func() 
 // during, then closes the child's stdin (which ends an idle child) and, when out is
 // set, collects the numbers it prints, one per line.
 func runChild(ctx context.Context, args []string, during func() error, out *[]int64) error {
+	args = append(args, transport.childArgs()...)
+	if childProfile != "" {
+		args = append(args, "-cpuprofile", childProfile)
+	}
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

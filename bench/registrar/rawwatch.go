@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,8 +20,28 @@ type rawCodec struct{ proto encoding.CodecV2 }
 func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 func (c rawCodec) Name() string                           { return "proto" }
 func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if h, ok := v.(*head); ok {
+		h.size = data.Len()
+		h.n = copy(h.start[:], data[0].ReadOnlyData())
+		return nil
+	}
 	*(v.(*[]byte)) = data.Materialize()
 	return nil
+}
+
+// head is what a watcher that only waits for the end of a snapshot reads of a
+// message: its size and first bytes, without copying the rest out of gRPC's
+// buffers (a storm's watchers would spend more copying 64 KiB chunks than the
+// registrar spends sending them).
+type head struct {
+	size, n int
+	start   [2]byte
+}
+
+// is reports whether the message is an event of type t: it starts with the type
+// field (FULL_SNAPSHOT, the zero value, leaves it out) holding t.
+func (h *head) is(t registrarv1.EndpointEvent_EventType) bool {
+	return h.n == 2 && h.start[0] == byte(protowire.EncodeTag(1, protowire.VarintType)) && h.start[1] == byte(t)
 }
 
 var raw = grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})
@@ -28,8 +49,9 @@ var raw = grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})
 // event is what a benchmark watcher reads of an EndpointEvent.
 type event struct {
 	typ     registrarv1.EndpointEvent_EventType
-	address string // of the endpoint of a change
-	items   int    // endpoints in a FULL_SNAPSHOT part
+	address string   // of the endpoint of a change
+	items   int      // endpoints in a FULL_SNAPSHOT part
+	inner   [][]byte // the events of a BATCH, undecoded
 }
 
 // parse reads the type, the changed endpoint's address and the snapshot item count.
@@ -60,6 +82,12 @@ func parse(b []byte) (event, error) {
 				return ev, protowire.ParseError(m)
 			}
 			ev.items, b = ev.items+1, b[m:]
+		case num == 10 && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return ev, protowire.ParseError(m)
+			}
+			ev.inner, b = append(ev.inner, v), b[m:]
 		default:
 			m := protowire.ConsumeFieldValue(num, typ, b)
 			if m < 0 {
@@ -69,6 +97,24 @@ func parse(b []byte) (event, error) {
 		}
 	}
 	return ev, nil
+}
+
+// eachEvent calls fn with the event msg holds, or with each event of a BATCH in
+// order: a watcher counts every event, however it came.
+func eachEvent(msg []byte, fn func(event)) error {
+	ev, err := parse(msg)
+	if err != nil || ev.typ != registrarv1.EndpointEvent_BATCH {
+		fn(ev)
+		return err
+	}
+	for _, b := range ev.inner {
+		in, err := parse(b)
+		if err != nil {
+			return err
+		}
+		fn(in)
+	}
+	return nil
 }
 
 func addressOf(ep []byte) string {
@@ -91,11 +137,11 @@ func addressOf(ep []byte) string {
 	return ""
 }
 
-// dialN opens n connections to addr.
+// dialN opens n connections to addr, with the transport's -window and -buffer.
 func dialN(addr string, n int) ([]*grpc.ClientConn, error) {
 	conns := make([]*grpc.ClientConn, n)
 	for i := range conns {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(addr, append(transport.dialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			return nil, err
 		}
@@ -122,9 +168,11 @@ func closeAll(conns []*grpc.ClientConn) {
 	}
 }
 
-// rawWatch opens a watch stream read with rawCodec, resuming from token if set.
+// rawWatch opens a watch stream read with rawCodec, resuming from token if set;
+// it accepts batches unless -batches=false.
 func rawWatch(ctx context.Context, conn *grpc.ClientConn, node, token string) (grpc.ServerStreamingClient[registrarv1.EndpointEvent], error) {
-	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, &registrarv1.WatchEndpointsRequest{NodeName: node, LastVersion: token}, raw)
+	req := &registrarv1.WatchEndpointsRequest{NodeName: node, LastVersion: token, AcceptBatches: transport.batches}
+	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, req, raw)
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
@@ -151,23 +199,20 @@ func untilComplete(st grpc.ClientStream) (int, error) {
 	}
 }
 
+// initialBytes counts the bytes of the messages untilCompleteFast read, in this
+// process: the storm's throughput.
+var initialBytes atomic.Int64
+
 // untilCompleteFast reads a stream's initial phase without counting what it held:
-// a FULL_SNAPSHOT chunk starts with its endpoints (field 6; the type is the zero
-// value, left out), so only a message that starts with the type is parsed.
+// it reads only each message's head (its size and type).
 func untilCompleteFast(st grpc.ClientStream) error {
 	for {
-		var b []byte
-		if err := st.RecvMsg(&b); err != nil {
+		var h head
+		if err := st.RecvMsg(&h); err != nil {
 			return err
 		}
-		if len(b) == 0 || b[0] != byte(protowire.EncodeTag(1, protowire.VarintType)) {
-			continue
-		}
-		ev, err := parse(b)
-		if err != nil {
-			return err
-		}
-		if ev.typ == registrarv1.EndpointEvent_SNAPSHOT_COMPLETE {
+		initialBytes.Add(int64(h.size))
+		if h.is(registrarv1.EndpointEvent_SNAPSHOT_COMPLETE) {
 			return nil
 		}
 	}

@@ -236,7 +236,7 @@ func scopedFanoutWatchers(target string, n, conns, regs int, sc bool) error {
 	for j := range n {
 		var st grpc.ClientStream
 		api := registrarv1.NewRegistrarClient(cs[j%len(cs)])
-		req := &registrarv1.WatchEndpointsRequest{NodeName: fmt.Sprintf("w%d", j)}
+		req := &registrarv1.WatchEndpointsRequest{NodeName: fmt.Sprintf("w%d", j), AcceptBatches: transport.batches}
 		if sc {
 			req.Services = interestOf(j)
 		}
@@ -272,15 +272,13 @@ func scopedFanoutWatchers(target string, n, conns, regs int, sc bool) error {
 				}
 				at := time.Now().UnixNano()
 				bytes.Add(int64(len(msg)))
-				ev, err := parse(msg)
-				if err != nil || ev.typ != registrarv1.EndpointEvent_ENDPOINT_ADDED {
-					continue
-				}
-				if i, ok := index[ev.address]; ok && wants[j][i] {
-					atomicMax(&last[i], at)
-					got[i].Add(1)
-					all.Done()
-				}
+				_ = eachEvent(msg, func(ev event) {
+					if i, ok := index[ev.address]; ok && wants[j][i] && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
+						atomicMax(&last[i], at)
+						got[i].Add(1)
+						all.Done()
+					}
+				})
 			}
 		}()
 	}

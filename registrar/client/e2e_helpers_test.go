@@ -172,6 +172,10 @@ func (w *slowWatch) readUntil(t *testing.T, n int, wait time.Duration) (int, boo
 			state[keyOf(ev.GetEndpoint())] = true
 		case registrarv1.EndpointEvent_ENDPOINT_REMOVED:
 			delete(state, keyOf(ev.GetEndpoint()))
+		case registrarv1.EndpointEvent_BATCH:
+			// It did not set accept_batches: a registrar that sends it batches
+			// breaks every client written before them.
+			t.Fatalf("slow watcher without accept_batches got a BATCH of %d events", len(ev.GetEvents()))
 		}
 	}
 	return len(state), resynced

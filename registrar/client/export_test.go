@@ -14,3 +14,6 @@ func Held(c *Client) int {
 	defer c.d.cache.mu.RUnlock()
 	return len(c.d.cache.base)
 }
+
+// Token is the version c's cache is current at: the resume token it would send.
+func Token(c *Client) string { return c.d.cache.token() }

@@ -50,59 +50,86 @@ func (c *driver) streamOnce(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, c.callError("watch", err)
 	}
-	caughtUp := false
-	var staged map[endpoint.Key]endpoint.Endpoint // a full snapshot being received
+	var st streamState
 	for {
 		ev, err := recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errStreamEnded
 			}
-			return caughtUp, c.callError("watch", err)
+			return st.caughtUp, c.callError("watch", err)
 		}
-		switch ev.GetType() {
-		case registrarv1.EndpointEvent_FULL_SNAPSHOT:
-			if staged == nil {
-				staged = map[endpoint.Key]endpoint.Endpoint{}
-			}
-			c.stage(staged, ev)
-		case registrarv1.EndpointEvent_PROGRESS:
-			v, err := token.Parse(ev.GetVersion())
-			if err != nil {
-				return caughtUp, fmt.Errorf("PROGRESS: %w", err)
-			}
-			c.cache.progressed(v, persistedOf(ev, v))
-		case registrarv1.EndpointEvent_SNAPSHOT_COMPLETE:
-			v, err := token.Parse(ev.GetVersion())
-			if err != nil {
-				return caughtUp, fmt.Errorf("SNAPSHOT_COMPLETE: %w", err)
-			}
-			persisted := persistedOf(ev, v)
-			if ev.GetResumed() {
-				c.cache.resumed(v, persisted, ev.GetScopeId())
-			} else {
-				if staged == nil {
-					staged = map[endpoint.Key]endpoint.Endpoint{}
-				}
-				if lost := c.cache.replace(staged, v, persisted, ev.GetScopeId()); len(lost) > 0 {
-					c.resend(ctx, lost)
-				}
-				staged = nil
-			}
-			caughtUp = true
-		default:
-			if err := c.change(ev); err != nil {
-				return caughtUp, err
-			}
+		if err := c.apply(ctx, ev, &st); err != nil {
+			return st.caughtUp, err
 		}
 	}
+}
+
+// streamState is what one watch stream has received so far.
+type streamState struct {
+	staged   map[endpoint.Key]endpoint.Endpoint // a full snapshot being received
+	caughtUp bool                               // the initial phase is complete
+}
+
+// apply applies one event of the stream. A BATCH's events are applied in order,
+// each exactly as if it had come in a message of its own.
+func (c *driver) apply(ctx context.Context, ev *registrarv1.EndpointEvent, st *streamState) error {
+	switch ev.GetType() {
+	case registrarv1.EndpointEvent_BATCH:
+		for _, e := range ev.GetEvents() {
+			if err := c.apply(ctx, e, st); err != nil {
+				return err
+			}
+		}
+	case registrarv1.EndpointEvent_FULL_SNAPSHOT:
+		if st.staged == nil {
+			st.staged = map[endpoint.Key]endpoint.Endpoint{}
+		}
+		c.stage(st.staged, ev)
+	case registrarv1.EndpointEvent_PROGRESS:
+		v, err := token.Parse(ev.GetVersion())
+		if err != nil {
+			return fmt.Errorf("PROGRESS: %w", err)
+		}
+		c.cache.progressed(v, persistedOf(ev, v))
+	case registrarv1.EndpointEvent_SNAPSHOT_COMPLETE:
+		return c.complete(ctx, ev, st)
+	default:
+		return c.change(ev)
+	}
+	return nil
+}
+
+// complete applies a SNAPSHOT_COMPLETE: the end of a resumed replay, or the
+// staged snapshot replacing the cache.
+func (c *driver) complete(ctx context.Context, ev *registrarv1.EndpointEvent, st *streamState) error {
+	v, err := token.Parse(ev.GetVersion())
+	if err != nil {
+		return fmt.Errorf("SNAPSHOT_COMPLETE: %w", err)
+	}
+	persisted := persistedOf(ev, v)
+	if ev.GetResumed() {
+		c.cache.resumed(v, persisted, ev.GetScopeId())
+	} else {
+		if st.staged == nil {
+			st.staged = map[endpoint.Key]endpoint.Endpoint{}
+		}
+		if lost := c.cache.replace(st.staged, v, persisted, ev.GetScopeId()); len(lost) > 0 {
+			c.resend(ctx, lost)
+		}
+		st.staged = nil
+	}
+	st.caughtUp = true
+	return nil
 }
 
 // openWatch opens the watch stream: WatchEndpoints, or for a scoped client
 // WatchEndpointsScoped with a sender of the client's changes of its set of
 // services. stop waits for that sender once ctx has ended.
 func (c *driver) openWatch(ctx context.Context) (recv func() (*registrarv1.EndpointEvent, error), stop func(), err error) {
-	req := &registrarv1.WatchEndpointsRequest{ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token()}
+	// Batches: a registrar with many watchers that falls behind catches up in
+	// fewer messages; one that does not know the field sends events one by one.
+	req := &registrarv1.WatchEndpointsRequest{ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token(), AcceptBatches: true}
 	nothing := func() {}
 	if !c.opts.Scoped {
 		st, err := c.api.WatchEndpoints(ctx, req)

@@ -42,6 +42,13 @@ const (
 	// version of its own, like a change, and changes nothing in the receiver's
 	// cache.
 	EndpointEvent_PROGRESS EndpointEvent_EventType = 5
+	// Several change events in stream order, in `events`, to a watcher that set
+	// accept_batches: the receiver applies them one by one, exactly as if each had
+	// come in a message of its own. Only ADDED, UPDATED, REMOVED and PROGRESS are
+	// batched (never snapshot parts or SNAPSHOT_COMPLETE, nor a BATCH in a BATCH);
+	// a lone pending event is sent on its own. A BATCH has no version of its
+	// own: its last event's is the one to resume from.
+	EndpointEvent_BATCH EndpointEvent_EventType = 6
 )
 
 // Enum value maps for EndpointEvent_EventType.
@@ -53,6 +60,7 @@ var (
 		3: "ENDPOINT_UPDATED",
 		4: "SNAPSHOT_COMPLETE",
 		5: "PROGRESS",
+		6: "BATCH",
 	}
 	EndpointEvent_EventType_value = map[string]int32{
 		"FULL_SNAPSHOT":     0,
@@ -61,6 +69,7 @@ var (
 		"ENDPOINT_UPDATED":  3,
 		"SNAPSHOT_COMPLETE": 4,
 		"PROGRESS":          5,
+		"BATCH":             6,
 	}
 )
 
@@ -292,7 +301,12 @@ type WatchEndpointsRequest struct {
 	// SNAPSHOT_COMPLETE that ends the snapshot of this request's set.
 	ScopeId uint64 `protobuf:"varint,5,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
 	// WatchEndpointsScoped: watch every service (services must then be empty).
-	AllServices   bool `protobuf:"varint,6,opt,name=all_services,json=allServices,proto3" json:"all_services,omitempty"`
+	AllServices bool `protobuf:"varint,6,opt,name=all_services,json=allServices,proto3" json:"all_services,omitempty"`
+	// The client takes BATCH events: when several change events (ADDED, UPDATED,
+	// REMOVED, PROGRESS) wait for it, the registrar may send them as one BATCH
+	// message. Without it the stream carries every event in a message of its own,
+	// as before the field existed. Only the first request's value counts.
+	AcceptBatches bool `protobuf:"varint,7,opt,name=accept_batches,json=acceptBatches,proto3" json:"accept_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +383,13 @@ func (x *WatchEndpointsRequest) GetAllServices() bool {
 	return false
 }
 
+func (x *WatchEndpointsRequest) GetAcceptBatches() bool {
+	if x != nil {
+		return x.AcceptBatches
+	}
+	return false
+}
+
 type EndpointEvent struct {
 	state protoimpl.MessageState  `protogen:"open.v1"`
 	Type  EndpointEvent_EventType `protobuf:"varint,1,opt,name=type,proto3,enum=switchboard.registrar.v1.EndpointEvent_EventType" json:"type,omitempty"`
@@ -392,7 +413,9 @@ type EndpointEvent struct {
 	Persisted string `protobuf:"bytes,8,opt,name=persisted,proto3" json:"persisted,omitempty"`
 	// SNAPSHOT_COMPLETE of a scoped watch: the scope_id of the request whose set of
 	// services the receiver's cache now holds.
-	ScopeId       uint64 `protobuf:"varint,9,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	ScopeId uint64 `protobuf:"varint,9,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
+	// BATCH only: the events, in the order they happened.
+	Events        []*EndpointEvent `protobuf:"bytes,10,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,6 +497,13 @@ func (x *EndpointEvent) GetScopeId() uint64 {
 		return x.ScopeId
 	}
 	return 0
+}
+
+func (x *EndpointEvent) GetEvents() []*EndpointEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
 }
 
 type ListAllEndpointsRequest struct {
@@ -611,14 +641,15 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\x19UnregisterEndpointRequest\x12?\n" +
 	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\"6\n" +
 	"\x1aUnregisterEndpointResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"\xd4\x01\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\xfb\x01\n" +
 	"\x15WatchEndpointsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12!\n" +
 	"\flast_version\x18\x03 \x01(\tR\vlastVersion\x12\x1a\n" +
 	"\bservices\x18\x04 \x03(\tR\bservices\x12\x19\n" +
 	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\x12!\n" +
-	"\fall_services\x18\x06 \x01(\bR\vallServices\"\xd5\x03\n" +
+	"\fall_services\x18\x06 \x01(\bR\vallServices\x12%\n" +
+	"\x0eaccept_batches\x18\a \x01(\bR\racceptBatches\"\xa1\x04\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +
@@ -626,14 +657,17 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\tendpoints\x18\x06 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\x12\x18\n" +
 	"\aresumed\x18\a \x01(\bR\aresumed\x12\x1c\n" +
 	"\tpersisted\x18\b \x01(\tR\tpersisted\x12\x19\n" +
-	"\bscope_id\x18\t \x01(\x04R\ascopeId\"\x83\x01\n" +
+	"\bscope_id\x18\t \x01(\x04R\ascopeId\x12?\n" +
+	"\x06events\x18\n" +
+	" \x03(\v2'.switchboard.registrar.v1.EndpointEventR\x06events\"\x8e\x01\n" +
 	"\tEventType\x12\x11\n" +
 	"\rFULL_SNAPSHOT\x10\x00\x12\x12\n" +
 	"\x0eENDPOINT_ADDED\x10\x01\x12\x14\n" +
 	"\x10ENDPOINT_REMOVED\x10\x02\x12\x14\n" +
 	"\x10ENDPOINT_UPDATED\x10\x03\x12\x15\n" +
 	"\x11SNAPSHOT_COMPLETE\x10\x04\x12\f\n" +
-	"\bPROGRESS\x10\x05J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04\"\x83\x01\n" +
+	"\bPROGRESS\x10\x05\x12\t\n" +
+	"\x05BATCH\x10\x06J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04\"\x83\x01\n" +
 	"\x17ListAllEndpointsRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x1a\n" +
@@ -681,22 +715,23 @@ var file_switchboard_registrar_v1_registrar_proto_depIdxs = []int32{
 	0,  // 2: switchboard.registrar.v1.EndpointEvent.type:type_name -> switchboard.registrar.v1.EndpointEvent.EventType
 	9,  // 3: switchboard.registrar.v1.EndpointEvent.endpoint:type_name -> switchboard.registry.v1.Endpoint
 	9,  // 4: switchboard.registrar.v1.EndpointEvent.endpoints:type_name -> switchboard.registry.v1.Endpoint
-	9,  // 5: switchboard.registrar.v1.ListAllEndpointsResponse.endpoints:type_name -> switchboard.registry.v1.Endpoint
-	1,  // 6: switchboard.registrar.v1.Registrar.RegisterEndpoint:input_type -> switchboard.registrar.v1.RegisterEndpointRequest
-	3,  // 7: switchboard.registrar.v1.Registrar.UnregisterEndpoint:input_type -> switchboard.registrar.v1.UnregisterEndpointRequest
-	5,  // 8: switchboard.registrar.v1.Registrar.WatchEndpoints:input_type -> switchboard.registrar.v1.WatchEndpointsRequest
-	5,  // 9: switchboard.registrar.v1.Registrar.WatchEndpointsScoped:input_type -> switchboard.registrar.v1.WatchEndpointsRequest
-	7,  // 10: switchboard.registrar.v1.Registrar.ListAllEndpoints:input_type -> switchboard.registrar.v1.ListAllEndpointsRequest
-	2,  // 11: switchboard.registrar.v1.Registrar.RegisterEndpoint:output_type -> switchboard.registrar.v1.RegisterEndpointResponse
-	4,  // 12: switchboard.registrar.v1.Registrar.UnregisterEndpoint:output_type -> switchboard.registrar.v1.UnregisterEndpointResponse
-	6,  // 13: switchboard.registrar.v1.Registrar.WatchEndpoints:output_type -> switchboard.registrar.v1.EndpointEvent
-	6,  // 14: switchboard.registrar.v1.Registrar.WatchEndpointsScoped:output_type -> switchboard.registrar.v1.EndpointEvent
-	8,  // 15: switchboard.registrar.v1.Registrar.ListAllEndpoints:output_type -> switchboard.registrar.v1.ListAllEndpointsResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	6,  // 5: switchboard.registrar.v1.EndpointEvent.events:type_name -> switchboard.registrar.v1.EndpointEvent
+	9,  // 6: switchboard.registrar.v1.ListAllEndpointsResponse.endpoints:type_name -> switchboard.registry.v1.Endpoint
+	1,  // 7: switchboard.registrar.v1.Registrar.RegisterEndpoint:input_type -> switchboard.registrar.v1.RegisterEndpointRequest
+	3,  // 8: switchboard.registrar.v1.Registrar.UnregisterEndpoint:input_type -> switchboard.registrar.v1.UnregisterEndpointRequest
+	5,  // 9: switchboard.registrar.v1.Registrar.WatchEndpoints:input_type -> switchboard.registrar.v1.WatchEndpointsRequest
+	5,  // 10: switchboard.registrar.v1.Registrar.WatchEndpointsScoped:input_type -> switchboard.registrar.v1.WatchEndpointsRequest
+	7,  // 11: switchboard.registrar.v1.Registrar.ListAllEndpoints:input_type -> switchboard.registrar.v1.ListAllEndpointsRequest
+	2,  // 12: switchboard.registrar.v1.Registrar.RegisterEndpoint:output_type -> switchboard.registrar.v1.RegisterEndpointResponse
+	4,  // 13: switchboard.registrar.v1.Registrar.UnregisterEndpoint:output_type -> switchboard.registrar.v1.UnregisterEndpointResponse
+	6,  // 14: switchboard.registrar.v1.Registrar.WatchEndpoints:output_type -> switchboard.registrar.v1.EndpointEvent
+	6,  // 15: switchboard.registrar.v1.Registrar.WatchEndpointsScoped:output_type -> switchboard.registrar.v1.EndpointEvent
+	8,  // 16: switchboard.registrar.v1.Registrar.ListAllEndpoints:output_type -> switchboard.registrar.v1.ListAllEndpointsResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_registrar_v1_registrar_proto_init() }
