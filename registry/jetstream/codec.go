@@ -103,14 +103,20 @@ func decodeJSON(data []byte, in interner) (endpoint.Endpoint, error) {
 // interner maps strings to one shared copy, up to a bound.
 type interner map[string]string
 
-const maxInterned = 4096
+const (
+	maxInterned    = 4096
+	maxInternedLen = 64
+)
 
 func (in interner) get(b []byte) string {
+	if len(b) > maxInternedLen {
+		return string(b) // never kept, so not worth a look-up
+	}
 	if s, ok := in[string(b)]; ok {
 		return s
 	}
 	s := string(b)
-	if in != nil && len(in) < maxInterned && len(s) <= 64 {
+	if in != nil && len(in) < maxInterned {
 		in[s] = s
 	}
 	return s

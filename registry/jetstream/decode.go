@@ -143,6 +143,15 @@ func (c *payloadCache) get(data []byte) (endpoint.Endpoint, string, bool) {
 	return p.ep, p.subject, true
 }
 
+// reserve makes an empty cache room for n payloads.
+func (c *payloadCache) reserve(n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]*cachedPayload, min(n, maxCachedPayloads))
+	}
+}
+
 // put keeps ep, which must not be handed to anyone without detach.
 func (c *payloadCache) put(data []byte, subject string, ep endpoint.Endpoint) {
 	c.mu.Lock()

@@ -120,24 +120,28 @@ func (r *driver) list(ctx context.Context, f endpoint.Filter, path readPath) ([]
 		return c.finish(), err
 	default:
 		c := newCollector(r, nil)
-		err := r.readConsumer(ctx, r.subj.consumerFilters(f), c.add)
+		err := r.readConsumer(ctx, r.subj.consumerFilters(f), c)
 		return c.finish(), err
 	}
 }
 
 // readConsumer delivers the last message of every subject matching filters through
 // a feed, stopping once nothing is pending.
-func (r *driver) readConsumer(ctx context.Context, filters []string, visit visitFunc) error {
-	return r.readFeed(ctx, filters, false, visit)
+func (r *driver) readConsumer(ctx context.Context, filters []string, c *collector) error {
+	return r.readFeed(ctx, filters, false, c.add, c.expect)
 }
 
-// readFeed is readConsumer, optionally without payloads.
-func (r *driver) readFeed(ctx context.Context, filters []string, headersOnly bool, visit visitFunc) error {
+// readFeed is readConsumer, optionally without payloads, telling expect (if not nil)
+// how many messages the consumer counted before the first is visited.
+func (r *driver) readFeed(ctx context.Context, filters []string, headersOnly bool, visit visitFunc, expect func(n uint64)) error {
 	f, err := r.openFeed(ctx, filters, headersOnly)
 	if err != nil {
 		return err
 	}
 	defer f.stop(ctx)
+	if expect != nil {
+		expect(f.pending)
+	}
 	if f.pending == 0 {
 		return nil
 	}
@@ -191,7 +195,7 @@ func (r *driver) subjectsHeld(ctx context.Context, filters []string) (uint64, ma
 	present := map[string]struct{}{}
 	err = r.readFeed(ctx, filters, true, func(subject string, _ uint64, _ nats.Header, _ []byte) {
 		present[subject] = struct{}{}
-	})
+	}, nil)
 	return last, present, err
 }
 
