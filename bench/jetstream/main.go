@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -123,7 +124,10 @@ type results struct {
 	fullOurs, fullCold, fullDirect, fullKVList, fullKVWatch, fullKVWatchDecode time.Duration
 	oneOurs, oneDirect, oneKVWatch, oneCCM                                     time.Duration
 	watchOurs                                                                  time.Duration
-	payload                                                                    int
+	// The process's CPU (this client and the embedded server) per full lookup: on a
+	// shared machine it moves less with the load than the wall times do.
+	cpuOurs, cpuCold, cpuKVWatch time.Duration
+	payload                      int
 }
 
 func (b *bench) measure(ctx context.Context) (*results, error) {
@@ -213,70 +217,72 @@ func (b *bench) lookups(ctx context.Context, rd *round, res *results) error {
 	one := endpoint.Filter{Service: b.eps[b.c.services/2].Service}
 	oneKey := "*.*." + one.Service + ".*.*"
 	steps := []struct {
-		d  *time.Duration
-		fn func() (int, error)
-		n  int
+		d   *time.Duration
+		fn  func() (int, error)
+		n   int
+		cpu *time.Duration // where the median CPU goes, if reported
 	}{
-		{&res.fullOurs, func() (int, error) { return list(ctx, rd.ours, endpoint.Filter{}) }, b.c.entries},
-		{&res.fullDirect, func() (int, error) { return list(ctx, rd.direct, endpoint.Filter{}) }, b.c.entries},
-		{&res.fullKVList, func() (int, error) { return kvListGet(ctx, rd.kv) }, b.c.entries},
-		{&res.fullKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, ">", false) }, b.c.entries},
-		{&res.fullKVWatchDecode, func() (int, error) { return kvWatch(ctx, rd.kv, ">", true) }, b.c.entries},
-		{&res.oneOurs, func() (int, error) { return list(ctx, rd.ours, one) }, b.count(one)},
-		{&res.oneDirect, func() (int, error) { return list(ctx, rd.direct, one) }, b.count(one)},
-		{&res.oneKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, oneKey, false) }, b.count(one)},
-		{&res.oneCCM, func() (int, error) { return b.ccmLookup(ctx, rd.cfg, one.Service) }, b.count(one)},
-		{&res.watchOurs, func() (int, error) { return watchInitial(ctx, rd.ours) }, b.c.entries},
+		{&res.fullOurs, func() (int, error) { return list(ctx, rd.ours, endpoint.Filter{}) }, b.c.entries, &res.cpuOurs},
+		{&res.fullDirect, func() (int, error) { return list(ctx, rd.direct, endpoint.Filter{}) }, b.c.entries, nil},
+		{&res.fullKVList, func() (int, error) { return kvListGet(ctx, rd.kv) }, b.c.entries, nil},
+		{&res.fullKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, ">", false) }, b.c.entries, &res.cpuKVWatch},
+		{&res.fullKVWatchDecode, func() (int, error) { return kvWatch(ctx, rd.kv, ">", true) }, b.c.entries, nil},
+		{&res.oneOurs, func() (int, error) { return list(ctx, rd.ours, one) }, b.count(one), nil},
+		{&res.oneDirect, func() (int, error) { return list(ctx, rd.direct, one) }, b.count(one), nil},
+		{&res.oneKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, oneKey, false) }, b.count(one), nil},
+		{&res.oneCCM, func() (int, error) { return b.ccmLookup(ctx, rd.cfg, one.Service) }, b.count(one), nil},
+		{&res.watchOurs, func() (int, error) { return watchInitial(ctx, rd.ours) }, b.c.entries, nil},
 	}
 	var err error
-	if res.fullCold, err = b.coldList(ctx, rd.cfg); err != nil {
+	if res.fullCold, res.cpuCold, err = b.coldList(ctx, rd.cfg); err != nil {
 		return err
 	}
 	// The steps take turns, run by run, so that the ones compared meet the server and
 	// the collector in the same states (run back to back, each step would pay for the
 	// garbage the one before it left); ListKeys+Get, most of a second a run, runs 3 times.
-	ds := make([][]time.Duration, len(steps))
+	ds, cs := make([][]time.Duration, len(steps)), make([][]time.Duration, len(steps))
 	for run := range b.c.runs {
 		for i, s := range steps {
 			if s.d == &res.fullKVList && run >= 3 {
 				continue
 			}
-			d, err := timed(s.n, s.fn)
+			d, cpu, err := timed(s.n, s.fn)
 			if err != nil {
 				return err
 			}
-			ds[i] = append(ds[i], d)
+			ds[i], cs[i] = append(ds[i], d), append(cs[i], cpu)
 		}
 	}
 	for i, s := range steps {
-		slices.Sort(ds[i])
-		*s.d = ds[i][len(ds[i])/2]
+		*s.d = median(ds[i])
+		if s.cpu != nil {
+			*s.cpu = median(cs[i])
+		}
 	}
 	return nil
 }
 
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
 // coldList times a full List by a Registry that has read nothing yet, so every
 // payload is decoded: the first lookup a process makes.
-func (b *bench) coldList(ctx context.Context, cfg sbjs.StreamConfig) (time.Duration, error) {
-	ds := make([]time.Duration, b.c.runs)
+func (b *bench) coldList(ctx context.Context, cfg sbjs.StreamConfig) (wall, cpu time.Duration, err error) {
+	ds, cs := make([]time.Duration, b.c.runs), make([]time.Duration, b.c.runs)
 	for i := range ds {
 		r, err := sbjs.New(ctx, b.nc, sbjs.Options{Stream: cfg})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		start := time.Now()
-		n, err := list(ctx, r, endpoint.Filter{})
-		ds[i] = time.Since(start)
+		ds[i], cs[i], err = timed(b.c.entries, func() (int, error) { return list(ctx, r, endpoint.Filter{}) })
 		_ = r.Close()
 		if err != nil {
-			return 0, err
-		}
-		if n != b.c.entries {
-			return 0, fmt.Errorf("cold List read %d entries, want %d", n, b.c.entries)
+			return 0, 0, fmt.Errorf("cold List: %w", err)
 		}
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
+	return median(ds), median(cs), nil
 }
 
 func mid(xs []float64) float64 {
@@ -295,17 +301,24 @@ func (b *bench) count(f endpoint.Filter) int {
 }
 
 // timed runs fn once after a collection, checks it saw want entries, and returns
-// how long it took.
-func timed(want int, fn func() (int, error)) (time.Duration, error) {
+// how long it took and the process's CPU meanwhile.
+func timed(want int, fn func() (int, error)) (time.Duration, time.Duration, error) {
 	runtime.GC()
-	start := time.Now()
+	cpu0, start := processCPU(), time.Now()
 	n, err := fn()
-	d := time.Since(start)
+	d, cpu := time.Since(start), processCPU()-cpu0
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n != want {
-		return 0, fmt.Errorf("read %d entries, want %d", n, want)
+		return 0, 0, fmt.Errorf("read %d entries, want %d", n, want)
 	}
-	return d, nil
+	return d, cpu, nil
+}
+
+// processCPU is the CPU this process (client and embedded server) has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

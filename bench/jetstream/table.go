@@ -41,4 +41,6 @@ func (r *results) write(w io.Writer, c config) {
 	fmt.Fprintf(w, "| one-service lookup (--lookup direct: multi_last, any replica) | %s | | ≤ 1.0× CCM: %.2f× | %s |\n",
 		ms(r.oneDirect), r.oneDirect.Seconds()/r.oneCCM.Seconds(), verdict(r.oneDirect <= r.oneCCM))
 	fmt.Fprintf(w, "| initial watch delivery (Watch to Synced) | %s | WatchAll initial %s | | |\n", ms(r.watchOurs), ms(r.fullKVWatch))
+	fmt.Fprintf(w, "\nProcess CPU per full lookup (client and embedded server, median): repeated %s, cold %s, bare WatchAll %s (%.2f×, %.2f×).\n",
+		ms(r.cpuOurs), ms(r.cpuCold), ms(r.cpuKVWatch), r.cpuOurs.Seconds()/r.cpuKVWatch.Seconds(), r.cpuCold.Seconds()/r.cpuKVWatch.Seconds())
 }
