@@ -109,15 +109,19 @@ func benchListEach(b *testing.B, lookup, path string, f endpoint.Filter, want in
 	}
 	ctx := context.Background()
 	b.ResetTimer()
+	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		before(r)
 		b.StartTimer()
+		cpu0 := processCPU()
 		eps, err := r.List(ctx, f)
+		cpu += processCPU() - cpu0
 		if err != nil || len(eps) != want {
 			b.Fatalf("List = %d entries, %v; want %d", len(eps), err, want)
 		}
 	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 var benchService = endpoint.Filter{Service: "svc042"}
