@@ -19,54 +19,36 @@ import (
 // sender that sent every event at once would always find one, and the backlog
 // would pile up message by message in the transport instead. So such a
 // watcher has at most one change message in flight: the message's buffer is
-// the transport's to free once it has written it, and its freeing (the
-// watcher's Put, as the buffer's pool) lets the watcher send again. Snapshot
-// parts are not paced (each already holds 64 KiB), nor are watchers that do not
-// accept batches.
+// the transport's to free once it has written it, and its freeing (Put of the
+// buffer's mem.BufferPool, which is the watcher) lets the watcher send again.
+// An event sent alone is the ring's own bytes, tracked without a copy (one in
+// trackEvery); a BATCH is built in a buffer of batchBuffers. Snapshot parts are not paced (each
+// already holds 64 KiB), nor are watchers that do not accept batches.
 
 // batchBytes caps a BATCH message: large enough that a watcher that fell behind
 // catches up in a few messages, small enough that one never holds a stream's
 // flow-control window for long.
 const batchBytes = 64 << 10
 
-// sendPool holds the buffers of paced messages, in two sizes: one event, and a
-// whole BATCH. gRPC tracks (and frees into their pool) only buffers of more than
-// 1 KiB, so the smaller is 2 KiB. Its own pools clear every buffer they hand
-// out, which paced messages, written over at once, do not need.
-var sendPool sendBuffers
+// trackedCap is the least capacity of a buffer whose writing gRPC reports (it
+// neither pools nor tracks buffers of up to 1 KiB): every change event's bytes
+// have it (encodeChange), so that a paced watcher sends an event alone as it is,
+// without a copy.
+const trackedCap = 1<<10 + 1
 
-const smallBuffer = 2 << 10
+// trackEvery: of the events sent alone, only every trackEvery-th (by sequence)
+// is tracked; every BATCH is. Tracking costs a send about a microsecond (gRPC's
+// buffer object, its reference counts, the callback), which a fan-out to every
+// watcher pays once per watcher; a watcher whose transport is behind still has
+// one of its next few messages held up, and from then on sends batches, each
+// tracked.
+const trackEvery = 4
 
-type sendBuffers struct{ small, large sync.Pool }
-
-// Get returns a buffer of n bytes.
-func (p *sendBuffers) Get(n int) *[]byte {
-	pool, size := &p.small, smallBuffer
-	switch {
-	case n > batchBytes: // one event larger than a batch: not pooled
-		pool, size = nil, n
-	case n > smallBuffer:
-		pool, size = &p.large, batchBytes
-	}
-	if pool != nil {
-		if b, ok := pool.Get().(*[]byte); ok {
-			*b = (*b)[:n]
-			return b
-		}
-	}
-	b := make([]byte, n, size)
+// batchBuffers holds the buffers of BATCH messages, all of batchBytes.
+var batchBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, batchBytes)
 	return &b
-}
-
-// Put takes back a buffer Get returned.
-func (p *sendBuffers) Put(b *[]byte) {
-	switch cap(*b) {
-	case smallBuffer:
-		p.small.Put(b)
-	case batchBytes:
-		p.large.Put(b)
-	}
-}
+}}
 
 // In-flight states of a paced watcher's last change message.
 const (
@@ -75,27 +57,42 @@ const (
 	waiting        // in the transport's queue, and the watcher has more to send
 )
 
+// paced returns, unless w's last change message is still in flight, ev (which
+// nextFor just took for w) and the events after it waiting for w, as one paced
+// message. While one is in flight it returns nil and leaves ev for later: the
+// landing schedules w. The check comes only once a change is waiting, so that a
+// watcher with nothing more to send is not woken by every landing.
+func (s *state) paced(w *watcher, ev ringEvent) any {
+	if w.inFlight() {
+		w.next = ev.seq
+		return nil
+	}
+	return s.takeChanges(w, ev)
+}
+
 // takeChanges returns first, which nextFor just took for w, and the events after
 // it waiting for w, as one paced message: first alone, or all of them as a
 // BATCH, advancing w's cursor past them.
 func (s *state) takeChanges(w *watcher, first ringEvent) any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	size, end := s.batchEnd(w, first)
+	end := s.batchEnd(w, first)
 	if end == w.next {
 		w.sentType, w.sentCount = first.typ, 1
-		buf := sendPool.Get(len(first.msg.bytes()))
-		copy(*buf, first.msg.bytes())
-		return w.paced(buf)
+		if first.seq%trackEvery != 0 {
+			return first.msg
+		}
+		return w.track(&first.msg.raw, w) // shared: nothing to take back
 	}
-	return s.batch(w, first, size, end)
+	return s.batch(w, first, end)
 }
 
-// batchEnd returns the size of a BATCH of first and the events after it waiting
-// for w, and the sequence after its last event. A resumed replay's batch ends
-// at the replay's end, which its SNAPSHOT_COMPLETE follows. Callers hold s.mu.
-func (s *state) batchEnd(w *watcher, first ringEvent) (size int, end uint64) {
-	size, end = batchHeaderSize+batchItemSize(first.msg.bytes()), w.next
+// batchEnd returns the sequence after the last event of a BATCH of first and
+// the events after it waiting for w, within batchBytes. A resumed replay's
+// batch ends at the replay's end, which its SNAPSHOT_COMPLETE follows. Callers
+// hold s.mu.
+func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64) {
+	size, end := batchHeaderSize+batchItemSize(first.msg.bytes()), w.next
 	for seq := w.next; !w.resumed || seq <= w.resumeAt; seq++ {
 		ev, ok := s.eventAt(seq)
 		if !ok {
@@ -110,13 +107,13 @@ func (s *state) batchEnd(w *watcher, first ringEvent) (size int, end uint64) {
 		}
 		size, end = size+n, seq+1
 	}
-	return size, end
+	return end
 }
 
 // batch builds the BATCH batchEnd measured and moves w's cursor to its end.
 // Callers hold s.mu.
-func (s *state) batch(w *watcher, first ringEvent, size int, end uint64) any {
-	buf := sendPool.Get(size)
+func (s *state) batch(w *watcher, first ringEvent, end uint64) any {
+	buf := batchBuffers.Get().(*[]byte)
 	out := appendBatchHeader((*buf)[:0])
 	out = w.appendBatched(out, first)
 	for seq := w.next; seq < end; seq++ {
@@ -128,7 +125,7 @@ func (s *state) batch(w *watcher, first ringEvent, size int, end uint64) any {
 	// The batch ends with an event w was sent: nothing skipped is left to report.
 	w.next, w.pr.skipped = end, skipped{}
 	w.sentCount = 0 // its events are counted above, by type
-	return w.paced(buf)
+	return w.track(buf, (*batchLanding)(w))
 }
 
 // appendBatched appends ev to a BATCH for w, counting it as broadcast. A batch's
@@ -139,11 +136,10 @@ func (w *watcher) appendBatched(out []byte, ev ringEvent) []byte {
 	return appendBatchItem(out, ev.msg.bytes())
 }
 
-// paced returns msg, a buffer of sendPool, as a message whose buffer the
-// transport frees into w (Put) once it has written it; until then w sends no
-// other change.
-func (w *watcher) paced(msg *[]byte) any {
-	b := mem.NewBuffer(msg, w)
+// track returns msg as a message whose buffer the transport frees into pool
+// (which tells w) once it has written it; until then w sends no other change.
+func (w *watcher) track(msg *[]byte, pool mem.BufferPool) any {
+	b := mem.NewBuffer(msg, pool)
 	if _, untracked := b.(mem.SliceBuffer); !untracked {
 		w.flight.Store(flying)
 	}
@@ -156,14 +152,32 @@ func (w *watcher) inFlight() bool {
 	return w.flight.CompareAndSwap(flying, waiting) || w.flight.Load() == waiting
 }
 
-// Put is called by the transport when it has written a paced message of w: w may
-// send its next change, and is scheduled if one was waiting.
-func (w *watcher) Put(buf *[]byte) {
-	sendPool.Put(buf)
+// landed notes that the transport has written w's paced message: w may send
+// its next change, and is scheduled if one was waiting.
+func (w *watcher) landed() {
 	if w.flight.Swap(landed) == waiting {
 		w.schedule()
 	}
 }
 
+// Put is called by the transport when it has written a ring event w sent alone
+// (w is that buffer's mem.BufferPool): the bytes are the ring's, not taken back.
+func (w *watcher) Put(*[]byte) { w.landed() }
+
 // Get makes w a mem.BufferPool; gRPC only ever puts buffers back into it.
-func (w *watcher) Get(n int) *[]byte { return sendPool.Get(n) }
+func (w *watcher) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+// batchLanding is w as the mem.BufferPool of its BATCH messages' buffers.
+type batchLanding watcher
+
+// Put takes back a BATCH's buffer once the transport has written it.
+func (b *batchLanding) Put(buf *[]byte) {
+	batchBuffers.Put(buf)
+	(*watcher)(b).landed()
+}
+
+// Get makes batchLanding a mem.BufferPool; gRPC only ever puts buffers back.
+func (b *batchLanding) Get(n int) *[]byte { return (*watcher)(b).Get(n) }

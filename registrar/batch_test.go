@@ -2,8 +2,11 @@ package registrar
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -126,5 +129,51 @@ func TestBatchedResume(t *testing.T) {
 	last := evs[0].GetEvents()[3].GetVersion()
 	if !complete.GetResumed() || complete.GetVersion() != last {
 		t.Fatalf("SNAPSHOT_COMPLETE %v after a replay up to %s", complete, last)
+	}
+}
+
+// TestPacedWatcherBatchesWhatWaits: changes made one at a time, while a client
+// that accepts batches does not read, wait in the ring once its flow-control
+// window is full, and reach it as a few batches: the registrar does not queue
+// them one by one in gRPC's transport (which takes 64 KiB a stream more before
+// a send blocks). Here they come in about 15 messages; unpaced, about 70 (the
+// ones queued in the transport one by one, then batches).
+func TestPacedWatcherBatchesWhatWaits(t *testing.T) {
+	ts := startServer(t, Config{})
+	conn, err := grpc.NewClient(ts.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx := testCtx(t)
+	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, &registrarv1.WatchEndpointsRequest{AcceptBatches: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := st.Recv(); err != nil || ev.GetType() != registrarv1.EndpointEvent_SNAPSHOT_COMPLETE {
+		t.Fatalf("first event = %v, %v", ev, err)
+	}
+	const n = 200
+	pad := strings.Repeat("x", 2000)
+	for i := range n {
+		e := ep("east", "paced", fmt.Sprintf("10.9.%d.%d", i/256, i%256), 80)
+		e.Annotations = map[string]string{"pad": pad}
+		if _, err := ts.client.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: protos(e)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Only now does the client read.
+	events, msgs := 0, 0
+	for events < n {
+		ev, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs++
+		events += max(1, len(ev.GetEvents()))
+	}
+	if events != n || msgs > 40 {
+		t.Fatalf("%d changes made one at a time came as %d events in %d messages, want the ones that waited batched (about 15 messages)", n, events, msgs)
 	}
 }

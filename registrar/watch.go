@@ -202,14 +202,11 @@ func (w *watcher) pending() any {
 		if w.resumed && w.next > w.resumeAt {
 			return w.resumedComplete()
 		}
-		if w.batches && w.inFlight() {
-			return nil // its landing schedules w (batch.go)
-		}
 		ev, ok, behind := r.s.nextFor(w)
 		switch {
 		case ok:
 			if w.batches {
-				return r.s.takeChanges(w, ev)
+				return r.s.paced(w, ev)
 			}
 			w.sentType, w.sentCount = ev.typ, 1
 			return ev.msg

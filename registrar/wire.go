@@ -46,7 +46,9 @@ func marshalEndpoint(e endpoint.Endpoint) []byte {
 
 // encodeChange assembles an ADDED, UPDATED or REMOVED event.
 func encodeChange(t registrarv1.EndpointEvent_EventType, ep []byte, v token.Version, persisted uint64) []byte {
-	out := make([]byte, 0, len(ep)+80)
+	// At least trackedCap: a paced watcher sends these very bytes in a buffer
+	// whose writing gRPC reports (batch.go), which it does only past 1 KiB.
+	out := make([]byte, 0, max(len(ep)+80, trackedCap))
 	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
 	out = protowire.AppendVarint(out, uint64(t))
 	out = protowire.AppendTag(out, fieldEndpoint, protowire.BytesType)
@@ -124,12 +126,16 @@ type encoded []byte
 // shared is a message in wire form sent to many streams (an event, a snapshot
 // chunk): its buffer list is made once, so that a send allocates nothing. gRPC
 // only reads the list, and a SliceBuffer's Free does nothing.
-type shared struct{ data mem.BufferSlice }
+// raw is the same bytes, for a paced watcher's tracked send of them (batch.go).
+type shared struct {
+	data mem.BufferSlice
+	raw  []byte
+}
 
-func share(b []byte) *shared { return &shared{data: mem.BufferSlice{mem.SliceBuffer(b)}} }
+func share(b []byte) *shared { return &shared{data: mem.BufferSlice{mem.SliceBuffer(b)}, raw: b} }
 
 // bytes is the message's wire form.
-func (m *shared) bytes() []byte { return m.data[0].ReadOnlyData() }
+func (m *shared) bytes() []byte { return m.raw }
 
 // codec is the server's gRPC codec: the proto codec, except that pre-encoded events
 // are written without a second marshal. It is forced on the server only; clients

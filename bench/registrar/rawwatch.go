@@ -20,14 +20,26 @@ type rawCodec struct{ proto encoding.CodecV2 }
 func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 func (c rawCodec) Name() string                           { return "proto" }
 func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if h, ok := v.(*head); ok {
-		h.size = data.Len()
-		h.n = copy(h.start[:], data[0].ReadOnlyData())
+	switch t := v.(type) {
+	case *head:
+		t.size = data.Len()
+		t.n = copy(t.start[:], data[0].ReadOnlyData())
 		return nil
+	case *visit:
+		if len(data) == 1 { // a small message: read it where it is
+			return eachEvent(data[0].ReadOnlyData(), *t)
+		}
+		return eachEvent(data.Materialize(), *t)
 	}
 	*(v.(*[]byte)) = data.Materialize()
 	return nil
 }
+
+// visit is a receive target that reads a message in gRPC's buffers, handing fn
+// each event (a BATCH's one by one) before RecvMsg returns: a watcher that keeps
+// nothing of what it reads makes no garbage of it, and its garbage collections
+// would be part of the fan-out's tail.
+type visit func(event)
 
 // head is what a watcher that only waits for the end of a snapshot reads of a
 // message: its size and first bytes, without copying the rest out of gRPC's
@@ -49,7 +61,7 @@ var raw = grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})
 // event is what a benchmark watcher reads of an EndpointEvent.
 type event struct {
 	typ     registrarv1.EndpointEvent_EventType
-	address string   // of the endpoint of a change
+	address []byte   // of the endpoint of a change, in the message
 	items   int      // endpoints in a FULL_SNAPSHOT part
 	inner   [][]byte // the events of a BATCH, undecoded
 }
@@ -117,24 +129,24 @@ func eachEvent(msg []byte, fn func(event)) error {
 	return nil
 }
 
-func addressOf(ep []byte) string {
+func addressOf(ep []byte) []byte {
 	for len(ep) > 0 {
 		num, typ, n := protowire.ConsumeTag(ep)
 		if n < 0 {
-			return ""
+			return nil
 		}
 		ep = ep[n:]
 		if num == 4 && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(ep)
-			return string(v)
+			return v
 		}
 		m := protowire.ConsumeFieldValue(num, typ, ep)
 		if m < 0 {
-			return ""
+			return nil
 		}
 		ep = ep[m:]
 	}
-	return ""
+	return nil
 }
 
 // dialN opens n connections to addr, with the transport's -window and -buffer.

@@ -182,20 +182,15 @@ func fanoutWatchers(target string, n, conns, regs int, token string) error {
 	all.Add(regs * n)
 	for _, st := range streams {
 		go func() {
-			for {
-				var msg []byte
-				if err := st.RecvMsg(&msg); err != nil {
-					return
+			seen := visit(func(ev event) {
+				events.Add(1)
+				if i, ok := index[string(ev.address)]; ok && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
+					atomicMax(&last[i], time.Now().UnixNano())
+					all.Done()
 				}
-				at := time.Now().UnixNano()
+			})
+			for st.RecvMsg(&seen) == nil {
 				msgs.Add(1)
-				_ = eachEvent(msg, func(ev event) {
-					events.Add(1)
-					if i, ok := index[ev.address]; ok && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
-						atomicMax(&last[i], at)
-						all.Done()
-					}
-				})
 			}
 		}()
 	}

@@ -273,7 +273,7 @@ func scopedFanoutWatchers(target string, n, conns, regs int, sc bool) error {
 				at := time.Now().UnixNano()
 				bytes.Add(int64(len(msg)))
 				_ = eachEvent(msg, func(ev event) {
-					if i, ok := index[ev.address]; ok && wants[j][i] && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
+					if i, ok := index[string(ev.address)]; ok && wants[j][i] && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
 						atomicMax(&last[i], at)
 						got[i].Add(1)
 						all.Done()
