@@ -21,6 +21,9 @@ type state struct {
 	mu    sync.RWMutex
 	epoch uint64
 	seq   uint64 // version of the latest event; 0 before any
+	// digest is the sum of the visible entries' sums (digest.go): the state's
+	// digest at seq.
+	digest uint64
 
 	entries   map[endpoint.Key]*entry
 	byCluster map[string]int
@@ -72,6 +75,7 @@ type entry struct {
 	ep   endpoint.Endpoint
 	wire []byte // ep in wire form, shared by its events and by snapshots
 	hash uint64 // of the key: picks the entry's bucket of the full snapshot
+	sum  uint64 // of wire: the entry's term of the state digest
 	slot int32  // the entry's index in its bucket
 }
 
@@ -88,6 +92,7 @@ type pend struct {
 type ringEvent struct {
 	seq       uint64
 	persisted uint64 // the frontier the event carries
+	digest    uint64 // the state's digest at seq
 	typ       registrarv1.EndpointEvent_EventType
 	service   string // of the changed endpoint; empty for PROGRESS, which every scope sees
 	// msg is the event in wire form, shared by every watcher sent it.
@@ -214,7 +219,13 @@ func (s *state) recompute(k endpoint.Key) {
 }
 
 func (s *state) put(k endpoint.Key, e *entry) {
-	s.parts.put(k, s.entries[k], e)
+	old := s.entries[k]
+	if old != nil {
+		s.digest -= old.sum
+	}
+	e.sum = entrySum(e.wire)
+	s.digest += e.sum
+	s.parts.put(k, old, e)
 	s.entries[k] = e
 	m := s.byService[k.Service]
 	if m == nil {
@@ -225,6 +236,7 @@ func (s *state) put(k endpoint.Key, e *entry) {
 }
 
 func (s *state) drop(k endpoint.Key) {
+	s.digest -= s.entries[k].sum
 	s.parts.drop(s.entries[k])
 	delete(s.entries, k)
 	if m := s.byService[k.Service]; m != nil {
@@ -249,8 +261,8 @@ func (s *state) count(cluster string, d int) {
 func (s *state) emit(t registrarv1.EndpointEvent_EventType, service string, wire []byte) {
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
-	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: t, service: service, msg: share(encodeChange(t, wire, v, p))}
+	v := s.current()
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: t, service: service, msg: share(encodeChange(t, wire, v, p))}
 	s.changed = true
 }
 
@@ -269,8 +281,8 @@ func (s *state) announce() {
 		return
 	}
 	s.seq++
-	v := token.Version{Epoch: s.epoch, Seq: s.seq}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, typ: registrarv1.EndpointEvent_PROGRESS, msg: share(encodeProgress(v, p))}
+	v := s.current()
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: registrarv1.EndpointEvent_PROGRESS, msg: share(encodeProgress(v, p))}
 	s.changed = true
 }
 
@@ -295,7 +307,10 @@ func (s *state) canResume(seq uint64) bool {
 	return seq <= s.seq && s.seq-seq <= uint64(len(s.ring))
 }
 
-func (s *state) current() token.Version { return token.Version{Epoch: s.epoch, Seq: s.seq} }
+// current is the latest version, with the state's digest.
+func (s *state) current() token.Version {
+	return token.Version{Epoch: s.epoch, Seq: s.seq, Digest: s.digest, HasDigest: true}
+}
 
 // counts returns the number of visible endpoints per cluster.
 func (s *state) counts() map[string]int {

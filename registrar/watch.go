@@ -220,7 +220,7 @@ func (w *watcher) pending() any {
 		sk := w.pr.skipped
 		w.pr.skipped, w.pr.last = skipped{}, time.Now().UnixNano()
 		w.sentType, w.sentCount = registrarv1.EndpointEvent_PROGRESS, 1
-		return encoded(encodeProgress(token.Version{Epoch: r.s.epoch, Seq: sk.seq}, sk.persisted))
+		return encoded(encodeProgress(r.s.versionAt(sk.seq), sk.persisted))
 	}
 }
 
@@ -255,7 +255,7 @@ func (w *watcher) resync() {
 // resumedComplete ends a resumed replay: its SNAPSHOT_COMPLETE.
 func (w *watcher) resumedComplete() any {
 	w.resumed = false
-	return w.complete(token.Version{Epoch: w.r.s.epoch, Seq: w.resumeAt}, true)
+	return w.complete(w.r.s.versionAt(w.resumeAt), true)
 }
 
 // complete returns the SNAPSHOT_COMPLETE of a snapshot or a resumed replay at
@@ -293,12 +293,16 @@ func (w *watcher) snapshotPart() any {
 }
 
 // start decides how a stream begins: with a full snapshot, or by replaying the ring
-// from the token on (nothing, when the token is current).
+// from the token on (nothing, when the token is current, or when it is one the ring
+// cannot replay but of the very state the registrar holds).
 func (r *Registrar) start(lastVersion string) (full bool, next, completeAt uint64, resumed bool) {
 	v, err := token.Parse(lastVersion)
 	r.s.mu.RLock()
 	defer r.s.mu.RUnlock()
 	if lastVersion == "" || err != nil || v.Epoch != r.s.epoch || !r.s.canResume(v.Seq) {
+		if err == nil && r.s.sameState(v) { // digest.go
+			return false, r.s.seq + 1, r.s.seq, true
+		}
 		if lastVersion != "" {
 			r.log.Debug("resume token not usable here; sending a full snapshot", "last_version", lastVersion, "err", err)
 		}

@@ -35,7 +35,9 @@ const (
 
 // marshalEndpoint returns the wire form of one endpoint.
 func marshalEndpoint(e endpoint.Endpoint) []byte {
-	b, err := proto.Marshal(e.ToProto())
+	// Deterministic: one endpoint has one wire form, in every process, so that
+	// state digests (digest.go) agree across replicas.
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.ToProto())
 	if err != nil {
 		// Marshal fails only for invalid UTF-8 in a string field, which Validate and
 		// every backend reject before an endpoint gets here.

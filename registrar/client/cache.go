@@ -259,17 +259,30 @@ func (c *cache) progressed(v, persisted token.Version) {
 }
 
 // resumed records a SNAPSHOT_COMPLETE after a replay: the cache is current at v.
-func (c *cache) resumed(v, persisted token.Version, scopeID uint64) {
+// A resume into another epoch (the registrar found its state's digest equal to the
+// token's, docs/registrar.md) is a move to a replica that may not have persisted
+// what the last one accepted: as after a full snapshot in a new epoch, it returns
+// the writes of this client the registrar lost, to be sent again.
+func (c *cache) resumed(v, persisted token.Version, scopeID uint64) []ownRef {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if scopeID != 0 {
 		c.scopeSet(scopeID) // the set is the one the cache held
 		c.coveredID = scopeID
 	}
+	newEpoch := c.at.Epoch != v.Epoch
 	c.at = v
+	var resend []ownRef
+	if newEpoch {
+		resend = c.reconcileOwn(true)
+		for k := range c.own {
+			c.refresh(k)
+		}
+	}
 	c.retire()
 	c.confirm(persisted)
 	c.markCurrent()
+	return resend
 }
 
 // replace installs a full snapshot taken at v. It returns the writes of this client

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -67,8 +68,10 @@ func runServerAt(t *testing.T, addr string, cfg registrar.Config) (*registrar.Se
 	t.Helper()
 	var s *registrar.Server
 	var err error
+	sc := registrar.ServerConfig{Registrar: cfg, Listen: addr}
+	sc.Metrics, _ = cfg.Metrics.(*prometheus.Registry) // the test's, if it set one
 	for range 50 {
-		if s, err = registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: addr}); err == nil {
+		if s, err = registrar.NewServer(sc); err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -109,7 +109,9 @@ func (c *driver) complete(ctx context.Context, ev *registrarv1.EndpointEvent, st
 	}
 	persisted := persistedOf(ev, v)
 	if ev.GetResumed() {
-		c.cache.resumed(v, persisted, ev.GetScopeId())
+		if lost := c.cache.resumed(v, persisted, ev.GetScopeId()); len(lost) > 0 {
+			c.resend(ctx, lost)
+		}
 	} else {
 		if st.staged == nil {
 			st.staged = map[endpoint.Key]endpoint.Endpoint{}
