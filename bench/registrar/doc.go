@@ -12,7 +12,9 @@
 // registrar's /debug/memory, watchers in a child process), snapshot (one new
 // watcher's full snapshot right after READY, after a change and already built),
 // storm and storm10k (many watchers taking a full snapshot at once, in a child
-// process; storm10k also samples the peak RSS of the registrar's process), batching
+// process; storm10k also samples the peak RSS of the registrar's process), restart and
+// restart10k (a registrar restart with nothing changed: the watchers reconnect to a new
+// registrar with their tokens, and resume), batching
 // (backend transactions, counted as etcd revisions, for a burst of registrations),
 // read (the client's cached read), list (ListAllEndpoints) and direct (agents on
 // the backend directly versus through one registrar).

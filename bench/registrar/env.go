@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +102,11 @@ type server struct {
 }
 
 func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*server, error) {
+	return startRegistrarAt("127.0.0.1:0", backend, tune)
+}
+
+// startRegistrarAt is startRegistrar listening on listen.
+func startRegistrarAt(listen string, backend registry.Registry, tune func(*registrar.Config)) (*server, error) {
 	cfg := registrar.Config{Cluster: "east", Backend: backend, Logger: slog.New(slog.DiscardHandler)}
 	if tune != nil {
 		tune(&cfg)
@@ -108,7 +114,7 @@ func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*s
 	metrics := prometheus.NewRegistry()
 	// The health port with /debug/memory: the memory scenario reads the
 	// registrar's heap and stacks from it, as an operator would.
-	s, err := registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0", Metrics: metrics,
+	s, err := registrar.NewServer(registrar.ServerConfig{Registrar: cfg, Listen: listen, Metrics: metrics,
 		HealthListen: "127.0.0.1:0", DebugMemory: true, GRPCOptions: transport.serverOptions()})
 	if err != nil {
 		return nil, err
@@ -125,12 +131,12 @@ func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*s
 		cancel()
 		return nil, fmt.Errorf("registrar not ready after 5m")
 	}
-	stop := func() {
+	stop := sync.OnceFunc(func() { // the restart scenario stops its first registrar early
 		cancel()
 		if err := <-done; err != nil {
 			log.Printf("registrar stopped: %v", err)
 		}
-	}
+	})
 	return &server{Server: s, metrics: metrics, stop: stop}, nil
 }
 

@@ -94,6 +94,8 @@ func main() {
 		fatalIf(fanoutWatchers(target, o.watchers, o.conns, o.registrations, tokenFlag))
 	case "storm-watchers":
 		fatalIf(stormWatchers(target, o.watchers, o.conns))
+	case "restart-watchers":
+		fatalIf(restartWatchers(target, o.watchers, o.conns, tokenFlag))
 	default:
 		fatalIf(run(o))
 	}
@@ -157,6 +159,12 @@ func run(o options) error {
 		"storm": func() ([]result, error) { return storm(ctx, e, o.stormWatchers, o.conns, o.endpoints, 0) },
 		"storm10k": func() ([]result, error) {
 			return storm(ctx, e, o.bigWatchers, o.bigConns, o.snapshotLarge, 10*time.Second)
+		},
+		"restart": func() ([]result, error) {
+			return restart(ctx, e, restartCase{o.stormWatchers, o.conns, o.endpoints, false, 0})
+		},
+		"restart10k": func() ([]result, error) {
+			return restart(ctx, e, restartCase{o.bigWatchers, o.bigConns, o.snapshotLarge, true, 10 * time.Second})
 		},
 		"batching": func() ([]result, error) { return batching(ctx, e, o) },
 		"read":     func() ([]result, error) { return cachedRead(ctx, e) },

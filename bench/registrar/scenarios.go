@@ -295,27 +295,11 @@ func storm(ctx context.Context, e *env, watchers, conns, endpoints int, goal tim
 		return nil, err
 	}
 	defer stop()
-	rssBefore := rss()
-	var peak atomic.Int64
-	sample, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			atomicMax(&peak, rss())
-			select {
-			case <-sample:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	rssBefore, peak := rss(), sampleRSS()
 	var out []int64
 	err = runChild(ctx, []string{"-role", "storm-watchers", "-target", srv.Addr().String(),
 		"-watchers", fmt.Sprint(watchers), "-conns", fmt.Sprint(conns)}, func() error { return nil }, &out)
-	close(sample)
-	<-sampled
+	peakRSS := peak()
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +314,7 @@ func storm(ctx context.Context, e *env, watchers, conns, endpoints int, goal tim
 		rows[0].goal, rows[0].ok, rows[0].anchor = "≤ "+ms(goal), ptr(took <= goal), "48 s (1,000 × 10,000)"
 	}
 	rows = append(rows, result{scenario: "Reconnect storm: peak RSS of the registrar's process (registrar + embedded etcd + bench)", setup: what,
-		value: fmt.Sprintf("%.0f MiB (%.0f MiB before)", float64(peak.Load())/(1<<20), float64(rssBefore)/(1<<20)), goal: "bounded (reported)"})
+		value: fmt.Sprintf("%.0f MiB (%.0f MiB before)", float64(peakRSS)/(1<<20), float64(rssBefore)/(1<<20)), goal: "bounded (reported)"})
 	return rows, nil
 }
 
