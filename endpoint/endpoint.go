@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Endpoint is one reachable instance of a service.
@@ -74,8 +75,12 @@ func (e *Endpoint) Normalize() {
 }
 
 func canonicalAddress(s string) string {
-	if s == "" {
-		return s // the common unset filter field; ParseAddr's error would allocate
+	if !strings.Contains(s, ":") {
+		// Not IPv6: an IPv4 address that parses is canonical already (ParseAddr
+		// refuses leading zeros, zones and other spellings), and anything else is
+		// kept as it is. This skips the parse for the common case, and for the empty
+		// unset filter field, whose ParseAddr error would allocate.
+		return s
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil || a.Zone() != "" {

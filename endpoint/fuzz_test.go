@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"encoding/json"
+	"net/netip"
 	"regexp"
 	"testing"
 )
@@ -89,6 +90,24 @@ func FuzzValidAnnotationKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := validAnnotationKey(s), re.MatchString(s); got != want {
 			t.Fatalf("validAnnotationKey(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
+}
+
+// FuzzCanonicalAddress holds canonicalAddress's shortcut for strings without a colon
+// to the whole rule: an address that parses (without a zone) is spelled as netip
+// spells it; anything else is kept as it is.
+func FuzzCanonicalAddress(f *testing.F) {
+	for _, s := range []string{"", "10.0.0.1", "010.0.0.1", "1.2.3.4%eth0", "2001:DB8::1", "::ffff:1.2.3.4", "fe80::1%eth0", "web.local", "1.2.3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := s
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			want = a.String()
+		}
+		if got := canonicalAddress(s); got != want {
+			t.Fatalf("canonicalAddress(%q) = %q, want %q", s, got, want)
 		}
 	})
 }

@@ -55,7 +55,7 @@ func (listCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		b = data.Materialize()
 	}
 	var err error
-	out.endpoints, out.version, err = newWireDecoder().decodeListing(b)
+	out.endpoints, out.version, err = decodeListing(b)
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -43,7 +45,8 @@ const maxDurationSeconds = 315_576_000_000
 var errTruncated = errors.New("truncated or malformed protobuf")
 
 // wireDecoder decodes endpoints in wire form. It shares the strings that repeat
-// between them; one decoder per listing keeps that pool from outliving it.
+// between them; one decoder per listing (per part of one) keeps that pool from
+// outliving it.
 type wireDecoder struct {
 	strs map[string]string
 	last [epInstanceID + 1]string // the last string of each field: often the next one too
@@ -51,30 +54,101 @@ type wireDecoder struct {
 
 func newWireDecoder() *wireDecoder { return &wireDecoder{strs: map[string]string{}} }
 
-// decodeListing decodes a ListAllEndpointsResponse.
-func (d *wireDecoder) decodeListing(b []byte) (eps []endpoint.Endpoint, version string, err error) {
-	eps = make([]endpoint.Endpoint, 0, countFields(b, listEndpoints))
+// parallelFrom is the listing size from which decodeListing splits the work
+// between goroutines: below it, starting them costs more than it saves.
+const parallelFrom = 4096
+
+// decodeListing decodes a ListAllEndpointsResponse. A large one is decoded in
+// parts at once, one per core (up to four), each part into its own range of the
+// result: the client decodes while nothing else is left to do for the call.
+func decodeListing(b []byte) ([]endpoint.Endpoint, string, error) {
+	n := countFields(b, listEndpoints)
+	eps := make([]endpoint.Endpoint, n)
+	parts := splitListing(b, n, min(runtime.GOMAXPROCS(0), 4))
+	var wg sync.WaitGroup
+	for i := range parts {
+		p := &parts[i]
+		if i == len(parts)-1 {
+			p.decode(eps) // on this goroutine
+			continue
+		}
+		wg.Go(func() { p.decode(eps) })
+	}
+	wg.Wait()
+	version := ""
+	for _, p := range parts {
+		if p.err != nil {
+			return nil, "", fmt.Errorf("list response: %w", p.err)
+		}
+		if p.hasVersion { // protobuf keeps the last one
+			version = p.version
+		}
+	}
+	return eps, version, nil
+}
+
+// listingPart is a run of a listing's top-level fields and what decoding it found.
+type listingPart struct {
+	b          []byte
+	first      int // the index of its first endpoint in the listing
+	version    string
+	hasVersion bool
+	err        error
+}
+
+// splitListing cuts b, which holds n endpoints, into up to parts runs of fields
+// holding about as many endpoints each: part k starts at endpoint k*n/parts.
+func splitListing(b []byte, n, parts int) []listingPart {
+	if n < parallelFrom || parts < 2 {
+		return []listingPart{{b: b}}
+	}
+	out := make([]listingPart, 0, parts)
+	start, seen, rest := 0, 0, b
+	for len(rest) > 0 && len(out) < parts-1 {
+		num, typ, _, next, err := nextField(rest)
+		if err != nil {
+			break // the last part meets the error and reports it
+		}
+		if num == listEndpoints && typ == protowire.BytesType {
+			if seen == (len(out)+1)*n/parts {
+				at := len(b) - len(rest)
+				out = append(out, listingPart{b: b[start:at], first: len(out) * n / parts})
+				start = at
+			}
+			seen++
+		}
+		rest = next
+	}
+	return append(out, listingPart{b: b[start:], first: len(out) * n / parts})
+}
+
+// decode decodes p's fields into eps from p.first on, with a decoder of its own
+// (decoders are not safe for concurrent use).
+func (p *listingPart) decode(eps []endpoint.Endpoint) {
+	d := newWireDecoder()
+	i, b := p.first, p.b
 	for len(b) > 0 {
 		num, typ, v, rest, err := nextField(b)
 		if err != nil {
-			return nil, "", fmt.Errorf("list response: %w", err)
+			p.err = err
+			return
 		}
 		b = rest
 		switch {
 		case num == listEndpoints && typ == protowire.BytesType:
-			e, err := d.endpoint(v)
-			if err != nil {
-				return nil, "", fmt.Errorf("list response: endpoint %d: %w", len(eps), err)
+			if eps[i], err = d.endpoint(v); err != nil {
+				p.err = fmt.Errorf("endpoint %d: %w", i, err)
+				return
 			}
-			eps = append(eps, e)
+			i++
 		case num == listVersion && typ == protowire.BytesType:
 			if !utf8.Valid(v) {
-				return nil, "", errors.New("list response: version is not valid UTF-8")
+				p.err = errors.New("version is not valid UTF-8")
+				return
 			}
-			version = string(v)
+			p.version, p.hasVersion = string(v), true
 		}
 	}
-	return eps, version, nil
 }
 
 // endpoint decodes one registryv1.Endpoint and converts it as
@@ -300,6 +374,17 @@ func countFields(b []byte, num protowire.Number) int {
 // varint's encoding, or a length-delimited field's contents). Groups and other
 // wire types are skipped whole, as protobuf skips unknown fields.
 func nextField(b []byte) (protowire.Number, protowire.Type, []byte, []byte, error) {
+	// Every field of these messages has a one-byte tag, and most values are short:
+	// take those without protowire's general decoding.
+	if len(b) >= 2 && b[0] < 0x80 && b[0] >= 1<<3 && b[1] < 0x80 {
+		num, typ := protowire.Number(b[0]>>3), protowire.Type(b[0]&7)
+		switch {
+		case typ == protowire.BytesType && 2+int(b[1]) <= len(b):
+			return num, typ, b[2 : 2+int(b[1])], b[2+int(b[1]):], nil
+		case typ == protowire.VarintType:
+			return num, typ, b[1:2], b[2:], nil
+		}
+	}
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || num > protowire.MaxValidNumber {
 		return 0, 0, nil, nil, errTruncated

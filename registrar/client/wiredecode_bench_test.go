@@ -32,7 +32,7 @@ func BenchmarkDecodeListing10k(b *testing.B) {
 	raw := listing10k(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := newWireDecoder().decodeListing(raw); err != nil {
+		if _, _, err := decodeListing(raw); err != nil {
 			b.Fatal(err)
 		}
 	}

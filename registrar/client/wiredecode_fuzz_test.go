@@ -1,9 +1,13 @@
 package client
 
 import (
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -37,7 +41,7 @@ func FuzzDecodeListing(f *testing.F) {
 	f.Add([]byte{0x0a, 0x03, 0x0a, 0x01, 0xff})                                           // cluster not UTF-8
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})                                                 // cluster as a varint: unknown
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, version, err := newWireDecoder().decodeListing(b)
+		got, version, err := decodeListing(b)
 		want, wantVersion, wantErr := referenceListing(b)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("hand decoder error %v, protobuf's %v", err, wantErr)
@@ -70,4 +74,63 @@ func referenceListing(b []byte) ([]endpoint.Endpoint, string, error) {
 		eps = append(eps, e)
 	}
 	return eps, resp.GetVersion(), nil
+}
+
+// A listing large enough to be decoded in parts reads as one decoded whole: every
+// endpoint in its place, the last version kept, and an error in a later part
+// reported with the endpoint's index in the whole listing.
+func TestDecodeListingInParts(t *testing.T) {
+	resp := &registrarv1.ListAllEndpointsResponse{Version: "first"}
+	for i := range 3*parallelFrom + 7 {
+		resp.Endpoints = append(resp.Endpoints, &registryv1.Endpoint{Cluster: "east", Service: fmt.Sprintf("s%d", i%7),
+			Protocol: "http", Address: fmt.Sprintf("10.0.%d.%d", i>>8&255, i&255), Port: uint32(i)})
+	}
+	raw, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = protowire.AppendTag(raw, listVersion, protowire.BytesType)
+	raw = protowire.AppendString(raw, "last")
+	for _, procs := range []int{1, 2, 4} {
+		old := runtime.GOMAXPROCS(procs)
+		got, version, err := decodeListing(raw)
+		runtime.GOMAXPROCS(old)
+		want, wantVersion, wantErr := referenceListing(raw)
+		if err != nil || wantErr != nil || version != wantVersion || version != "last" || len(got) != len(want) {
+			t.Fatalf("GOMAXPROCS %d: %d endpoints at %q (%v), protobuf %d at %q (%v)", procs, len(got), version, err, len(want), wantVersion, wantErr)
+		}
+		for i := range want {
+			if !endpoint.Equal(got[i], want[i]) {
+				t.Fatalf("GOMAXPROCS %d: endpoint %d = %+v, protobuf %+v", procs, i, got[i], want[i])
+			}
+		}
+	}
+	bad := len(resp.Endpoints) - 3
+	resp.Endpoints[bad].Node = "\xff"
+	raw = withRawNodes(t, resp)
+	_, _, err = decodeListing(raw)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("endpoint %d: node is not valid UTF-8", bad)) {
+		t.Fatalf("a bad node in endpoint %d: error %v, want one naming the endpoint and the field", bad, err)
+	}
+}
+
+// withRawNodes encodes resp's endpoints as a listing, their nodes appended by hand:
+// proto.Marshal refuses the invalid UTF-8 the test needs.
+func withRawNodes(t *testing.T, resp *registrarv1.ListAllEndpointsResponse) []byte {
+	t.Helper()
+	var out []byte
+	for _, e := range resp.GetEndpoints() {
+		node := e.GetNode()
+		e.Node = ""
+		eb, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Node = node
+		eb = protowire.AppendTag(eb, epNode, protowire.BytesType)
+		eb = protowire.AppendString(eb, node)
+		out = protowire.AppendTag(out, listEndpoints, protowire.BytesType)
+		out = protowire.AppendBytes(out, eb)
+	}
+	return out
 }
