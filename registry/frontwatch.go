@@ -74,6 +74,11 @@ func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in
 		select {
 		case ev, ok := <-in:
 			if !ok {
+				if cctx.Err() != nil {
+					// The backend closed because the watch's context ended: when both
+					// were ready, select may have picked this case first.
+					reason = endReason(ctx)
+				}
 				return
 			}
 			ev, ok = v.admit(ev)
