@@ -277,19 +277,9 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	f.isBatch = true
 	// A batch present several times is merged, as protobuf does: its messages
 	// concatenated, the last seq winning.
-	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
-		b = b[n:]
-		if num != fFrameBatch || typ != protowire.BytesType {
-			b = b[protowire.ConsumeFieldValue(num, typ, b):]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		b = b[n:]
-		if err := f.decodeBatch(v); err != nil {
-			buf.Free()
-			return err
-		}
+	if err := eachField(data, fFrameBatch, f.decodeBatch); err != nil {
+		buf.Free()
+		return err
 	}
 	f.buf = buf
 	return nil
@@ -422,6 +412,29 @@ func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
 	return num, typ, n
 }
 
+// eachField calls fn with the contents of every length-delimited field numbered
+// num in b, in order, skipping the other fields; a malformed field is errWire.
+func eachField(b []byte, num protowire.Number, fn func(v []byte) error) error {
+	for len(b) > 0 {
+		got, typ, n := consumeTag(b)
+		if n < 0 {
+			return errWire
+		}
+		m := protowire.ConsumeFieldValue(got, typ, b[n:])
+		if m < 0 {
+			return errWire
+		}
+		if got == num && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n : n+m])
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+		b = b[n+m:]
+	}
+	return nil
+}
+
 // keepFields copies the fields of an encoded Message but ttl and segments.
 func keepFields(data []byte) []byte {
 	out := make([]byte, 0, len(data))
@@ -511,31 +524,9 @@ const (
 
 func (p *publishIn) decodeWire(buf mem.Buffer) error {
 	p.reqs, p.buf = p.reqs[:0], nil
-	for b := buf.ReadOnlyData(); len(b) > 0; {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			buf.Free()
-			return errWire
-		}
-		b = b[n:]
-		if num != fPubBatchMessages || typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				buf.Free()
-				return errWire
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			buf.Free()
-			return errWire
-		}
-		b = b[n:]
-		if err := p.decodeRequest(v); err != nil {
-			buf.Free()
-			return err
-		}
+	if err := eachField(buf.ReadOnlyData(), fPubBatchMessages, p.decodeRequest); err != nil {
+		buf.Free()
+		return err
 	}
 	p.buf = buf
 	return nil
