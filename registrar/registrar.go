@@ -177,28 +177,24 @@ func (r *Registrar) Run(ctx context.Context) error {
 
 // progressLoop announces the persisted frontier on a quiet registrar (state.announce).
 func (r *Registrar) progressLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.ProgressInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.s.announce()
-		}
-	}
+	every(ctx, r.cfg.ProgressInterval, r.s.announce)
 }
 
 // senderLoop replaces the senders that stalled clients hold (senders.unstick).
 func (r *Registrar) senderLoop(ctx context.Context) {
-	t := time.NewTicker(stuckAfter)
+	every(ctx, stuckAfter, func() { r.senders.unstick(r.s.stalled(time.Now().Add(-stuckAfter))) })
+}
+
+// every runs fn once a period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.senders.unstick(r.s.stalled(time.Now().Add(-stuckAfter)))
+			fn()
 		}
 	}
 }
