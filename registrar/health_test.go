@@ -179,24 +179,8 @@ func TestDebugMemory(t *testing.T) {
 		t.Fatalf("/debug/memory without DebugMemory = %d, want 404", code)
 	}
 
-	b := memory.New()
-	defer b.Close()
-	s, err := NewServer(ServerConfig{Registrar: Config{Cluster: "east", Backend: b}, Listen: "127.0.0.1:0",
-		HealthListen: "127.0.0.1:0", DebugMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	waitReady(t, s.Registrar())
-	ts := &testServer{Server: s}
-	ts.conn = dial(t, ts)
-	openWatch(t, registrarv1.NewRegistrarClient(ts.conn), "").untilComplete(t)
+	ts := startServerWith(t, ServerConfig{DebugMemory: true})
+	openWatch(t, ts.client, "").untilComplete(t)
 	code, body := get(t, ts, "/debug/memory")
 	if code != http.StatusOK {
 		t.Fatalf("/debug/memory = %d, want 200", code)

@@ -87,6 +87,14 @@ type testServer struct {
 // startServer runs a registrar on 127.0.0.1:0 and connects a raw client to it.
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
+	return startServerWith(t, ServerConfig{Registrar: cfg})
+}
+
+// startServerWith is startServer for a server configured beyond its registrar; its
+// addresses are always 127.0.0.1:0.
+func startServerWith(t *testing.T, sc ServerConfig) *testServer {
+	t.Helper()
+	cfg := &sc.Registrar
 	if cfg.Cluster == "" {
 		cfg.Cluster = "east"
 	}
@@ -95,7 +103,8 @@ func startServer(t *testing.T, cfg Config) *testServer {
 		t.Cleanup(func() { b.Close() })
 		cfg.Backend = b
 	}
-	s, err := NewServer(ServerConfig{Registrar: cfg, Listen: "127.0.0.1:0", HealthListen: "127.0.0.1:0"})
+	sc.Listen, sc.HealthListen = "127.0.0.1:0", "127.0.0.1:0"
+	s, err := NewServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

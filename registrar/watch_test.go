@@ -177,14 +177,7 @@ func TestSlowWatcherIsResynced(t *testing.T) {
 	ts := startServer(t, Config{History: 64})
 	fast := openWatch(t, ts.client, "")
 	fast.untilComplete(t)
-	// A small fixed window (no BDP growth) so the unread stream backs up at once.
-	slowConn, err := grpc.NewClient(ts.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slowConn.Close()
-	slowStream, err := registrarv1.NewRegistrarClient(slowConn).WatchEndpoints(testCtx(t), &registrarv1.WatchEndpointsRequest{})
+	slowStream, err := registrarv1.NewRegistrarClient(slowConn(t, ts)).WatchEndpoints(testCtx(t), &registrarv1.WatchEndpointsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,14 +263,9 @@ func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
 	ts := startServer(t, Config{})
 	fast := openWatch(t, ts.client, "")
 	fast.untilComplete(t)
-	slowConn, err := grpc.NewClient(ts.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slowConn.Close()
+	slow := slowConn(t, ts)
 	for range busySenders + 4 {
-		st, err := registrarv1.NewRegistrarClient(slowConn).WatchEndpoints(testCtx(t), &registrarv1.WatchEndpointsRequest{})
+		st, err := registrarv1.NewRegistrarClient(slow).WatchEndpoints(testCtx(t), &registrarv1.WatchEndpointsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,6 +276,19 @@ func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
 	}
 	const n = 200
 	burst(t, ts, fast, 3, n)
+}
+
+// slowConn is a connection to ts with a small fixed window (no BDP growth), so a
+// stream on it that is not read backs up at once.
+func slowConn(t *testing.T, ts *testServer) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(ts.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // burst registers n endpoints 10.<net>.x.y with 2,000-byte annotations, which fill a
