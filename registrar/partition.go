@@ -91,12 +91,16 @@ func (p *partition) snapshot(at token.Version) *snapshot {
 	p.fit()
 	// Most buckets are one part.
 	all := chunker{parts: make(mem.BufferSlice, 0, len(p.buckets)), items: make([]int, 0, len(p.buckets))}
+	encs := make([]*chunker, len(p.buckets))
 	for i := range p.buckets {
 		enc := p.buckets[i].encoded()
 		all.parts = append(all.parts, enc.parts...)
 		all.items = append(all.items, enc.items...)
+		encs[i] = enc
 	}
-	return packed(at, &all)
+	snap := packed(at, &all)
+	snap.encs = encs
+	return snap
 }
 
 func (b *bucket) encoded() *chunker {

@@ -202,6 +202,7 @@ func (w *watcher) openStream() error {
 		return err
 	}
 	w.id, w.node, w.scope, w.batches = r.ids.Add(1), req.GetNodeName(), sc, req.GetAcceptBatches()
+	w.zipped = req.GetAcceptCompressed()
 	if p, ok := peer.FromContext(ctx); ok {
 		w.peer = p.Addr
 	}

@@ -1,6 +1,8 @@
 package registrar
 
 import (
+	"sync"
+
 	"google.golang.org/grpc/mem"
 
 	"github.com/switchboard-mesh/switchboard/registrar/token"
@@ -18,6 +20,11 @@ type snapshot struct {
 	// chunks are the FULL_SNAPSHOT messages, shared by every watcher sent them.
 	chunks []*shared
 	items  []int // the endpoints in each chunk
+	// encs are the buckets' encodings a full snapshot was assembled from, kept for
+	// its compressed form (compress.go), built once and shared, in zip.
+	encs    []*chunker
+	zipOnce sync.Once
+	zip     *snapshot
 }
 
 // snapshot returns the full state at the current version. Only the buckets changed
@@ -66,6 +73,7 @@ type chunker struct {
 	items  []int  // the endpoints in each part
 	open   []byte // the part being filled
 	inOpen int    // the endpoints in it
+	zip    zipped // parts compressed, once a compressed snapshot needs them
 }
 
 // add appends one endpoint, starting a new part when the current one is full.

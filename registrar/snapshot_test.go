@@ -63,9 +63,11 @@ func (d *snapDriver) check() {
 		d.t.Fatalf("snapshot at %v, state at %v", snap.at, d.s.current())
 	}
 	checkSnapshot(d.t, snap, want)
+	checkCompressed(d.t, snap.compressed(), want)
 	d.checkSizes(snap)
 	if d.prev != nil {
 		checkSnapshot(d.t, d.prev, d.prevWant)
+		checkCompressed(d.t, d.prev.compressed(), d.prevWant)
 	}
 	d.prev, d.prevWant = snap, want
 }
@@ -90,6 +92,12 @@ func (d *snapDriver) checkSizes(snap *snapshot) {
 // form), each once, in messages of at most chunkBytes with their item counts.
 func checkSnapshot(t testing.TB, snap *snapshot, want map[string]bool) {
 	t.Helper()
+	checkMessages(t, snap, want, func(msg []byte) []byte { return msg })
+}
+
+// checkMessages is checkSnapshot of messages whose items are items(message).
+func checkMessages(t testing.TB, snap *snapshot, want map[string]bool, items func([]byte) []byte) {
+	t.Helper()
 	if len(snap.items) != len(snap.chunks) {
 		t.Fatalf("%d item counts for %d chunks", len(snap.items), len(snap.chunks))
 	}
@@ -99,8 +107,9 @@ func checkSnapshot(t testing.TB, snap *snapshot, want map[string]bool) {
 		if len(b) == 0 || len(b) > chunkBytes {
 			t.Fatalf("chunk %d of %d: %d bytes, want 1..%d", i, len(snap.chunks), len(b), chunkBytes)
 		}
-		items := 0
-		for ; len(b) > 0; items++ {
+		b = items(b)
+		n := 0
+		for ; len(b) > 0; n++ {
 			num, typ, n := protowire.ConsumeTag(b)
 			item, m := protowire.ConsumeBytes(b[max(n, 0):])
 			if n < 0 || m < 0 || num != fieldEndpoints || typ != protowire.BytesType {
@@ -112,8 +121,8 @@ func checkSnapshot(t testing.TB, snap *snapshot, want map[string]bool) {
 			}
 			seen[string(item)] = true
 		}
-		if items != snap.items[i] {
-			t.Fatalf("chunk %d holds %d endpoints, counted %d", i, items, snap.items[i])
+		if n != snap.items[i] {
+			t.Fatalf("chunk %d holds %d endpoints, counted %d", i, n, snap.items[i])
 		}
 	}
 	if len(seen) != len(want) {

@@ -56,6 +56,7 @@ type watcher struct {
 	full      bool // a full snapshot is to be taken
 	resumed   bool // replaying the ring from the client's token
 	batches   bool // the client accepts BATCH events (batch.go)
+	zipped    bool // the client accepts compressed snapshots (compress.go)
 }
 
 // peerString is the peer's address for logs.
@@ -271,9 +272,12 @@ func (w *watcher) complete(at token.Version, resumed bool) any {
 
 // takeSnapshot starts sending w the full state (of its services, if scoped).
 func (w *watcher) takeSnapshot() {
-	if w.services == nil {
+	switch {
+	case w.services == nil && w.zipped:
+		w.snap = w.r.s.snapshot().compressed()
+	case w.services == nil:
 		w.snap = w.r.s.snapshot()
-	} else {
+	default: // scopes are small: never compressed
 		w.snap = w.r.s.scopedSnapshot(w.services)
 	}
 	w.chunk, w.full, w.resumed = 0, false, false

@@ -27,6 +27,7 @@ const (
 	fieldPersisted = 8
 	fieldScopeID   = 9
 	fieldEvents    = 10
+	fieldZipped    = 11 // compressed
 )
 
 // An event is encoded once, when it happens, and the same bytes go to every watcher;
@@ -185,15 +186,17 @@ type watchRequest struct {
 	services                           []string
 	scopeID                            uint64
 	allServices, acceptBatches         bool
+	acceptCompressed                   bool
 }
 
-func (q watchRequest) GetClusterName() string { return q.clusterName }
-func (q watchRequest) GetNodeName() string    { return q.nodeName }
-func (q watchRequest) GetLastVersion() string { return q.lastVersion }
-func (q watchRequest) GetServices() []string  { return q.services }
-func (q watchRequest) GetScopeId() uint64     { return q.scopeID }
-func (q watchRequest) GetAllServices() bool   { return q.allServices }
-func (q watchRequest) GetAcceptBatches() bool { return q.acceptBatches }
+func (q watchRequest) GetClusterName() string    { return q.clusterName }
+func (q watchRequest) GetNodeName() string       { return q.nodeName }
+func (q watchRequest) GetLastVersion() string    { return q.lastVersion }
+func (q watchRequest) GetServices() []string     { return q.services }
+func (q watchRequest) GetScopeId() uint64        { return q.scopeID }
+func (q watchRequest) GetAllServices() bool      { return q.allServices }
+func (q watchRequest) GetAcceptBatches() bool    { return q.acceptBatches }
+func (q watchRequest) GetAcceptCompressed() bool { return q.acceptCompressed }
 
 // Field numbers of registrarv1.WatchEndpointsRequest.
 const (
@@ -204,6 +207,7 @@ const (
 	fieldReqScopeID     = 5
 	fieldReqAll         = 6
 	fieldReqBatches     = 7
+	fieldReqCompressed  = 8
 )
 
 // decodeWatchRequest decodes a WatchEndpointsRequest as proto.Unmarshal would:
@@ -241,7 +245,7 @@ func decodeWatchRequest(b []byte) (watchRequest, error) {
 			default:
 				q.services = append(q.services, string(v))
 			}
-		case typ == protowire.VarintType && num >= fieldReqScopeID && num <= fieldReqBatches:
+		case typ == protowire.VarintType && num >= fieldReqScopeID && num <= fieldReqCompressed:
 			v, m := protowire.ConsumeVarint(b)
 			if m < 0 {
 				return q, badRequest(protowire.ParseError(m))
@@ -252,8 +256,10 @@ func decodeWatchRequest(b []byte) (watchRequest, error) {
 				q.scopeID = v
 			case fieldReqAll:
 				q.allServices = v != 0
-			default:
+			case fieldReqBatches:
 				q.acceptBatches = v != 0
+			default:
+				q.acceptCompressed = v != 0
 			}
 		default:
 			m := protowire.ConsumeFieldValue(num, typ, b)

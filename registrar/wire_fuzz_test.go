@@ -16,6 +16,7 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		{NodeName: "n1", ClusterName: "east", LastVersion: "1.5", Services: []string{"web", "db"}, ScopeId: 7},
 		{AllServices: true},
 		{AcceptBatches: true, LastVersion: "3.9"},
+		{AcceptCompressed: true, AcceptBatches: true},
 		{},
 	} {
 		b, err := proto.Marshal(m)
@@ -37,7 +38,7 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		if got.GetClusterName() != want.GetClusterName() || got.GetNodeName() != want.GetNodeName() ||
 			got.GetLastVersion() != want.GetLastVersion() || !slices.Equal(got.GetServices(), want.GetServices()) ||
 			got.scopeID != want.GetScopeId() || got.allServices != want.GetAllServices() ||
-			got.acceptBatches != want.GetAcceptBatches() {
+			got.acceptBatches != want.GetAcceptBatches() || got.acceptCompressed != want.GetAcceptCompressed() {
 			t.Fatalf("decoded %+v, protobuf reads %v", got, &want)
 		}
 	})

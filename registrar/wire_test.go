@@ -88,6 +88,10 @@ func TestDecodeWatchRequest(t *testing.T) {
 	if q, err := decodeWatchRequest(batches); err != nil || !q.acceptBatches || q.allServices {
 		t.Fatalf("accept_batches: %+v, %v", q, err)
 	}
+	compressed, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AcceptCompressed: true})
+	if q, err := decodeWatchRequest(compressed); err != nil || !q.acceptCompressed || q.acceptBatches {
+		t.Fatalf("accept_compressed: %+v, %v", q, err)
+	}
 
 	bad := protowire.AppendTag(nil, fieldReqServices, protowire.BytesType)
 	bad = protowire.AppendString(bad, "web")

@@ -307,8 +307,14 @@ type WatchEndpointsRequest struct {
 	// message. Without it the stream carries every event in a message of its own,
 	// as before the field existed. Only the first request's value counts.
 	AcceptBatches bool `protobuf:"varint,7,opt,name=accept_batches,json=acceptBatches,proto3" json:"accept_batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The client takes a full snapshot's parts compressed, in `compressed`: a
+	// snapshot is then about a third of the bytes, compressed once by the registrar
+	// and shared by every watcher it is sent to. Without it, or for a scoped
+	// snapshot, parts carry `endpoints` as they are. Only the first request's value
+	// counts.
+	AcceptCompressed bool `protobuf:"varint,8,opt,name=accept_compressed,json=acceptCompressed,proto3" json:"accept_compressed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WatchEndpointsRequest) Reset() {
@@ -390,6 +396,13 @@ func (x *WatchEndpointsRequest) GetAcceptBatches() bool {
 	return false
 }
 
+func (x *WatchEndpointsRequest) GetAcceptCompressed() bool {
+	if x != nil {
+		return x.AcceptCompressed
+	}
+	return false
+}
+
 type EndpointEvent struct {
 	state protoimpl.MessageState  `protogen:"open.v1"`
 	Type  EndpointEvent_EventType `protobuf:"varint,1,opt,name=type,proto3,enum=switchboard.registrar.v1.EndpointEvent_EventType" json:"type,omitempty"`
@@ -415,7 +428,13 @@ type EndpointEvent struct {
 	// services the receiver's cache now holds.
 	ScopeId uint64 `protobuf:"varint,9,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
 	// BATCH only: the events, in the order they happened.
-	Events        []*EndpointEvent `protobuf:"bytes,10,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*EndpointEvent `protobuf:"bytes,10,rep,name=events,proto3" json:"events,omitempty"`
+	// FULL_SNAPSHOT only, to a watcher that set accept_compressed: zstd frames
+	// (RFC 8878). Each frame's content is more fields of this same message (entries
+	// of `endpoints`, encoded as they would be here): decompress each frame and
+	// merge it into this message, as protobuf merges a message parsed from those
+	// bytes, to have the part uncompressed.
+	Compressed    [][]byte `protobuf:"bytes,11,rep,name=compressed,proto3" json:"compressed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,6 +521,13 @@ func (x *EndpointEvent) GetScopeId() uint64 {
 func (x *EndpointEvent) GetEvents() []*EndpointEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *EndpointEvent) GetCompressed() [][]byte {
+	if x != nil {
+		return x.Compressed
 	}
 	return nil
 }
@@ -641,7 +667,7 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\x19UnregisterEndpointRequest\x12?\n" +
 	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\"6\n" +
 	"\x1aUnregisterEndpointResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"\xfb\x01\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\xa8\x02\n" +
 	"\x15WatchEndpointsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12!\n" +
@@ -649,7 +675,8 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\bservices\x18\x04 \x03(\tR\bservices\x12\x19\n" +
 	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\x12!\n" +
 	"\fall_services\x18\x06 \x01(\bR\vallServices\x12%\n" +
-	"\x0eaccept_batches\x18\a \x01(\bR\racceptBatches\"\xa1\x04\n" +
+	"\x0eaccept_batches\x18\a \x01(\bR\racceptBatches\x12+\n" +
+	"\x11accept_compressed\x18\b \x01(\bR\x10acceptCompressed\"\xc1\x04\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +
@@ -659,7 +686,10 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\tpersisted\x18\b \x01(\tR\tpersisted\x12\x19\n" +
 	"\bscope_id\x18\t \x01(\x04R\ascopeId\x12?\n" +
 	"\x06events\x18\n" +
-	" \x03(\v2'.switchboard.registrar.v1.EndpointEventR\x06events\"\x8e\x01\n" +
+	" \x03(\v2'.switchboard.registrar.v1.EndpointEventR\x06events\x12\x1e\n" +
+	"\n" +
+	"compressed\x18\v \x03(\fR\n" +
+	"compressed\"\x8e\x01\n" +
 	"\tEventType\x12\x11\n" +
 	"\rFULL_SNAPSHOT\x10\x00\x12\x12\n" +
 	"\x0eENDPOINT_ADDED\x10\x01\x12\x14\n" +

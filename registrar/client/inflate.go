@@ -1,0 +1,61 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/protobuf/proto"
+
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+)
+
+// The client asks for compressed snapshots (accept_compressed): a registrar sends
+// a full snapshot's parts as zstd frames, about a third of the bytes, and one that
+// predates the field sends them as they are. inflate restores a part.
+
+// maxInflated bounds what one frame may decompress to. The registrar compresses
+// parts of a few KiB (one bucket of its snapshot); a part is at most one gRPC
+// message's worth of endpoints, so anything near this is not a snapshot part.
+const maxInflated = 64 << 20
+
+var zstdDecoder = mustDecoder()
+
+func mustDecoder() *zstd.Decoder {
+	// DecodeAll is safe for concurrent use; concurrency 0 is one per core.
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxInflated))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return d
+}
+
+var errSmuggled = errors.New("a compressed part holds fields other than endpoints")
+
+// inflate decompresses a FULL_SNAPSHOT part's compressed frames into its endpoints:
+// each frame's content is more fields of the same message, merged as protobuf
+// merges them. A frame that does not decompress, or that holds anything but
+// endpoints, is an error: the stream ends and the client resyncs.
+func inflate(ev *registrarv1.EndpointEvent) error {
+	frames := ev.GetCompressed()
+	if len(frames) == 0 {
+		return nil
+	}
+	ev.Compressed = nil
+	var buf []byte
+	for i, f := range frames {
+		b, err := zstdDecoder.DecodeAll(f, buf[:0])
+		if err != nil {
+			return fmt.Errorf("compressed part %d: %w", i, err)
+		}
+		if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b, ev); err != nil {
+			return fmt.Errorf("compressed part %d: %w", i, err)
+		}
+		buf = b // Unmarshal copied what it kept
+	}
+	if ev.GetType() != registrarv1.EndpointEvent_FULL_SNAPSHOT || len(ev.GetCompressed()) > 0 || ev.GetEndpoint() != nil ||
+		ev.GetVersion() != "" || len(ev.GetEvents()) > 0 {
+		return errSmuggled
+	}
+	return nil
+}
