@@ -21,6 +21,7 @@ type snapDriver struct {
 	writes   int
 	prev     *snapshot
 	prevWant map[string]bool
+	zipped   bool // check the compressed form too (compress_test.go)
 }
 
 func newSnapDriver(t testing.TB, target int) *snapDriver {
@@ -63,11 +64,15 @@ func (d *snapDriver) check() {
 		d.t.Fatalf("snapshot at %v, state at %v", snap.at, d.s.current())
 	}
 	checkSnapshot(d.t, snap, want)
-	checkCompressed(d.t, snap.compressed(), want)
+	if d.zipped {
+		checkCompressed(d.t, snap.compressed(), want)
+	}
 	d.checkSizes(snap)
 	if d.prev != nil {
 		checkSnapshot(d.t, d.prev, d.prevWant)
-		checkCompressed(d.t, d.prev.compressed(), d.prevWant)
+		if d.zipped {
+			checkCompressed(d.t, d.prev.compressed(), d.prevWant)
+		}
 	}
 	d.prev, d.prevWant = snap, want
 }
@@ -145,6 +150,7 @@ func TestSnapshotFollowsRandomChanges(t *testing.T) {
 	for _, target := range []int{bucketBytes, 256} {
 		for seed := range uint64(3) {
 			d := newSnapDriver(t, target)
+			d.zipped = seed == 0 // its cost is the decompression: one run each
 			rng := rand.New(rand.NewPCG(seed, uint64(target)))
 			churn := func(steps int) {
 				for range steps {
@@ -186,6 +192,7 @@ func FuzzSnapshot(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 0xc0, 0x40, 0x41, 0xc0, 0x80, 0, 0xc0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		d := newSnapDriver(t, 128)
+		d.zipped = true
 		for _, op := range ops {
 			e := fleetEndpoint(int(op & 63))
 			switch op >> 6 {

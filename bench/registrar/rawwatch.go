@@ -183,7 +183,7 @@ func closeAll(conns []*grpc.ClientConn) {
 // rawWatch opens a watch stream read with rawCodec, resuming from token if set;
 // it accepts batches unless -batches=false.
 func rawWatch(ctx context.Context, conn *grpc.ClientConn, node, token string) (grpc.ServerStreamingClient[registrarv1.EndpointEvent], error) {
-	req := &registrarv1.WatchEndpointsRequest{NodeName: node, LastVersion: token, AcceptBatches: transport.batches}
+	req := &registrarv1.WatchEndpointsRequest{NodeName: node, LastVersion: token, AcceptBatches: transport.batches, AcceptCompressed: transport.compressed}
 	st, err := registrarv1.NewRegistrarClient(conn).WatchEndpoints(ctx, req, raw)
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)

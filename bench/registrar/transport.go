@@ -12,28 +12,33 @@ import (
 // (0: gRPC's defaults) on both the registrar's server and the watchers'
 // connections. The bench passes them on to its child processes.
 type transportOptions struct {
-	batches bool
-	window  int // stream and connection flow-control window, bytes
-	buffer  int // write and read buffer, bytes
+	batches    bool
+	compressed bool // raw watchers take compressed snapshots
+	window     int  // stream and connection flow-control window, bytes
+	buffer     int  // write and read buffer, bytes
 }
 
 var transport transportOptions
 
 func (t *transportOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.batches, "batches", true, "raw watchers accept BATCH events (false: one message per event, as before)")
+	fs.BoolVar(&t.compressed, "compressed", true, "raw watchers take compressed snapshots (false: endpoints as they are, as before)")
 	fs.IntVar(&t.window, "window", 0, "gRPC stream and connection window in bytes on both sides (0: gRPC's default)")
 	fs.IntVar(&t.buffer, "buffer", 0, "gRPC write and read buffer in bytes on both sides (0: gRPC's default)")
 }
 
 // childArgs pass the options on to a child process.
 func (t transportOptions) childArgs() []string {
-	return []string{fmt.Sprintf("-batches=%v", t.batches), fmt.Sprint("-window=", t.window), fmt.Sprint("-buffer=", t.buffer)}
+	return []string{fmt.Sprintf("-batches=%v", t.batches), fmt.Sprintf("-compressed=%v", t.compressed), fmt.Sprint("-window=", t.window), fmt.Sprint("-buffer=", t.buffer)}
 }
 
 func (t transportOptions) String() string {
 	s := "batches"
 	if !t.batches {
 		s = "no batches"
+	}
+	if t.compressed {
+		s += ", compressed snapshots"
 	}
 	if t.window > 0 {
 		s += fmt.Sprintf(", window %d KiB", t.window>>10)
