@@ -8,7 +8,7 @@ import (
 // The registrar's /metrics carries its backend's calls, counted by the backend's
 // registry.Front (startServer's backend is the memory one, behind its front).
 func TestMetricsCountBackendCalls(t *testing.T) {
-	ts := startServer(t, Config{SyncInterval: 20 * time.Millisecond})
+	ts := startServer(t, Config{SyncInterval: 20 * time.Millisecond, BackstopInterval: 20 * time.Millisecond})
 	eventually(t, "the registrar's polls are counted as the backend's lists", func() bool {
 		for _, m := range scrape(t, ts)["registry_calls_total"].GetMetric() {
 			labels := map[string]string{}

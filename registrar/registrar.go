@@ -30,8 +30,13 @@ type Config struct {
 	// Backend is the external registry. The caller owns it and closes it after Run
 	// returns.
 	Backend registry.Registry
-	// SyncInterval is how often the whole backend is listed; default 5s.
-	SyncInterval time.Duration
+	// SyncInterval is how often the whole backend is listed; default 5s. While the
+	// backend's change feed is live, BackstopInterval (default 1m) applies instead:
+	// the feed carries every change, and the list is only a backstop that repairs
+	// what it may have missed, but costs a read of the whole backend (about 90 ms
+	// of CPU for 10,000 endpoints in etcd, growing with the fleet).
+	SyncInterval     time.Duration
+	BackstopInterval time.Duration
 	// BatchInterval and BatchSize: a write batch is flushed after BatchInterval
 	// (default 100ms) or as soon as BatchSize (default 50) writes are waiting.
 	BatchInterval time.Duration
@@ -82,6 +87,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	def(&c.SyncInterval, 5*time.Second)
+	def(&c.BackstopInterval, time.Minute)
 	def(&c.BatchInterval, 100*time.Millisecond)
 	def(&c.BackendTimeout, 10*time.Second)
 	def(&c.DrainTimeout, 10*time.Second)
@@ -144,7 +150,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 	if !first {
 		return errors.New("registrar: Run called twice")
 	}
-	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
+	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, backstop: r.cfg.BackstopInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
 		noFeed: make(chan struct{})}
 	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
@@ -156,7 +162,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 			loop(ctx)
 		}()
 	}
-	r.log.Info("registrar running", "epoch", fmt.Sprintf("%016x", r.s.epoch), "sync_interval", r.cfg.SyncInterval,
+	r.log.Info("registrar running", "epoch", fmt.Sprintf("%016x", r.s.epoch), "sync_interval", r.cfg.SyncInterval, "backstop_interval", r.cfg.BackstopInterval,
 		"batch_interval", r.cfg.BatchInterval, "batch_size", r.cfg.BatchSize)
 	<-ctx.Done()
 	r.s.close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -13,18 +14,21 @@ import (
 )
 
 // syncer keeps the snapshot in line with the backend: a full List every interval,
-// always, and the backend's native watch when it has one (registry/follow). The poll is
-// the backstop that repairs anything a watch missed; every cluster's endpoints are
-// taken, which is how agents learn of other clusters (docs/registrar.md, "What it
-// does": Sync).
+// and the backend's native watch when it has one (registry/follow). While the watch
+// is live the List runs every backstop instead: it only repairs anything the watch
+// missed. Every cluster's endpoints are taken, which is how agents learn of other
+// clusters (docs/registrar.md, "What it does": Sync).
 type syncer struct {
 	s        *state
 	backend  registry.Registry
 	interval time.Duration
+	backstop time.Duration
 	timeout  time.Duration
 	log      *slog.Logger
 	m        *metrics
 	noFeed   chan struct{} // closed when the backend turns out to have no change feed
+	live     atomic.Bool   // the watch has delivered its initial state and not ended
+	lastFull atomic.Int64  // when the last full read (List or watch's initial state) ended, Unix ns
 }
 
 func (y *syncer) pollLoop(ctx context.Context) {
@@ -38,6 +42,9 @@ func (y *syncer) pollLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if y.live.Load() && time.Since(time.Unix(0, y.lastFull.Load())) < y.backstop {
+			continue
 		}
 		y.poll(ctx)
 	}
@@ -80,6 +87,7 @@ func (y *syncer) poll(ctx context.Context) {
 		return
 	}
 	y.s.endFull(start, eps)
+	y.lastFull.Store(time.Now().UnixNano())
 	y.s.markReady()
 }
 
@@ -102,10 +110,13 @@ func (y *syncer) watchLoop(ctx context.Context) {
 				eps = append(eps, e)
 			}
 			y.s.endFull(start, eps)
+			y.lastFull.Store(time.Now().UnixNano())
+			y.live.Store(true)
 			y.s.markReady()
 		},
 		Changed: y.s.applyEvent,
 		Ended: func(err error, synced bool, wait time.Duration) {
+			y.live.Store(false) // poll every interval until it is back
 			if !synced {
 				y.s.abortFull(start)
 			}

@@ -20,6 +20,7 @@ type registrarFlags struct {
 	cluster       string
 	alsoAccept    []string
 	syncInterval  time.Duration
+	backstop      time.Duration
 	batchInterval time.Duration
 	batchSize     int
 	maxQueue      int
@@ -61,7 +62,8 @@ move to another replica) and persists every queued write before it exits.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster-name", "", "the cluster this registrar accepts writes for (required)")
 	fl.StringSliceVar(&f.alsoAccept, "accept-cluster", nil, `further clusters to accept writes for, "*" for any (single-machine setups)`)
-	fl.DurationVar(&f.syncInterval, "sync-interval", 5*time.Second, "how often the whole backend is listed (a backstop when it has a change feed)")
+	fl.DurationVar(&f.syncInterval, "sync-interval", 5*time.Second, "how often the whole backend is listed while it has no live change feed")
+	fl.DurationVar(&f.backstop, "backstop-interval", time.Minute, "how often the whole backend is listed while its change feed (etcd, JetStream) is live: a backstop for what the feed may miss")
 	fl.DurationVar(&f.batchInterval, "write-batch-interval", 100*time.Millisecond, "longest a write waits before its batch is persisted")
 	fl.IntVar(&f.batchSize, "write-batch-size", 50, "persist a batch as soon as this many writes wait")
 	fl.IntVar(&f.maxQueue, "max-queue", 65536, "most writes waiting to be persisted; beyond it writes are refused (RESOURCE_EXHAUSTED)")
@@ -125,7 +127,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 		Listen: f.listen, HealthListen: f.healthListen, DebugMemory: f.debugMemory, TLS: tlsConf,
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
-			SyncInterval: f.syncInterval, BatchInterval: f.batchInterval, BatchSize: f.batchSize,
+			SyncInterval: f.syncInterval, BackstopInterval: f.backstop, BatchInterval: f.batchInterval, BatchSize: f.batchSize,
 			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, Logger: log, Authorizer: authz,
 		},
 	})
