@@ -1,81 +1,106 @@
 package registrar
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
 // A watcher that set accept_compressed takes a full snapshot compressed: the same
-// FULL_SNAPSHOT parts, each part's endpoints in one zstd frame (field compressed),
+// FULL_SNAPSHOT messages, their endpoints in zstd frames (field compressed),
 // without their instance ids (withoutInstanceIDs). Endpoints compress about
 // fourfold so (their cluster, service, protocol and annotations repeat), and a
 // reconnect storm is bytes: ten thousand agents taking a 100,000-endpoint
 // snapshot are tens of gigabytes uncompressed.
 //
-// Compression happens once per bucket encoding, not per watcher nor per
-// version: a bucket's parts are compressed the first time a compressed snapshot
-// holds them and kept with them until one of the bucket's endpoints changes, so
-// after a change only that bucket is compressed again. gRPC's own per-message
-// compression would compress every message for every watcher instead.
+// Compression is not per watcher, nor per version. A frame holds a group of
+// consecutive buckets, about one message's worth (64 KiB): frames of single
+// buckets would compress a fifth worse and take twice as long to decompress. The
+// partition's zipCache keeps each group's frame with the bucket encodings it was
+// made of, so after a change only the changed bucket's group is compressed again
+// (about 0.3 ms), and every watcher of a version shares its messages. gRPC's own
+// per-message compression would compress every message for every watcher instead.
 
 // epInstanceID is registryv1.Endpoint's instance_id field.
 const epInstanceID = 12
 
-// zstdEncoder compresses bucket parts; EncodeAll is safe for concurrent use.
+// zstdEncoder compresses groups; EncodeAll is safe for concurrent use.
 var zstdEncoder = mustEncoder()
 
 func mustEncoder() *zstd.Encoder {
-	// Default level: compression is paid once per change of a bucket of a few KiB,
-	// and every byte saved is saved for every watcher sent it.
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2))
+	// The fastest level: on snapshot items it compresses as well as the default
+	// one (about 4.7x), in two thirds of the time.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		panic(err) // only for invalid options
 	}
 	return enc
 }
 
-// zipped is the bucket's parts compressed, each as one field of a FULL_SNAPSHOT
-// message: the compressed field's tag and length, then the frame.
-type zipped struct {
-	once  sync.Once
-	parts mem.BufferSlice
+// zipCache keeps the compressed frame of each group of buckets.
+type zipCache struct {
+	mu     sync.Mutex
+	groups []zipGroup
 }
 
-// zipped returns c's parts compressed, compressing them on the first call.
-func (c *chunker) zipped() mem.BufferSlice {
-	c.zip.once.Do(func() {
-		c.zip.parts = make(mem.BufferSlice, len(c.parts))
-		for i, part := range c.parts {
-			c.zip.parts[i] = mem.SliceBuffer(compressPart(part.ReadOnlyData()))
-		}
-	})
-	return c.zip.parts
-}
-
-// compressPart encodes items (a part's FULL_SNAPSHOT fields) as one compressed
-// field, without the endpoints' instance ids.
-func compressPart(items []byte) []byte {
-	frame := zstdEncoder.EncodeAll(withoutInstanceIDs(items), nil)
-	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), fieldZipped, protowire.BytesType)
-	return protowire.AppendBytes(out, frame)
+type zipGroup struct {
+	encs  []*chunker // the bucket encodings it was compressed from
+	frame mem.Buffer // the compressed field: tag, length, zstd frame
+	items int
 }
 
 // compressed returns the snapshot as a compressed watcher takes it: the same
-// version and endpoints, in messages of compressed parts. It is built on the first
-// call and shared by every compressed watcher of this version.
+// version and endpoints, in messages of compressed frames. It is built on the
+// first call and shared by every compressed watcher of this version. Only a full
+// snapshot (partition.snapshot) has a compressed form.
 func (s *snapshot) compressed() *snapshot {
-	s.zipOnce.Do(func() {
-		var all chunker
-		for _, enc := range s.encs {
-			all.parts = append(all.parts, enc.zipped()...)
-			all.items = append(all.items, enc.items...)
-		}
-		s.zip = packed(s.at, &all)
-	})
+	s.zipOnce.Do(func() { s.zip = s.zips.compress(s.at, s.encs, s.groupSize) })
 	return s.zip
+}
+
+// compress returns the snapshot at version at of the bucket encodings encs, in
+// groups of size, compressing the groups whose encodings changed.
+func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := (len(encs) + size - 1) / size
+	if len(c.groups) != n { // the buckets were redistributed
+		c.groups = make([]zipGroup, n)
+	}
+	var all chunker
+	for i := range c.groups {
+		g, group := &c.groups[i], encs[i*size:min(len(encs), (i+1)*size)]
+		if !slices.Equal(g.encs, group) {
+			*g = compressGroup(group)
+		}
+		if g.items > 0 {
+			all.parts = append(all.parts, g.frame)
+			all.items = append(all.items, g.items)
+		}
+	}
+	return packed(at, &all)
+}
+
+// compressGroup compresses the endpoints of a group of bucket encodings into one
+// compressed field of a FULL_SNAPSHOT message.
+func compressGroup(encs []*chunker) zipGroup {
+	g := zipGroup{encs: slices.Clone(encs)}
+	var items []byte
+	for _, enc := range encs {
+		for i, part := range enc.parts {
+			items = append(items, part.ReadOnlyData()...)
+			g.items += enc.items[i]
+		}
+	}
+	frame := zstdEncoder.EncodeAll(withoutInstanceIDs(items), nil)
+	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), fieldZipped, protowire.BytesType)
+	g.frame = mem.SliceBuffer(protowire.AppendBytes(out, frame))
+	return g
 }
 
 // withoutInstanceIDs returns snapshot items with the endpoints' instance_id left

@@ -31,6 +31,7 @@ type partition struct {
 	target  int      // bucketBytes; smaller in tests, for many buckets of few endpoints
 	buckets []bucket // a power of two of them
 	bytes   int      // the encoded size of every endpoint's snapshot item
+	zips    zipCache // the compressed groups of buckets (compress.go)
 }
 
 type bucket struct {
@@ -99,7 +100,8 @@ func (p *partition) snapshot(at token.Version) *snapshot {
 		encs[i] = enc
 	}
 	snap := packed(at, &all)
-	snap.encs = encs
+	// A compressed frame holds about a message's worth of buckets.
+	snap.encs, snap.zips, snap.groupSize = encs, &p.zips, max(1, chunkBytes/p.target)
 	return snap
 }
 

@@ -21,10 +21,13 @@ type snapshot struct {
 	chunks []*shared
 	items  []int // the endpoints in each chunk
 	// encs are the buckets' encodings a full snapshot was assembled from, kept for
-	// its compressed form (compress.go), built once and shared, in zip.
-	encs    []*chunker
-	zipOnce sync.Once
-	zip     *snapshot
+	// its compressed form (compress.go): built once from zips, in groups of
+	// groupSize buckets, and shared, in zip.
+	encs      []*chunker
+	zips      *zipCache
+	groupSize int
+	zipOnce   sync.Once
+	zip       *snapshot
 }
 
 // snapshot returns the full state at the current version. Only the buckets changed
@@ -73,7 +76,6 @@ type chunker struct {
 	items  []int  // the endpoints in each part
 	open   []byte // the part being filled
 	inOpen int    // the endpoints in it
-	zip    zipped // parts compressed, once a compressed snapshot needs them
 }
 
 // add appends one endpoint, starting a new part when the current one is full.

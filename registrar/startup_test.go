@@ -35,7 +35,7 @@ func (r *reads) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.E
 
 // At startup the backend is read once: with a change feed, by the feed's initial
 // state (no poll alongside it); READY comes after that read, with the snapshot
-// already built for the watchers that arrive next.
+// already built, plain and compressed, for the watchers that arrive next.
 func TestStartupReadsTheBackendOnce(t *testing.T) {
 	mem := memory.New()
 	defer mem.Close()
@@ -52,7 +52,7 @@ func TestStartupReadsTheBackendOnce(t *testing.T) {
 		}
 		s := ts.Registrar().s
 		s.snapMu.Lock()
-		built := s.snap != nil && len(s.snap.chunks) > 0
+		built := s.snap != nil && len(s.snap.chunks) > 0 && s.snap.zip != nil && len(s.snap.zip.chunks) > 0
 		s.snapMu.Unlock()
 		if !built {
 			t.Fatal("ready before the snapshot was built")

@@ -51,8 +51,8 @@ func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
 }
 
 // markReady makes the registrar ready after its first full read: the snapshot is
-// built first, so that the watchers that arrive right after READY (a restarted
-// replica's whole fleet) share it instead of waiting for it.
+// built first, and compressed, so that the watchers that arrive right after READY
+// (a restarted replica's whole fleet) share it instead of waiting for it.
 func (s *state) markReady() {
 	s.mu.RLock()
 	done := s.isReady
@@ -60,7 +60,7 @@ func (s *state) markReady() {
 	if done {
 		return
 	}
-	s.snapshot()
+	s.snapshot().compressed()
 	s.mu.Lock()
 	defer s.unlock()
 	if !s.isReady {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
@@ -94,6 +95,16 @@ func parse(b []byte) (event, error) {
 				return ev, protowire.ParseError(m)
 			}
 			ev.items, b = ev.items+1, b[m:]
+		case num == 11 && typ == protowire.BytesType: // a compressed part: its items count too
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return ev, protowire.ParseError(m)
+			}
+			n, err := compressedItems(v)
+			if err != nil {
+				return ev, err
+			}
+			ev.items, b = ev.items+n, b[m:]
 		case num == 10 && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
@@ -228,4 +239,17 @@ func untilCompleteFast(st grpc.ClientStream) error {
 			return nil
 		}
 	}
+}
+
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+
+// compressedItems decompresses one frame of a compressed snapshot part and counts
+// the endpoints in it, as a receiver that takes the part must decompress it.
+func compressedItems(frame []byte) (int, error) {
+	raw, err := zstdDecoder.DecodeAll(frame, nil)
+	if err != nil {
+		return 0, err
+	}
+	inner, err := parse(raw)
+	return inner.items, err
 }
