@@ -76,6 +76,7 @@ func main() {
 	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
 	transport.register(flag.CommandLine)
 	flag.Parse()
+	fatalIf(transport.check())
 	if role != "bench" {
 		stop, err := startCPUProfile(o.cpuprofile)
 		if err != nil {

@@ -12,6 +12,9 @@ import (
 // (0: gRPC's defaults) on both the registrar's server and the watchers'
 // connections. The bench passes them on to its child processes.
 type transportOptions struct {
+	// watcher is the watcher children's client: "h2", the lean one reading every
+	// stream of a connection on one goroutine (h2watch.go), or "grpc", gRPC-go.
+	watcher string
 	batches bool
 	window  int // stream and connection flow-control window, bytes
 	buffer  int // write and read buffer, bytes
@@ -20,6 +23,7 @@ type transportOptions struct {
 var transport transportOptions
 
 func (t *transportOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.watcher, "watcher", "h2", "the watcher children's client: h2 (lean, one goroutine per connection) or grpc (gRPC-go)")
 	fs.BoolVar(&t.batches, "batches", true, "raw watchers accept BATCH events (false: one message per event, as before)")
 	fs.IntVar(&t.window, "window", 0, "gRPC stream and connection window in bytes on both sides (0: gRPC's default)")
 	fs.IntVar(&t.buffer, "buffer", 0, "gRPC write and read buffer in bytes on both sides (0: gRPC's default)")
@@ -27,13 +31,13 @@ func (t *transportOptions) register(fs *flag.FlagSet) {
 
 // childArgs pass the options on to a child process.
 func (t transportOptions) childArgs() []string {
-	return []string{fmt.Sprintf("-batches=%v", t.batches), fmt.Sprint("-window=", t.window), fmt.Sprint("-buffer=", t.buffer)}
+	return []string{"-watcher=" + t.watcher, fmt.Sprintf("-batches=%v", t.batches), fmt.Sprint("-window=", t.window), fmt.Sprint("-buffer=", t.buffer)}
 }
 
 func (t transportOptions) String() string {
-	s := "batches"
+	s := t.watcher + " watchers, batches"
 	if !t.batches {
-		s = "no batches"
+		s = t.watcher + " watchers, no batches"
 	}
 	if t.window > 0 {
 		s += fmt.Sprintf(", window %d KiB", t.window>>10)
@@ -42,6 +46,14 @@ func (t transportOptions) String() string {
 		s += fmt.Sprintf(", buffers %d KiB", t.buffer>>10)
 	}
 	return s
+}
+
+// check refuses an unknown -watcher.
+func (t transportOptions) check() error {
+	if t.watcher != "h2" && t.watcher != "grpc" {
+		return fmt.Errorf("-watcher %q: want h2 or grpc", t.watcher)
+	}
+	return nil
 }
 
 func (t transportOptions) serverOptions() []grpc.ServerOption {
