@@ -469,6 +469,9 @@ func (s *h2Stream) data(p []byte) error {
 		if err := s.onMsg(s, msg, s.size); err != nil {
 			return err
 		}
+		if cap(s.buf) > 4<<10 { // a large message (up to 64 KiB) is rare once the snapshot is in: do not keep its buffer for every stream
+			s.buf = nil
+		}
 	}
 	return nil
 }
