@@ -342,3 +342,48 @@ func TestH2StreamReassembly(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanWatcherEnds stops the registrar under lean watchers: the connection
+// reports the GOAWAY or its end and every stream its end, with an error, so a child
+// fails loudly instead of waiting for events that never come.
+func TestLeanWatcherEnds(t *testing.T) {
+	saved := transport
+	transport = transportOptions{watcher: "h2", batches: true}
+	defer func() { transport = saved }()
+	b := memory.New()
+	defer closeQuietly(b)
+	srv, err := startRegistrar(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	failed := make(chan error, 4)
+	cs, err := dialH2N(srv.Addr().String(), 1, func(err error) { failed <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeH2(cs)
+	ended := make(chan error, 2)
+	if _, err := h2Watchers(cs, []string{"", ""}, nil, nil, func(err error) { ended <- err }); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	timeout := time.After(15 * time.Second)
+	for range 2 {
+		select {
+		case err := <-ended:
+			if err == nil {
+				t.Fatal("a stream ended without an error")
+			}
+			t.Logf("stream: %v", err)
+		case <-timeout:
+			t.Fatal("streams did not end after the registrar stopped")
+		}
+	}
+	select {
+	case err := <-failed:
+		t.Logf("connection: %v", err)
+	case <-timeout:
+		t.Fatal("the connection did not report its end")
+	}
+}
