@@ -23,4 +23,15 @@
 // numbers are the registrar's, not the cost of 1,000 agents decoding on the same two
 // cores; the snapshot scenario also times the real client. The child processes are
 // this program run again with -role.
+//
+// The watcher children's client is -watcher: h2 (the default) or grpc. The bench
+// measures the registrar, but on a shared 2-core host the watchers' child takes its
+// CPU from the same cores, and gRPC-go's per-stream receive path (the transport's
+// reader, a receive buffer and a goroutine woken per stream, RecvMsg) costs more CPU
+// per event than the registrar spends sending it — a cost each production agent pays
+// on its own node. The h2 watcher (h2watch.go) reads the same bytes off the same
+// loopback sockets, speaking gRPC over HTTP/2 with golang.org/x/net/http2's framer,
+// but with one goroutine per connection handing every stream's messages to the
+// same parsing code, as h2load-style load generators do. -watcher grpc keeps the
+// gRPC-go watchers, for comparison with earlier figures.
 package main

@@ -47,6 +47,10 @@ var (
 	tokenFlag  string
 	// childProfile is -child-cpuprofile: the watcher children's -cpuprofile.
 	childProfile string
+	// syncInterval is -sync-interval: the registrars' backstop poll interval (0: the
+	// registrar's default). At 100,000 endpoints each poll is a full listing from
+	// etcd, which in this bench runs on the same two cores.
+	syncInterval time.Duration
 )
 
 func main() {
@@ -73,9 +77,11 @@ func main() {
 	flag.BoolVar(&scopedFlag, "scoped", false, "internal: whether the scoped scenario's child watches its services only")
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
+	flag.DurationVar(&syncInterval, "sync-interval", 0, "the registrars' SyncInterval, the full backstop poll of the backend (0: the registrar's default)")
 	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
 	transport.register(flag.CommandLine)
 	flag.Parse()
+	fatalIf(transport.check())
 	if role != "bench" {
 		stop, err := startCPUProfile(o.cpuprofile)
 		if err != nil {

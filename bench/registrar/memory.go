@@ -49,7 +49,7 @@ func idleMemory(ctx context.Context, e *env, o options) ([]result, error) {
 	heap, stacks := kib(after.heap, before.heap), kib(after.stacks, before.stacks)
 	per := heap + stacks
 	return []result{{scenario: "Registrar memory per idle watcher (heap + stacks, from /debug/memory)",
-		setup: fmt.Sprintf("%d watchers / %d conns, %d endpoints", o.watchers, o.conns, o.endpoints),
+		setup: fmt.Sprintf("%d watchers / %d conns (%s watchers), %d endpoints", o.watchers, o.conns, transport.watcher, o.endpoints),
 		value: fmt.Sprintf("%.1f KiB (heap %.1f + stacks %.1f)", per, heap, stacks), goal: "≤ 8 KiB", anchor: "42 KiB", ok: ptr(per <= 8)}}, nil
 }
 
@@ -174,6 +174,19 @@ func runChild(ctx context.Context, args []string, during func() error, out *[]in
 
 // watcherProcess is the child: it holds n watchers until stdin closes.
 func watcherProcess(target string, n, conns int) error {
+	if transport.watcher == "h2" {
+		cs, err := dialH2N(target, conns, h2Fatal)
+		if err != nil {
+			return err
+		}
+		defer closeH2(cs)
+		if _, err := h2Watchers(cs, make([]string, n), nil, nil, h2Fatal); err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return nil
+	}
 	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err

@@ -23,8 +23,7 @@ func (c rawCodec) Name() string                           { return "proto" }
 func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch t := v.(type) {
 	case *head:
-		t.size = data.Len()
-		t.n = copy(t.start[:], data[0].ReadOnlyData())
+		*t = headOf(data[0].ReadOnlyData(), data.Len())
 		return nil
 	case *visit:
 		if len(data) == 1 { // a small message: read it where it is
@@ -49,6 +48,13 @@ type visit func(event)
 type head struct {
 	size, n int
 	start   [2]byte
+}
+
+// headOf is the head of a message of size bytes that starts with b.
+func headOf(b []byte, size int) head {
+	h := head{size: size}
+	h.n = copy(h.start[:], b)
+	return h
 }
 
 // is reports whether the message is an event of type t: it starts with the type

@@ -141,6 +141,9 @@ func sampleRSS() (peakRSS func() int64) {
 // its own token. It prints how long until every one had its SNAPSHOT_COMPLETE
 // (nanoseconds), how many were resumed and how many took a full snapshot.
 func restartWatchers(target string, n, conns int, tok string) error {
+	if transport.watcher == "h2" {
+		return h2RestartWatchers(target, n, conns, tok)
+	}
 	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err

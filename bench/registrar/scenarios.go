@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,6 +164,22 @@ func fanoutEndpoint(i int) endpoint.Endpoint {
 // set), and for each of the registrations reports when the last watcher received
 // it (Unix nanoseconds).
 func fanoutWatchers(target string, n, conns, regs int, token string) error {
+	t := newFanoutTally(n, regs)
+	if transport.watcher == "h2" {
+		cs, err := dialH2N(target, conns, h2Fatal)
+		if err != nil {
+			return err
+		}
+		defer closeH2(cs)
+		then := func(msg []byte) error {
+			t.msgs.Add(1)
+			return eachEvent(msg, t.seen)
+		}
+		if _, err := h2Watchers(cs, slices.Repeat([]string{token}, n), nil, then, h2Fatal); err != nil {
+			return err
+		}
+		return t.report()
+	}
 	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err
@@ -172,37 +189,54 @@ func fanoutWatchers(target string, n, conns, regs int, token string) error {
 	if err != nil {
 		return err
 	}
-	index := make(map[string]int, regs)
-	for i := range regs {
-		index[fanoutEndpoint(i).Address] = i
-	}
-	last := make([]atomic.Int64, regs)
-	var msgs, events atomic.Int64
-	var all sync.WaitGroup
-	all.Add(regs * n)
 	for _, st := range streams {
 		go func() {
-			seen := visit(func(ev event) {
-				events.Add(1)
-				if i, ok := index[string(ev.address)]; ok && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
-					atomicMax(&last[i], time.Now().UnixNano())
-					all.Done()
-				}
-			})
+			seen := t.seen
 			for st.RecvMsg(&seen) == nil {
-				msgs.Add(1)
+				t.msgs.Add(1)
 			}
 		}()
 	}
+	return t.report()
+}
+
+// fanoutTally is what the fan-out child counts, with either kind of watcher.
+type fanoutTally struct {
+	index        map[string]int // registration by address
+	last         []atomic.Int64 // when the last watcher had registration i
+	msgs, events atomic.Int64
+	all          sync.WaitGroup // one per watcher and registration
+	seen         visit
+}
+
+func newFanoutTally(watchers, regs int) *fanoutTally {
+	t := &fanoutTally{index: make(map[string]int, regs), last: make([]atomic.Int64, regs)}
+	for i := range regs {
+		t.index[fanoutEndpoint(i).Address] = i
+	}
+	t.all.Add(regs * watchers)
+	t.seen = func(ev event) {
+		t.events.Add(1)
+		if i, ok := t.index[string(ev.address)]; ok && ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
+			atomicMax(&t.last[i], time.Now().UnixNano())
+			t.all.Done()
+		}
+	}
+	return t
+}
+
+// report says ready, waits until every watcher has every registration and prints
+// when the last one had each, then the messages and events received.
+func (t *fanoutTally) report() error {
 	fmt.Println("ready")
-	if err := waitGroup(&all, 2*time.Minute); err != nil {
+	if err := waitGroup(&t.all, 2*time.Minute); err != nil {
 		return fmt.Errorf("not every watcher got every registration: %w", err)
 	}
-	for i := range last {
-		fmt.Println(last[i].Load())
+	for i := range t.last {
+		fmt.Println(t.last[i].Load())
 	}
-	fmt.Println(msgs.Load())
-	fmt.Println(events.Load())
+	fmt.Println(t.msgs.Load())
+	fmt.Println(t.events.Load())
 	return nil
 }
 
@@ -321,6 +355,21 @@ func storm(ctx context.Context, e *env, watchers, conns, endpoints int, goal tim
 // stormWatchers is the storm child: it connects conns, then opens n watchers at
 // once, and prints how long until every one had its snapshot (nanoseconds).
 func stormWatchers(target string, n, conns int) error {
+	if transport.watcher == "h2" { // connected before the storm: dialH2 exchanges SETTINGS
+		cs, err := dialH2N(target, conns, h2Fatal)
+		if err != nil {
+			return err
+		}
+		defer closeH2(cs)
+		took, err := h2Watchers(cs, make([]string, n), nil, nil, h2Fatal)
+		if err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		fmt.Println(int64(took))
+		fmt.Println(initialBytes.Load())
+		return nil
+	}
 	cs, ctx, done, err := childConns(target, conns)
 	if err != nil {
 		return err
