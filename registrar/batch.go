@@ -1,8 +1,6 @@
 package registrar
 
 import (
-	"sync"
-
 	"google.golang.org/grpc/mem"
 )
 
@@ -44,11 +42,11 @@ const trackedCap = 1<<10 + 1
 // tracked.
 const trackEvery = 4
 
-// batchBuffers holds the buffers of BATCH messages, all of batchBytes.
-var batchBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 0, batchBytes)
-	return &b
-}}
+// batchBuffers holds the buffers of BATCH messages, in sizes of powers of two up
+// to batchBytes: a batch takes the smallest that holds it (tracked, so above 1
+// KiB). A fan-out's batches are mostly a few hundred bytes, and buffers of 64 KiB
+// each would be most of what the registrar allocates while it fans out.
+var batchBuffers = mem.NewTieredBufferPool(2<<10, 4<<10, 8<<10, 16<<10, 32<<10, batchBytes)
 
 // In-flight states of a paced watcher's last change message.
 const (
@@ -76,7 +74,7 @@ func (s *state) paced(w *watcher, ev ringEvent) any {
 func (s *state) takeChanges(w *watcher, first ringEvent) any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	end := s.batchEnd(w, first)
+	end, size := s.batchEnd(w, first)
 	if end == w.next {
 		w.sentType, w.sentCount = first.typ, 1
 		if first.seq%trackEvery != 0 {
@@ -84,15 +82,15 @@ func (s *state) takeChanges(w *watcher, first ringEvent) any {
 		}
 		return w.track(&first.msg.raw, w) // shared: nothing to take back
 	}
-	return s.batch(w, first, end)
+	return s.batch(w, first, end, size)
 }
 
 // batchEnd returns the sequence after the last event of a BATCH of first and
-// the events after it waiting for w, within batchBytes. A resumed replay's
-// batch ends at the replay's end, which its SNAPSHOT_COMPLETE follows. Callers
-// hold s.mu.
-func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64) {
-	size, end := batchHeaderSize+batchItemSize(first.msg.bytes()), w.next
+// the events after it waiting for w, within batchBytes, and the BATCH's size. A
+// resumed replay's batch ends at the replay's end, which its SNAPSHOT_COMPLETE
+// follows. Callers hold s.mu.
+func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64, size int) {
+	size, end = batchHeaderSize+batchItemSize(first.msg.bytes()), w.next
 	for seq := w.next; !w.resumed || seq <= w.resumeAt; seq++ {
 		ev, ok := s.eventAt(seq)
 		if !ok {
@@ -107,13 +105,13 @@ func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64) {
 		}
 		size, end = size+n, seq+1
 	}
-	return end
+	return end, size
 }
 
-// batch builds the BATCH batchEnd measured and moves w's cursor to its end.
-// Callers hold s.mu.
-func (s *state) batch(w *watcher, first ringEvent, end uint64) any {
-	buf := batchBuffers.Get().(*[]byte)
+// batch builds the BATCH of size bytes batchEnd measured and moves w's cursor to
+// its end. Callers hold s.mu.
+func (s *state) batch(w *watcher, first ringEvent, end uint64, size int) any {
+	buf := batchBuffers.Get(max(size, trackedCap))
 	out := appendBatchHeader((*buf)[:0])
 	out = w.appendBatched(out, first)
 	for seq := w.next; seq < end; seq++ {
