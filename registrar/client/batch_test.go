@@ -19,24 +19,24 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
-// batchCounter counts the BATCH messages a client's watch stream receives.
-type batchCounter struct{ batches, events atomic.Int64 }
-
-func (b *batchCounter) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	st, err := streamer(ctx, desc, cc, method, opts...)
-	return countingStream{ClientStream: st, b: b}, err
+// tap calls seen with every event a client's watch stream receives, as it comes
+// off the wire (before the client applies it).
+func tap(seen func(*registrarv1.EndpointEvent)) grpc.DialOption {
+	return grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		st, err := streamer(ctx, desc, cc, method, opts...)
+		return tappedStream{ClientStream: st, seen: seen}, err
+	})
 }
 
-type countingStream struct {
+type tappedStream struct {
 	grpc.ClientStream
-	b *batchCounter
+	seen func(*registrarv1.EndpointEvent)
 }
 
-func (s countingStream) RecvMsg(m any) error {
+func (s tappedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if ev, ok := m.(*registrarv1.EndpointEvent); ok && err == nil && ev.GetType() == registrarv1.EndpointEvent_BATCH {
-		s.b.batches.Add(1)
-		s.b.events.Add(int64(len(ev.GetEvents())))
+	if ev, ok := m.(*registrarv1.EndpointEvent); ok && err == nil {
+		s.seen(ev)
 	}
 	return err
 }
@@ -48,9 +48,13 @@ func TestClientAppliesBatches(t *testing.T) {
 	b := memory.New()
 	t.Cleanup(func() { b.Close() })
 	srv, _ := runServer(t, registrar.Config{Cluster: "east", Backend: b, BatchInterval: 10 * time.Millisecond})
-	var seen batchCounter
-	c := newClient(t, client.Options{Addresses: []string{addr(srv)},
-		DialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(seen.intercept)}})
+	var batches, events atomic.Int64
+	c := newClient(t, client.Options{Addresses: []string{addr(srv)}, DialOptions: []grpc.DialOption{tap(func(ev *registrarv1.EndpointEvent) {
+		if ev.GetType() == registrarv1.EndpointEvent_BATCH {
+			batches.Add(1)
+			events.Add(int64(len(ev.GetEvents())))
+		}
+	})}})
 	waitReady(t, c)
 
 	conn, err := grpc.NewClient(addr(srv), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -73,8 +77,8 @@ func TestClientAppliesBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the client is at the registrar's version", func() bool { return client.Token(c) == resp.GetVersion() })
-	if seen.batches.Load() < 2 || seen.events.Load() != 70 {
-		t.Fatalf("the client got %d BATCH messages of %d events, want the 70 changes in at least 2", seen.batches.Load(), seen.events.Load())
+	if batches.Load() < 2 || events.Load() != 70 {
+		t.Fatalf("the client got %d BATCH messages of %d events, want the 70 changes in at least 2", batches.Load(), events.Load())
 	}
 	if got, want := keysOf(list(t, c, endpoint.Filter{Service: "web"})), keysOf(eps[20:]); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after the batches the cache holds %v, want %v", got, want)
