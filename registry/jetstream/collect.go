@@ -92,8 +92,8 @@ func (c *collector) start() {
 
 func (c *collector) decode(chunk []rawMsg, dec *decoder) {
 	p := collected{eps: make([]endpoint.Endpoint, 0, len(chunk)), seqs: make([]uint64, 0, len(chunk))}
-	for _, m := range chunk {
-		switch d := dec.decode(m.subject, m.seq, m.h, m.data); d.kind {
+	dec.decodeAll(chunk, func(d decoded) {
+		switch d.kind {
 		case msgLive:
 			if c.match == nil || c.match(d.ep) {
 				p.eps = append(p.eps, detach(d.ep))
@@ -102,7 +102,7 @@ func (c *collector) decode(chunk []rawMsg, dec *decoder) {
 		case msgBad:
 			c.r.noteBad(d)
 		}
-	}
+	})
 	c.mu.Lock()
 	c.parts = append(c.parts, p)
 	c.mu.Unlock()
