@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,5 +61,61 @@ func BenchmarkCollect10k(b *testing.B) {
 			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
 			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// TestCollectorSortsAndKeepsLatest: whatever order and chunking the messages come in,
+// and whatever count the read expected, the collector returns what sorting all entries and keeping each key's latest would.
+func TestCollectorSortsAndKeepsLatest(t *testing.T) {
+	subj, _ := NewSubjects("sb")
+	addrs := []string{"10.0.0.1", "10.0.0.10", "10.0.0.2", "::1", "2001:db8::1", "192.168.1.1", "::ffff:10.0.0.1"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 20 {
+		n := 1 + rng.IntN(3*collectChunk)
+		var msgs []rawMsg
+		latest := map[endpoint.Key]endpoint.Endpoint{}
+		latestSeq := map[endpoint.Key]uint64{}
+		for i := range n {
+			e := endpoint.Endpoint{Cluster: "prod", Service: fmt.Sprintf("s%d", rng.IntN(3)), Protocol: "http",
+				Address: addrs[rng.IntN(len(addrs))], Port: 1 + rng.IntN(3), Priority: 1 + rng.IntN(9)}
+			seq := uint64(i + 1)
+			subject := subj.For(e.Key())
+			if rng.IntN(5) == 0 { // the same key on a second subject (another id token)
+				subject = subject[:strings.LastIndexByte(subject, '.')+1] + "other"
+			}
+			msgs = append(msgs, rawMsg{subject: subject, seq: seq, data: appendJSON(nil, e)})
+			if seq > latestSeq[e.Key()] {
+				latest[e.Key()], latestSeq[e.Key()] = e, seq
+			}
+		}
+		rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
+		var want []endpoint.Endpoint
+		for _, e := range latest {
+			want = append(want, e)
+		}
+		endpoint.Sort(want)
+
+		c := newCollector(&driver{subj: subj}, nil)
+		// The count a consumer gives (expect) may be right, short or long, or absent.
+		switch round % 4 {
+		case 1:
+			c.expect(uint64(n))
+		case 2:
+			c.expect(uint64(n / 2))
+		case 3:
+			c.expect(uint64(n + 10))
+		}
+		for _, m := range msgs {
+			c.add(m.subject, m.seq, m.h, m.data)
+		}
+		got := c.finish()
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d entries, want %d", round, len(got), len(want))
+		}
+		for i := range want {
+			if !endpoint.Equal(got[i], want[i]) {
+				t.Fatalf("round %d: entry %d = %+v, want %+v", round, i, got[i], want[i])
+			}
+		}
 	}
 }
