@@ -90,7 +90,9 @@ func (c *collector) job() job {
 
 // expect is told how many messages the read will bring: a first read sizes the
 // payload cache for them at once rather than growing it 11 times on the way to 10,000
-// (the growth, under the cache's lock, was most of a cold lookup's caching cost).
+// (the growth, under the cache's lock, was most of a cold lookup's caching cost), and
+// the entries get their windows in one slice. The count is the consumer's, taken
+// before the read: a huge one is not trusted with one allocation up front.
 func (c *collector) expect(n uint64) {
 	c.r.cache.reserve(n)
 	if c.next == 0 && n <= maxCachedPayloads {
