@@ -41,6 +41,7 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	defer router.unregister(b)
 	defer b.timer.Stop()
 	h := headers{r: r}
+	var mem slab
 	r.removeOtherForms(b, ops, &h)
 	for i, op := range ops {
 		b.awaitBefore(i - publishWindow)
@@ -51,7 +52,7 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 		case plans[i] != nil && plans[i].err != nil:
 			b.fail(i, plans[i].err)
 		default:
-			b.publish(i, r.message(op, &h, plans[i]))
+			b.publish(i, r.message(op, &h, plans[i], &mem))
 		}
 	}
 	b.awaitBefore(len(ops))
@@ -89,7 +90,7 @@ func (r *driver) removeIfLive(ctx context.Context, subject string, op registry.O
 		if p.err != nil || !p.live {
 			return p.err
 		}
-		m := r.message(op, h, &p)
+		m := r.message(op, h, &p, nil)
 		m.Subject = subject
 		pctx, cancel := context.WithTimeout(ctx, ackTimeout)
 		var a *jetstream.PubAck
@@ -123,7 +124,7 @@ func (r *driver) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 				break
 			}
 			ctx, cancel := context.WithTimeout(b.ctx, ackTimeout)
-			a, err := r.js.PublishMsg(ctx, r.message(ops[i], h, &p))
+			a, err := r.js.PublishMsg(ctx, r.message(ops[i], h, &p, nil))
 			cancel()
 			if err == nil {
 				b.acked(a)
@@ -135,12 +136,13 @@ func (r *driver) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 	}
 }
 
-// message builds the stream message for one op. Every message replaces its subject
-// (rollup). A removal also names the stream it must land in; a registration's ack is
-// checked instead (parseAck), which costs the server nothing.
-func (r *driver) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg {
+// message builds the stream message for one op, in mem if not nil. Every message
+// replaces its subject (rollup). A removal also names the stream it must land in; a
+// registration's ack is checked instead (parseAck), which costs the server nothing.
+func (r *driver) message(op registry.Op, h *headers, p *removalPlan, mem *slab) *nats.Msg {
 	k := op.Endpoint.Key()
-	m := &nats.Msg{Subject: r.subj.For(k)}
+	m := mem.msg()
+	m.Subject = r.subj.For(k)
 	if op.Kind == registry.OpUnregister {
 		// A purge leaves watchers nothing to see, so a removal is a message: a
 		// marker that watchers turn into Removed and that expires once what it
@@ -152,8 +154,47 @@ func (r *driver) message(op registry.Op, h *headers, p *removalPlan) *nats.Msg {
 		return m
 	}
 	m.Header = h.register(op.Endpoint.TTL)
-	m.Data = appendJSON(make([]byte, 0, 256), op.Endpoint)
+	m.Data = mem.payload(op.Endpoint)
 	return m
+}
+
+// slab hands out an Apply's messages and their payloads from a few large allocations
+// rather than two small ones per message. Nothing handed out is reused: a message is
+// kept until its ack, for a retry. A nil *slab allocates each on its own.
+type slab struct {
+	msgs []nats.Msg
+	buf  []byte
+}
+
+const (
+	slabMsgs  = 256
+	slabBytes = 64 << 10
+)
+
+func (s *slab) msg() *nats.Msg {
+	if s == nil {
+		return &nats.Msg{}
+	}
+	if len(s.msgs) == 0 {
+		s.msgs = make([]nats.Msg, slabMsgs)
+	}
+	m := &s.msgs[0]
+	s.msgs = s.msgs[1:]
+	return m
+}
+
+// payload returns e's JSON payload. One larger than what is left of the buffer moves
+// the buffer (append): what was handed out before stays where it was.
+func (s *slab) payload(e endpoint.Endpoint) []byte {
+	if s == nil {
+		return appendJSON(make([]byte, 0, 256), e)
+	}
+	if cap(s.buf)-len(s.buf) < 512 {
+		s.buf = make([]byte, 0, slabBytes)
+	}
+	start := len(s.buf)
+	s.buf = appendJSON(s.buf, e)
+	return s.buf[start:len(s.buf):len(s.buf)]
 }
 
 // headers hands out the header sets of one Apply. Registrations with the same headers
@@ -211,6 +252,8 @@ type batch struct {
 	router *ackRouter
 	id     uint64
 	reply  string // the reply subject of op i is reply + i
+	// replyBuf is where publish builds a reply subject.
+	replyBuf []byte
 
 	mu      sync.Mutex
 	msgs    []*nats.Msg // what was sent, for a retry after no responders
@@ -253,7 +296,8 @@ func (b *batch) ackedSeq(seq uint64) {
 
 // publish sends op i's message with its own reply subject.
 func (b *batch) publish(i int, m *nats.Msg) {
-	m.Reply = b.reply + strconv.Itoa(i)
+	b.replyBuf = strconv.AppendInt(append(b.replyBuf[:0], b.reply...), int64(i), 10)
+	m.Reply = string(b.replyBuf) // one allocation where Itoa and + made two
 	b.mu.Lock()
 	b.msgs[i] = m
 	b.res[i].state = ackInFlight // before the send: the ack can beat PublishMsg's return

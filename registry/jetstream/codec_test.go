@@ -37,7 +37,7 @@ func TestDecodeJSONAgreesWithEndpoint(t *testing.T) {
 	for _, e := range codecSamples() {
 		data, _ := e.MarshalJSON()
 		want, wantErr := endpoint.DecodeJSON(data)
-		got, err := decodeJSON(data, interner{})
+		got, err := decodeJSON(data, &interner{})
 		if (err == nil) != (wantErr == nil) || (err == nil && !endpoint.Equal(got, want)) {
 			t.Errorf("decodeJSON(%s) = %+v, %v; endpoint.DecodeJSON = %+v, %v", data, got, err, want, wantErr)
 		}
@@ -96,7 +96,7 @@ func FuzzFastDecode(f *testing.F) {
 	f.Add([]byte(`{"ttl":"never"} x`))
 	f.Add([]byte(`{"ttl":"1.5s","annotations":{"__meta_x":"1"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := fastDecode(data, interner{})
+		got, ok := fastDecode(data, &interner{})
 		if !ok {
 			return
 		}
@@ -115,12 +115,39 @@ func FuzzFastDecode(f *testing.F) {
 	})
 }
 
+// FuzzDecodeJSON: a reader's decoding (the fast path where it applies, with its
+// shortened validation) accepts exactly the payloads the general decoder (encoding/json
+// through loose.go, with validForRead) accepts, and reads them the same way. Two
+// payloads go through one interner, as consecutive messages of a read do.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, e := range codecSamples() {
+		data, _ := e.MarshalJSON()
+		f.Add(data, data)
+	}
+	typical, _ := typicalEndpoint().MarshalJSON()
+	f.Add(typical, []byte(`{"cluster":"prod","service":"svc043","protocol":"http","address":"10.0.3.8","port":8080,"priority":1,"annotations":{"prometheus.io/scrape":"false"}}`))
+	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"2001:db8::1","port":null,"priority":1,"ttl":1500000000.5}`),
+		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,"annotations":{"a":"\u00e9","__x":""},"future":true}`))
+	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":0}`),
+		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,"annotations":{"k":"\xff"}}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		in := &interner{}
+		for _, data := range [][]byte{a, b} {
+			got, err := decodeJSON(data, in)
+			want, wantErr := decodeLoose(data)
+			if (err == nil) != (wantErr == nil) || (err == nil && !endpoint.Equal(got, want)) {
+				t.Fatalf("decodeJSON(%q) = %+v, %v; the general decoder = %+v, %v", data, got, err, want, wantErr)
+			}
+		}
+	})
+}
+
 // The per-entry decoding cost of a lookup, by the hand-written path (with its
 // validation) and by encoding/json (endpoint.DecodeJSON).
 func BenchmarkDecodeJSON(b *testing.B) {
 	data := appendJSON(nil, typicalEndpoint())
 	b.Run("fast", func(b *testing.B) {
-		in := interner{}
+		in := &interner{}
 		for b.Loop() {
 			if _, err := decodeJSON(data, in); err != nil {
 				b.Fatal(err)

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -35,11 +36,22 @@ type collector struct {
 	match func(endpoint.Endpoint) bool // nil: every entry read matches
 	own   *decoder                     // finish's; each worker has its own
 	chunk []rawMsg
-	work  chan []rawMsg
+	work  chan job
 	wg    sync.WaitGroup
+	// all, when expect sized it, has a window for each chunk, in the order the
+	// chunks were made (next is where the next one starts): finish closes the gaps
+	// instead of joining the chunks into one more slice as large as the lookup.
+	all  collected
+	next int
 
 	mu    sync.Mutex
 	parts []collected // one per chunk, in no particular order
+}
+
+// job is a chunk of messages and where its window in collector.all starts.
+type job struct {
+	msgs []rawMsg
+	at   int
 }
 
 // collected is one chunk's live entries, each with its stream sequence. Chunks are
@@ -48,6 +60,7 @@ type collector struct {
 type collected struct {
 	eps  []endpoint.Endpoint
 	seqs []uint64
+	at   int // the window's start in collector.all; -1 for a slice of its own
 }
 
 func newCollector(r *driver, match func(endpoint.Endpoint) bool) *collector {
@@ -60,7 +73,7 @@ func (c *collector) add(subject string, seq uint64, h nats.Header, data []byte) 
 	if len(c.chunk) < collectChunk {
 		return
 	}
-	full := c.chunk
+	full := c.job()
 	c.chunk = make([]rawMsg, 0, collectChunk)
 	if c.work == nil {
 		c.start()
@@ -68,32 +81,49 @@ func (c *collector) add(subject string, seq uint64, h nats.Header, data []byte) 
 	c.work <- full
 }
 
+// job hands over the current chunk with its window.
+func (c *collector) job() job {
+	j := job{msgs: c.chunk, at: c.next}
+	c.next += len(c.chunk)
+	return j
+}
+
 // expect is told how many messages the read will bring: a first read sizes the
 // payload cache for them at once rather than growing it 11 times on the way to 10,000
-// (the growth, under the cache's lock, was most of a cold lookup's caching cost).
+// (the growth, under the cache's lock, was most of a cold lookup's caching cost), and
+// the entries get their windows in one slice. The count is the consumer's, taken
+// before the read: a huge one is not trusted with one allocation up front.
 func (c *collector) expect(n uint64) {
 	c.r.cache.reserve(n)
+	if c.next == 0 && n <= maxCachedPayloads {
+		c.all = collected{eps: make([]endpoint.Endpoint, n), seqs: make([]uint64, n)}
+	}
 }
 
 func (c *collector) start() {
 	workers := max(1, runtime.GOMAXPROCS(0)-1)
-	c.work = make(chan []rawMsg, collectQueue)
+	c.work = make(chan job, collectQueue)
 	for range workers {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
 			d := c.r.decoder()
-			for chunk := range c.work {
-				c.decode(chunk, d)
+			for j := range c.work {
+				c.decode(j, d)
 			}
 		}()
 	}
 }
 
-func (c *collector) decode(chunk []rawMsg, dec *decoder) {
-	p := collected{eps: make([]endpoint.Endpoint, 0, len(chunk)), seqs: make([]uint64, 0, len(chunk))}
-	for _, m := range chunk {
-		switch d := dec.decode(m.subject, m.seq, m.h, m.data); d.kind {
+func (c *collector) decode(j job, dec *decoder) {
+	var p collected
+	if end := j.at + len(j.msgs); end <= len(c.all.eps) {
+		p = collected{eps: c.all.eps[j.at:j.at:end], seqs: c.all.seqs[j.at:j.at:end], at: j.at}
+	} else { // more messages than expected
+		p = collected{eps: make([]endpoint.Endpoint, 0, len(j.msgs)), seqs: make([]uint64, 0, len(j.msgs)), at: -1}
+	}
+	dec.decodeAll(j.msgs, func(d decoded) {
+		switch d.kind {
 		case msgLive:
 			if c.match == nil || c.match(d.ep) {
 				p.eps = append(p.eps, detach(d.ep))
@@ -102,20 +132,34 @@ func (c *collector) decode(chunk []rawMsg, dec *decoder) {
 		case msgBad:
 			c.r.noteBad(d)
 		}
-	}
+	})
 	c.mu.Lock()
 	c.parts = append(c.parts, p)
 	c.mu.Unlock()
 }
 
-// joined is every chunk's entries in one slice.
+// joined is every chunk's entries in one slice: collector.all with its gaps closed
+// when every chunk had a window there.
 func (c *collector) joined() collected {
 	if len(c.parts) == 1 {
 		return c.parts[0]
 	}
 	n := 0
+	windows := true
 	for _, p := range c.parts {
 		n += len(p.eps)
+		windows = windows && p.at >= 0
+	}
+	if windows {
+		slices.SortFunc(c.parts, func(a, b collected) int { return a.at - b.at })
+		w := 0 // never past the window being moved: each holds at most its chunk
+		for _, p := range c.parts {
+			copy(c.all.eps[w:], p.eps)
+			copy(c.all.seqs[w:], p.seqs)
+			w += len(p.eps)
+		}
+		clear(c.all.eps[w:])
+		return collected{eps: c.all.eps[:w], seqs: c.all.seqs[:w]}
 	}
 	all := collected{eps: make([]endpoint.Endpoint, 0, n), seqs: make([]uint64, 0, n)}
 	for _, p := range c.parts {
@@ -130,20 +174,38 @@ func (c *collector) joined() collected {
 // last. It must be called exactly once, after the last add, and always: it owns the
 // workers.
 func (c *collector) finish() []endpoint.Endpoint {
-	c.decode(c.chunk, c.own)
+	c.decode(c.job(), c.own)
 	if c.work != nil {
 		close(c.work)
-		for chunk := range c.work { // help the workers with what is still queued
-			c.decode(chunk, c.own)
+		for j := range c.work { // help the workers with what is still queued
+			c.decode(j, c.own)
 		}
 		c.wg.Wait()
 	}
 	all := c.joined()
+	// Put the entries in order where they are, cycle by cycle of the permutation:
+	// a sorted copy was one more slice as large as the lookup, filled after the last
+	// message arrived.
 	order := endpoint.Order(all.eps)
-	out := make([]endpoint.Endpoint, 0, len(all.eps))
+	for start := range order {
+		if order[start] < 0 {
+			continue // placed
+		}
+		e, seq := all.eps[start], all.seqs[start]
+		for j := start; ; {
+			src := order[j]
+			order[j] = -1
+			if src == start {
+				all.eps[j], all.seqs[j] = e, seq
+				break
+			}
+			all.eps[j], all.seqs[j] = all.eps[src], all.seqs[src]
+			j = src
+		}
+	}
+	out := all.eps[:0] // written at or before the entry being read
 	var lastSeq uint64
-	for _, i := range order {
-		e := all.eps[i]
+	for i, e := range all.eps {
 		if n := len(out); n > 0 && out[n-1].Key() == e.Key() {
 			if all.seqs[i] > lastSeq {
 				out[n-1], lastSeq = e, all.seqs[i]
@@ -152,5 +214,6 @@ func (c *collector) finish() []endpoint.Endpoint {
 		}
 		out, lastSeq = append(out, e), all.seqs[i]
 	}
+	clear(all.eps[len(out):]) // what the caller cannot see should not hold memory
 	return out
 }

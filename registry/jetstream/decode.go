@@ -1,7 +1,9 @@
 package jetstream
 
 import (
+	"bytes"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"sync"
 
@@ -67,10 +69,13 @@ type decoder struct {
 	subj  Subjects
 	in    interner
 	cache *payloadCache
+	keys  []uint64         // decodeAll's, reused
+	hits  []*cachedPayload // decodeAll's look-ups, reused
+	fresh []cachedPayload  // payloads decoded since the cache was last told
 }
 
 func (r *driver) decoder() *decoder {
-	return &decoder{subj: r.subj, in: interner{}, cache: &r.cache}
+	return &decoder{subj: r.subj, cache: &r.cache}
 }
 
 // decode classifies one message. A live entry must decode, validate, and sit on a
@@ -80,16 +85,49 @@ func (r *driver) decoder() *decoder {
 // subject; readers keep the one with the highest sequence. The endpoint returned is
 // shared with the cache: read it, and hand out only a detached copy.
 func (d *decoder) decode(subject string, seq uint64, h nats.Header, data []byte) decoded {
+	key := payloadKey(data)
+	out := d.decodeWith(subject, seq, h, data, key, d.cache.get(key))
+	d.cache.putAll(d.fresh)
+	clear(d.fresh)
+	d.fresh = d.fresh[:0]
+	return out
+}
+
+// decodeAll is decode for each of msgs, in order, looking them all up in the cache
+// under one lock and remembering the new ones under one more. Taken twice per
+// message, the lock and the map it guards went back and forth between the cores
+// decoding a full lookup: most of a cold lookup's caching cost.
+func (d *decoder) decodeAll(msgs []rawMsg, each func(decoded)) {
+	d.keys = d.keys[:0]
+	for _, m := range msgs {
+		d.keys = append(d.keys, payloadKey(m.data))
+	}
+	d.hits = d.cache.getAll(d.keys, d.hits[:0])
+	for i, m := range msgs {
+		each(d.decodeWith(m.subject, m.seq, m.h, m.data, d.keys[i], d.hits[i]))
+	}
+	clear(d.hits) // the cache may forget them
+	d.cache.putAll(d.fresh)
+	clear(d.fresh)
+	d.fresh = d.fresh[:0]
+}
+
+// decodeWith is decode given data's key and what the cache holds under it (nil for
+// nothing); a payload decoded or found on a new subject is added to d.fresh.
+func (d *decoder) decodeWith(subject string, seq uint64, h nats.Header, data []byte, key uint64, hit *cachedPayload) decoded {
 	if !d.subj.entryShaped(subject) {
 		return decoded{kind: msgForeign, subject: subject, seq: seq}
 	}
 	if isRemoval(h) {
 		return decoded{kind: msgRemoval, subject: subject, seq: seq}
 	}
-	ep, owner, ok := d.cache.get(data)
-	if !ok {
+	var ep endpoint.Endpoint
+	var owner string
+	if hit != nil && bytes.Equal(hit.data, data) { // else another payload with the same hash
+		ep, owner = hit.ep, hit.subject
+	} else {
 		var err error
-		if ep, err = decodeJSON(data, d.in); err != nil {
+		if ep, err = decodeJSON(data, &d.in); err != nil {
 			return decoded{kind: msgBad, subject: subject, seq: seq, err: err}
 		}
 	}
@@ -97,7 +135,7 @@ func (d *decoder) decode(subject string, seq uint64, h nats.Header, data []byte)
 		if !d.subj.holds(subject, ep.Key()) {
 			return decoded{kind: msgBad, subject: subject, seq: seq, err: fmt.Errorf("payload for %s is on subject %s, want %s", ep.Key(), subject, d.subj.For(ep.Key()))}
 		}
-		d.cache.put(data, subject, ep)
+		d.fresh = append(d.fresh, cachedPayload{key, data, subject, ep})
 	}
 	return decoded{kind: msgLive, subject: subject, seq: seq, ep: ep}
 }
@@ -118,29 +156,49 @@ func detach(e endpoint.Endpoint) endpoint.Endpoint {
 // subject they were found to belong to, so the entries a registry reads again and
 // again (every lookup re-reads every matching entry) are decoded once. Keying by
 // content keeps it correct whatever happens to the stream; it forgets everything when
-// full, which bounds it without bookkeeping. Values are pointers: an entry held in
-// the map itself made every look-up take the map's slow path for large values and
-// every growth move ~150 bytes a slot (the map look-up was most of a cached decode).
+// full, which bounds it without bookkeeping.
+//
+// The map is keyed by a hash of the payload, and a hit is confirmed by comparing
+// the bytes, which the cache keeps by reference: they are a message's buffer, which
+// nats.go allocates for each message and nothing writes to afterwards. Keyed by the
+// payload as a string, every payload decoded was copied for the key and hashed twice
+// (looked up, then stored), and the map's slots held 16-byte keys. Values are
+// pointers: an entry held in the map itself made every look-up take the map's slow
+// path for large values and every growth move ~150 bytes a slot.
 type payloadCache struct {
 	mu sync.Mutex
-	m  map[string]*cachedPayload
+	m  map[uint64]*cachedPayload
 }
 
 type cachedPayload struct {
+	key     uint64
+	data    []byte // never written to: see payloadCache
 	subject string
 	ep      endpoint.Endpoint
 }
 
 const maxCachedPayloads = 1 << 17
 
-func (c *payloadCache) get(data []byte) (endpoint.Endpoint, string, bool) {
+var payloadSeed = maphash.MakeSeed()
+
+func payloadKey(data []byte) uint64 { return maphash.Bytes(payloadSeed, data) }
+
+// get returns what the cache holds under key, nil for nothing; the caller compares
+// the payload.
+func (c *payloadCache) get(key uint64) *cachedPayload {
 	c.mu.Lock()
-	p, ok := c.m[string(data)]
-	c.mu.Unlock()
-	if !ok {
-		return endpoint.Endpoint{}, "", false
+	defer c.mu.Unlock()
+	return c.m[key]
+}
+
+// getAll is get for each of keys, appended to hits.
+func (c *payloadCache) getAll(keys []uint64, hits []*cachedPayload) []*cachedPayload {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		hits = append(hits, c.m[k])
 	}
-	return p.ep, p.subject, true
+	return hits
 }
 
 // reserve makes an empty cache room for n payloads.
@@ -148,16 +206,22 @@ func (c *payloadCache) reserve(n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]*cachedPayload, min(n, maxCachedPayloads))
+		c.m = make(map[uint64]*cachedPayload, min(n, maxCachedPayloads))
 	}
 }
 
-// put keeps ep, which must not be handed to anyone without detach.
-func (c *payloadCache) put(data []byte, subject string, ep endpoint.Endpoint) {
+// putAll keeps each payload, whose endpoint must not be handed to anyone without
+// detach.
+func (c *payloadCache) putAll(ps []cachedPayload) {
+	if len(ps) == 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCachedPayloads {
-		c.m = make(map[string]*cachedPayload)
+	for _, p := range ps {
+		if c.m == nil || len(c.m) >= maxCachedPayloads {
+			c.m = make(map[uint64]*cachedPayload)
+		}
+		c.m[p.key] = &p
 	}
-	c.m[string(data)] = &cachedPayload{subject, ep}
 }

@@ -102,15 +102,19 @@ func decodeLoose(data []byte) (endpoint.Endpoint, error) {
 // validForRead holds a read entry to the rules that make it usable: the endpoint
 // rules, except that annotation keys may be anything and values any valid UTF-8.
 func validForRead(e endpoint.Endpoint) error {
-	a := e.Annotations
-	e.Annotations = nil
-	if err := e.Validate(); err != nil {
+	if err := validButAnnotations(e); err != nil {
 		return err
 	}
-	for k, v := range a {
+	for k, v := range e.Annotations {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return &endpoint.FieldError{Field: "annotations", Value: k, Rule: "keys and values must be valid UTF-8"}
 		}
 	}
 	return nil
+}
+
+// validButAnnotations is validForRead without looking at the annotations.
+func validButAnnotations(e endpoint.Endpoint) error {
+	e.Annotations = nil
+	return e.Validate()
 }
