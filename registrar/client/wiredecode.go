@@ -18,7 +18,8 @@ import (
 // service, protocol and node repeat. protobuf's generated decoder allocates a
 // message and a string per field for each of them, and converting to
 // endpoint.Endpoint copies again; decoding the wire form directly, with repeated
-// strings shared, allocates about one string (the address) per endpoint.
+// strings shared and the addresses cut from one string, allocates a few times per
+// listing, not per endpoint.
 
 // Field numbers of registryv1.Endpoint and of the messages around it.
 const (
@@ -50,7 +51,15 @@ var errTruncated = errors.New("truncated or malformed protobuf")
 type wireDecoder struct {
 	strs map[string]string
 	last [epInstanceID + 1]string // the last string of each field: often the next one too
+	// Addresses are unique to their endpoints: they are gathered into one buffer
+	// and made one string (addresses), each endpoint's a part of it, instead of a
+	// string allocation each.
+	arena []byte
+	addrs []addressAt
 }
+
+// addressAt is where an endpoint's address is in the decoder's arena.
+type addressAt struct{ ep, start, end int }
 
 func newWireDecoder() *wireDecoder { return &wireDecoder{strs: map[string]string{}} }
 
@@ -126,6 +135,8 @@ func splitListing(b []byte, n, parts int) []listingPart {
 // (decoders are not safe for concurrent use).
 func (p *listingPart) decode(eps []endpoint.Endpoint) {
 	d := newWireDecoder()
+	// Sized for endpoints of about 64 bytes with addresses of about 11.
+	d.arena, d.addrs = make([]byte, 0, len(p.b)/5), make([]addressAt, 0, len(p.b)/48)
 	i, b := p.first, p.b
 	for len(b) > 0 {
 		num, typ, v, rest, err := nextField(b)
@@ -136,7 +147,7 @@ func (p *listingPart) decode(eps []endpoint.Endpoint) {
 		b = rest
 		switch {
 		case num == listEndpoints && typ == protowire.BytesType:
-			if eps[i], err = d.endpoint(v); err != nil {
+			if eps[i], err = d.endpoint(v, i); err != nil {
 				p.err = fmt.Errorf("endpoint %d: %w", i, err)
 				return
 			}
@@ -149,22 +160,45 @@ func (p *listingPart) decode(eps []endpoint.Endpoint) {
 			p.version, p.hasVersion = string(v), true
 		}
 	}
+	d.addresses(eps)
 }
 
-// endpoint decodes one registryv1.Endpoint and converts it as
-// endpoint.FromProtoUnchecked does. Like protobuf, it skips unknown fields and fields
-// whose wire type is not the declared one, takes the last of repeated scalars and
-// merges repeated ttl messages.
-func (d *wireDecoder) endpoint(b []byte) (endpoint.Endpoint, error) {
+// addresses sets the addresses of the endpoints decoded, from one string of them
+// all, and normalizes them (which only looks at the address). A caller that
+// keeps one of the endpoints keeps that string: the part's addresses, about 11
+// bytes an endpoint.
+func (d *wireDecoder) addresses(eps []endpoint.Endpoint) {
+	all := string(d.arena)
+	for _, a := range d.addrs {
+		eps[a.ep].Address = all[a.start:a.end]
+		eps[a.ep].Normalize()
+	}
+	d.arena, d.addrs = d.arena[:0], d.addrs[:0]
+}
+
+// endpoint decodes the registryv1.Endpoint that is the listing's endpoint number
+// i and converts it as endpoint.FromProtoUnchecked does, but for its address,
+// which addresses sets once the part is decoded. Like protobuf, it skips unknown
+// fields and fields whose wire type is not the declared one, takes the last of
+// repeated scalars and merges repeated ttl messages.
+func (d *wireDecoder) endpoint(b []byte, i int) (endpoint.Endpoint, error) {
 	var e endpoint.Endpoint
 	var ttl durationFields
 	never := false
+	var address []byte
 	for len(b) > 0 {
 		num, typ, v, rest, err := nextField(b)
 		if err != nil {
 			return endpoint.Endpoint{}, err
 		}
 		b = rest
+		if num == epAddress && typ == protowire.BytesType { // the last one counts
+			if !utf8.Valid(v) { // every one is checked, as protobuf checks them
+				return endpoint.Endpoint{}, errors.New("address is not valid UTF-8")
+			}
+			address = v
+			continue
+		}
 		if err := d.endpointField(&e, &ttl, &never, num, typ, v); err != nil {
 			return endpoint.Endpoint{}, err
 		}
@@ -172,7 +206,11 @@ func (d *wireDecoder) endpoint(b []byte) (endpoint.Endpoint, error) {
 	if err := setTTL(&e, ttl, never); err != nil {
 		return endpoint.Endpoint{}, err
 	}
-	e.Normalize()
+	if len(address) > 0 {
+		start := len(d.arena)
+		d.arena = append(d.arena, address...)
+		d.addrs = append(d.addrs, addressAt{ep: i, start: start, end: len(d.arena)})
+	}
 	return e, nil
 }
 
@@ -202,11 +240,6 @@ func (d *wireDecoder) endpointField(e *endpoint.Endpoint, ttl *durationFields, n
 		e.Service, err = d.field(epService, "service", v)
 	case epProtocol:
 		e.Protocol, err = d.field(epProtocol, "protocol", v)
-	case epAddress: // unique to its endpoint: sharing would only cost a map entry
-		if !utf8.Valid(v) {
-			return errors.New("address is not valid UTF-8")
-		}
-		e.Address = string(v)
 	case epNode:
 		e.Node, err = d.field(epNode, "node", v)
 	case epInstanceID: // recomputed from the key, never kept
