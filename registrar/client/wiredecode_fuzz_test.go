@@ -41,8 +41,8 @@ func FuzzDecodeListing(f *testing.F) {
 	// An address sent twice: the last counts, but each must be valid UTF-8.
 	f.Add([]byte{0x0a, 0x07, 0x22, 0x01, 0xff, 0x22, 0x02, 0x31, 0x32})
 	f.Add([]byte{0x0a, 0x07, 0x22, 0x02, 0x31, 0x32, 0x22, 0x01, 0x31})
-	f.Add([]byte{0x0a, 0x03, 0x0a, 0x01, 0xff})                                           // cluster not UTF-8
-	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})                                                 // cluster as a varint: unknown
+	f.Add([]byte{0x0a, 0x03, 0x0a, 0x01, 0xff}) // cluster not UTF-8
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})       // cluster as a varint: unknown
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, version, err := decodeListing(b)
 		want, wantVersion, wantErr := referenceListing(b)
