@@ -107,7 +107,7 @@ func startRegistrar(backend registry.Registry, tune func(*registrar.Config)) (*s
 
 // startRegistrarAt is startRegistrar listening on listen.
 func startRegistrarAt(listen string, backend registry.Registry, tune func(*registrar.Config)) (*server, error) {
-	cfg := registrar.Config{Cluster: "east", Backend: backend, Logger: slog.New(slog.DiscardHandler), SyncInterval: syncInterval}
+	cfg := registrar.Config{Cluster: "east", Backend: backend, Logger: slog.New(slog.DiscardHandler), SyncInterval: syncInterval, BackstopInterval: syncInterval}
 	if tune != nil {
 		tune(&cfg)
 	}

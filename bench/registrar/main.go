@@ -47,9 +47,10 @@ var (
 	tokenFlag  string
 	// childProfile is -child-cpuprofile: the watcher children's -cpuprofile.
 	childProfile string
-	// syncInterval is -sync-interval: the registrars' backstop poll interval (0: the
-	// registrar's default). At 100,000 endpoints each poll is a full listing from
-	// etcd, which in this bench runs on the same two cores.
+	// syncInterval is -sync-interval: how often the registrars list the whole backend,
+	// with and without a live change feed (0: the registrar's defaults). At 100,000
+	// endpoints each list is a full listing from etcd, which in this bench runs on
+	// the same two cores.
 	syncInterval time.Duration
 )
 
@@ -77,7 +78,7 @@ func main() {
 	flag.BoolVar(&scopedFlag, "scoped", false, "internal: whether the scoped scenario's child watches its services only")
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
-	flag.DurationVar(&syncInterval, "sync-interval", 0, "the registrars' SyncInterval, the full backstop poll of the backend (0: the registrar's default)")
+	flag.DurationVar(&syncInterval, "sync-interval", 0, "the registrars' SyncInterval and BackstopInterval: how often they list the whole backend (0: the registrar's defaults, 5s without a live change feed, 1m with one)")
 	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
 	transport.register(flag.CommandLine)
 	flag.Parse()
