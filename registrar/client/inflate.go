@@ -11,12 +11,12 @@ import (
 )
 
 // The client asks for compressed snapshots (accept_compressed): a registrar sends
-// a full snapshot's parts as zstd frames, about a third of the bytes, and one that
+// a full snapshot's parts as zstd frames, about a sixth of the bytes, and one that
 // predates the field sends them as they are. inflate restores a part.
 
-// maxInflated bounds what one frame may decompress to. The registrar compresses
-// parts of a few KiB (one bucket of its snapshot); a part is at most one gRPC
-// message's worth of endpoints, so anything near this is not a snapshot part.
+// maxInflated bounds what one frame may decompress to. The registrar's frames
+// hold about 64 KiB of endpoints each (a group of its snapshot's buckets), so
+// anything near this is not a snapshot part.
 const maxInflated = 64 << 20
 
 var zstdDecoder = mustDecoder()

@@ -134,7 +134,7 @@ func (c *driver) complete(ctx context.Context, ev *registrarv1.EndpointEvent, st
 func (c *driver) openWatch(ctx context.Context) (recv func() (*registrarv1.EndpointEvent, error), stop func(), err error) {
 	// Batches: a registrar with many watchers that falls behind catches up in
 	// fewer messages; one that does not know the field sends events one by one.
-	// Compressed snapshots: a third of the bytes (inflate.go).
+	// Compressed snapshots: a sixth of the bytes (inflate.go).
 	req := &registrarv1.WatchEndpointsRequest{ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token(), AcceptBatches: true,
 		AcceptCompressed: true}
 	nothing := func() {}

@@ -308,7 +308,7 @@ type WatchEndpointsRequest struct {
 	// as before the field existed. Only the first request's value counts.
 	AcceptBatches bool `protobuf:"varint,7,opt,name=accept_batches,json=acceptBatches,proto3" json:"accept_batches,omitempty"`
 	// The client takes a full snapshot's parts compressed, in `compressed`: a
-	// snapshot is then about a third of the bytes, compressed once by the registrar
+	// snapshot is then about a sixth of the bytes, compressed once by the registrar
 	// and shared by every watcher it is sent to. Without it, or for a scoped
 	// snapshot, parts carry `endpoints` as they are. Only the first request's value
 	// counts.
