@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
@@ -64,6 +65,28 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// preloadedRegistrar starts a registrar over a memory backend holding n endpoints,
+// stopped when the test ends, and returns its address and a gRPC-go connection to it.
+func preloadedRegistrar(t *testing.T, ctx context.Context, n int) (string, *grpc.ClientConn) {
+	t.Helper()
+	b := memory.New()
+	t.Cleanup(func() { closeQuietly(b) })
+	if err := preload(ctx, b, n); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := startRegistrar(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.stop)
+	conns, err := dialN(srv.Addr().String(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(conns) })
+	return srv.Addr().String(), conns[0]
+}
+
 // TestLeanWatcherSeesWhatGRPCSees runs lean watchers and a gRPC-go watcher on a
 // real registrar over loopback: the same snapshot (a few thousand endpoints, so
 // its messages span DATA frames), the same SNAPSHOT_COMPLETE and the same events.
@@ -74,24 +97,9 @@ func TestLeanWatcherSeesWhatGRPCSees(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const preloaded = 3000
-	b := memory.New()
-	defer closeQuietly(b)
-	if err := preload(ctx, b, preloaded); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := startRegistrar(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.stop()
-	addr := srv.Addr().String()
-
+	addr, gconn := preloadedRegistrar(t, ctx, preloaded)
 	// The reference: a gRPC-go watcher, as the -watcher grpc children read.
-	gconns, err := dialN(addr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(gconns)
+	gconns := []*grpc.ClientConn{gconn}
 	var ref watchLog
 	st, err := rawWatch(ctx, gconns[0], "ref", "")
 	if err != nil {
@@ -204,22 +212,8 @@ func TestLeanWatchersHeads(t *testing.T) {
 	defer func() { transport = saved }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b := memory.New()
-	defer closeQuietly(b)
-	if err := preload(ctx, b, 2000); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := startRegistrar(b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.stop()
-	addr := srv.Addr().String()
-	gconns, err := dialN(addr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(gconns)
+	addr, gconn := preloadedRegistrar(t, ctx, 2000)
+	gconns := []*grpc.ClientConn{gconn}
 
 	initialBytes.Store(0)
 	st, err := rawWatch(ctx, gconns[0], "ref", "")
