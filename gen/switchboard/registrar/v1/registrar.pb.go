@@ -431,7 +431,8 @@ type EndpointEvent struct {
 	Events []*EndpointEvent `protobuf:"bytes,10,rep,name=events,proto3" json:"events,omitempty"`
 	// FULL_SNAPSHOT only, to a watcher that set accept_compressed: zstd frames
 	// (RFC 8878). Each frame's content is more fields of this same message (entries
-	// of `endpoints`, encoded as they would be here): decompress each frame and
+	// of `endpoints`, encoded as they would be here but without instance_id, which
+	// the receiver computes from the key if it needs it): decompress each frame and
 	// merge it into this message, as protobuf merges a message parsed from those
 	// bytes, to have the part uncompressed.
 	Compressed    [][]byte `protobuf:"bytes,11,rep,name=compressed,proto3" json:"compressed,omitempty"`
