@@ -216,6 +216,12 @@ func TestWriteCapturedByAnotherStreamFails(t *testing.T) {
 	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
 	mustApply(t, ctx, r, registry.Register(ep("east", "web", "http", "10.0.0.1", 80)))
 
+	// nats-server removes an account's streams directory, in the background, when
+	// its last stream is deleted; a stream created meanwhile fails ("could not
+	// create storage directory"). Another stream keeps the directory in use.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: cfg.Name + "-keep", Subjects: []string{cfg.Name + "-keep"}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
 		t.Fatal(err)
 	}
