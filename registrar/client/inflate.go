@@ -6,6 +6,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 )
@@ -53,9 +54,19 @@ func inflate(ev *registrarv1.EndpointEvent) error {
 		}
 		buf = b // Unmarshal copied what it kept
 	}
-	if ev.GetType() != registrarv1.EndpointEvent_FULL_SNAPSHOT || len(ev.GetCompressed()) > 0 || ev.GetEndpoint() != nil ||
-		ev.GetVersion() != "" || len(ev.GetEvents()) > 0 {
-		return errSmuggled
-	}
-	return nil
+	return onlyEndpoints(ev)
+}
+
+// onlyEndpoints fails unless the only field ev holds is endpoints (a FULL_SNAPSHOT's
+// type is the zero value, which protobuf does not hold): whatever else a frame
+// merged in, a type, a version, more frames, is not a snapshot part's.
+func onlyEndpoints(ev *registrarv1.EndpointEvent) error {
+	var err error
+	ev.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if fd.Name() != "endpoints" {
+			err = errSmuggled
+		}
+		return err == nil
+	})
+	return err
 }

@@ -55,10 +55,12 @@ func TestInflateRefusesWhatIsNotAPart(t *testing.T) {
 		"a type":       smuggle(&registrarv1.EndpointEvent{Type: registrarv1.EndpointEvent_SNAPSHOT_COMPLETE}),
 		"a version":    smuggle(&registrarv1.EndpointEvent{Version: "1.2"}),
 		"frames":       smuggle(&registrarv1.EndpointEvent{Compressed: [][]byte{{1}}}),
+		"a frontier":   smuggle(&registrarv1.EndpointEvent{Persisted: "1.2"}),
+		"a scope":      smuggle(&registrarv1.EndpointEvent{ScopeId: 3, Resumed: true}),
 	} {
 		if err := inflate(ev); err == nil {
 			t.Errorf("%s: inflated %v", name, ev)
-		} else if name == "a type" && !errors.Is(err, errSmuggled) {
+		} else if name != "not zstd" && name != "truncated" && name != "not protobuf" && !errors.Is(err, errSmuggled) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
