@@ -353,34 +353,14 @@ func storm(ctx context.Context, e *env, watchers, conns, endpoints int, goal tim
 }
 
 // stormWatchers is the storm child: it connects conns, then opens n watchers at
-// once, and prints how long until every one had its snapshot (nanoseconds).
+// once, and prints how long until every one had its snapshot (nanoseconds) and the
+// bytes of the initial phases.
 func stormWatchers(target string, n, conns int) error {
-	if transport.watcher == "h2" { // connected before the storm: dialH2 exchanges SETTINGS
-		cs, err := dialH2N(target, conns, h2Fatal)
-		if err != nil {
-			return err
-		}
-		defer closeH2(cs)
-		took, err := h2Watchers(cs, make([]string, n), nil, nil, h2Fatal)
-		if err != nil {
-			return err
-		}
-		fmt.Println("ready")
-		fmt.Println(int64(took))
-		fmt.Println(initialBytes.Load())
-		return nil
+	open := stormGRPC
+	if transport.watcher == "h2" {
+		open = stormH2
 	}
-	cs, ctx, done, err := childConns(target, conns)
-	if err != nil {
-		return err
-	}
-	defer done()
-	for _, c := range cs { // connected before the storm, as after a restart's reconnects
-		if _, err := registrarv1.NewRegistrarClient(c).ListAllEndpoints(ctx, &registrarv1.ListAllEndpointsRequest{Service: "none"}); err != nil {
-			return err
-		}
-	}
-	_, took, err := openWatchers(ctx, cs, n, "")
+	took, err := open(target, n, conns)
 	if err != nil {
 		return err
 	}
@@ -388,6 +368,33 @@ func stormWatchers(target string, n, conns int) error {
 	fmt.Println(int64(took))
 	fmt.Println(initialBytes.Load())
 	return nil
+}
+
+// stormH2 is the storm with lean watchers; dialH2 exchanges SETTINGS, so the
+// connections are up before the storm.
+func stormH2(target string, n, conns int) (time.Duration, error) {
+	cs, err := dialH2N(target, conns, h2Fatal)
+	if err != nil {
+		return 0, err
+	}
+	defer closeH2(cs)
+	return h2Watchers(cs, make([]string, n), nil, nil, h2Fatal)
+}
+
+// stormGRPC is the storm with gRPC-go watchers.
+func stormGRPC(target string, n, conns int) (time.Duration, error) {
+	cs, ctx, done, err := childConns(target, conns)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	for _, c := range cs { // connected before the storm, as after a restart's reconnects
+		if _, err := registrarv1.NewRegistrarClient(c).ListAllEndpoints(ctx, &registrarv1.ListAllEndpointsRequest{Service: "none"}); err != nil {
+			return 0, err
+		}
+	}
+	_, took, err := openWatchers(ctx, cs, n, "")
+	return took, err
 }
 
 // rss is this process's resident set size in bytes, from /proc/self/statm.
