@@ -59,7 +59,8 @@ const (
 // nextFor just took for w) and the events after it waiting for w, as one paced
 // message. While one is in flight it returns nil and leaves ev for later: the
 // landing schedules w. The check comes only once a change is waiting, so that a
-// watcher with nothing more to send is not woken by every landing.
+// watcher with nothing more to send is not woken by every landing. Callers hold
+// s.mu.
 func (s *state) paced(w *watcher, ev ringEvent) any {
 	if w.inFlight() {
 		w.next = ev.seq
@@ -70,10 +71,8 @@ func (s *state) paced(w *watcher, ev ringEvent) any {
 
 // takeChanges returns first, which nextFor just took for w, and the events after
 // it waiting for w, as one paced message: first alone, or all of them as a
-// BATCH, advancing w's cursor past them.
+// BATCH, advancing w's cursor past them. Callers hold s.mu.
 func (s *state) takeChanges(w *watcher, first ringEvent) any {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	end, size := s.batchEnd(w, first)
 	if end == w.next {
 		w.sentType, w.sentCount = first.typ, 1

@@ -120,7 +120,7 @@ func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	select {
 	case err = <-w.done:
 	case <-stream.Context().Done():
-		w.schedule()
+		w.wakeFor(wakeEnded)
 		err = <-w.done
 	}
 	w.close()
@@ -136,14 +136,14 @@ func readScopes(w *watcher, cancel context.CancelCauseFunc) {
 			// The client's half-close (EOF) ends only the requests, not the watch.
 			if !errors.Is(err, io.EOF) {
 				cancel(err)
-				w.schedule()
+				w.wakeFor(wakeEnded)
 			}
 			return
 		}
 		sc, err := scopeOf(req, true)
 		if err != nil {
 			cancel(err)
-			w.schedule()
+			w.wakeFor(wakeEnded)
 			return
 		}
 		// The latest set wins: one the watcher has not taken yet is replaced.
@@ -152,7 +152,7 @@ func readScopes(w *watcher, cancel context.CancelCauseFunc) {
 		default:
 		}
 		w.rescope <- sc
-		w.schedule()
+		w.wakeFor(wakeRescope)
 	}
 }
 

@@ -307,3 +307,20 @@ func burst(t *testing.T, ts *testServer, fast *rawWatch, net, n int) {
 		}
 	}
 }
+
+// A watch the client cancels leaves the registrar at once, not at the next event
+// sent to it: the sender must notice the stream's end when nothing is sent.
+func TestCancelledWatchLeavesWithoutAnEvent(t *testing.T) {
+	ts := startServer(t, Config{}) // and nothing registered: no event will come
+	plain := openWatch(t, ts.client, "")
+	_, _ = plain.untilComplete(t)
+	scoped := openScoped(t, ts.client, "", 1, "web")
+	_, _ = scoped.untilComplete(t)
+	r := ts.Registrar()
+	if n := r.watchers.Load(); n != 2 {
+		t.Fatalf("%d watchers open, want 2", n)
+	}
+	plain.cancel()
+	scoped.cancel()
+	eventually(t, "both cancelled watchers gone", func() bool { return r.watchers.Load() == 0 })
+}
