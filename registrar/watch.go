@@ -42,11 +42,11 @@ type watcher struct {
 	// sending is when the send under way began (Unix nanoseconds), 0 if none.
 	sending atomic.Int64
 	pr      progress
-	chunk   int32        // the next of snap's chunks to send
-	slot    int32        // its index in state.watching
-	run     atomic.Int32 // idle, queued, rerun or finished (sender.go)
+	chunk   int32         // the next of snap's chunks to send
+	slot    int32         // its index in state.watching
+	run     atomic.Int32  // idle, queued, rerun or finished (sender.go)
 	wake    atomic.Uint32 // wakeEnded, wakeRescope: what woken must look at
-	flight  atomic.Int32 // landed, flying or waiting: a paced message (batch.go)
+	flight  atomic.Int32  // landed, flying or waiting: a paced message (batch.go)
 	// sentType and sentCount are what the message last handed to the stream counts
 	// as in registrar_event_broadcast_total, once sent.
 	sentType  registrarv1.EndpointEvent_EventType
