@@ -59,7 +59,7 @@ type feed struct {
 
 // feedHandler receives each message, in stream order, with its stream sequence and
 // the consumer's count of messages still pending after it.
-type feedHandler func(subject string, seq uint64, h nats.Header, data []byte, pending uint64) error
+type feedHandler func(subject string, seq uint64, tm int64, h nats.Header, data []byte, pending uint64) error
 
 // openFeed creates the consumer for the subjects matching any of filters. A
 // headers-only feed delivers no payloads. Deliveries wait for start.
@@ -121,7 +121,7 @@ func (f *feed) receive(m *nats.Msg) {
 		f.control(m, status)
 		return
 	}
-	cseq, sseq, pending, ok := ackMeta(m.Reply)
+	cseq, sseq, pending, tm, ok := ackMeta(m.Reply)
 	var err error
 	switch {
 	case !ok:
@@ -132,7 +132,7 @@ func (f *feed) receive(m *nats.Msg) {
 		err = fmt.Errorf("%w: got consumer sequence %d after %d", errGap, cseq, f.delivered)
 	default:
 		f.delivered = cseq
-		err = f.fn(m.Subject, sseq, m.Header, m.Data, pending)
+		err = f.fn(m.Subject, sseq, tm, m.Header, m.Data, pending)
 	}
 	if err != nil {
 		f.fail(err)
@@ -192,10 +192,10 @@ func (f *feed) watchHeartbeats() {
 // its reply subject, as nats.go's Metadata does but without allocating:
 // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>, or with
 // <domain>.<account hash> before the stream and possibly more tokens after pending.
-func ackMeta(reply string) (cseq, sseq, pending uint64, ok bool) {
+func ackMeta(reply string) (cseq, sseq, pending uint64, tm int64, ok bool) {
 	rest, ok := strings.CutPrefix(reply, "$JS.ACK.")
 	if !ok {
-		return 0, 0, 0, false
+		return 0, 0, 0, 0, false
 	}
 	var field int // index of rest's first token among stream(0) .. pending(6)
 	switch n := strings.Count(rest, ".") + 1; {
@@ -203,7 +203,7 @@ func ackMeta(reply string) (cseq, sseq, pending uint64, ok bool) {
 	case n >= 9:
 		field = -2
 	default:
-		return 0, 0, 0, false
+		return 0, 0, 0, 0, false
 	}
 	for ; field <= 6; field++ {
 		var tok string
@@ -214,16 +214,23 @@ func ackMeta(reply string) (cseq, sseq, pending uint64, ok bool) {
 			dst = &sseq
 		case 4:
 			dst = &cseq
+		case 5:
+			// The timestamp only helps (watch.set): one that is not a number, which
+			// nats.go does not refuse either, is unknown (0).
+			if n, isNum := parseSeq(tok); isNum {
+				tm = int64(n)
+			}
+			continue
 		case 6:
 			dst = &pending
 		default:
 			continue
 		}
 		if *dst, ok = parseSeq(tok); !ok {
-			return 0, 0, 0, false
+			return 0, 0, 0, 0, false
 		}
 	}
-	return cseq, sseq, pending, true
+	return cseq, sseq, pending, tm, true
 }
 
 // parseSeq reads a non-empty run of decimal digits.

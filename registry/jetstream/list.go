@@ -153,7 +153,7 @@ func (r *driver) readFeed(ctx context.Context, filters []string, headersOnly boo
 		}
 		return nil
 	}
-	err = f.start(func(subject string, seq uint64, h nats.Header, data []byte, pending uint64) error {
+	err = f.start(func(subject string, seq uint64, _ int64, h nats.Header, data []byte, pending uint64) error {
 		visit(subject, seq, h, data)
 		if pending == 0 {
 			return finish()

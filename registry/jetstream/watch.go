@@ -67,6 +67,7 @@ type watch struct {
 type watchEntry struct {
 	ep  endpoint.Endpoint
 	seq uint64
+	tm  int64 // the message's stream timestamp, Unix nanoseconds; 0 if unknown
 }
 
 func (w *watch) run(ctx context.Context, fd *feed) {
@@ -126,8 +127,8 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 			return err
 		}
 	}
-	err := fd.start(func(subject string, seq uint64, h nats.Header, data []byte, pending uint64) error {
-		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), seen); err != nil {
+	err := fd.start(func(subject string, seq uint64, tm int64, h nats.Header, data []byte, pending uint64) error {
+		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, seen); err != nil {
 			return err
 		}
 		if pending == 0 {
@@ -207,9 +208,9 @@ func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error 
 	return nil
 }
 
-// handle turns one message into at most one event. seen, while non-nil, collects the
-// live subjects of the session's snapshot.
-func (w *watch) handle(ctx context.Context, d decoded, seen map[string]struct{}) error {
+// handle turns one message, written at tm, into the events it means. seen, while
+// non-nil, collects the live subjects of the session's snapshot.
+func (w *watch) handle(ctx context.Context, d decoded, tm int64, seen map[string]struct{}) error {
 	switch d.kind {
 	case msgForeign:
 		return nil
@@ -217,7 +218,7 @@ func (w *watch) handle(ctx context.Context, d decoded, seen map[string]struct{})
 		if seen != nil {
 			seen[d.subject] = struct{}{}
 		}
-		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq})
+		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq, tm})
 	}
 	if d.kind == msgBad {
 		w.r.noteBad(d)
@@ -225,6 +226,13 @@ func (w *watch) handle(ctx context.Context, d decoded, seen map[string]struct{})
 	// A removal, a marker, or garbage that replaced the entry: in each case the
 	// subject no longer holds a live entry, which List agrees with.
 	return w.drop(ctx, d.subject)
+}
+
+// expiredBy reports whether e's TTL had run out at tm, a later message's stream
+// timestamp. A TTL read from a payload is rounded up to whole seconds, so an entry
+// is never judged expired before the server expired it.
+func (e watchEntry) expiredBy(tm int64) bool {
+	return e.ep.TTL > 0 && e.tm > 0 && tm > 0 && tm-e.tm >= int64(e.ep.TTL)
 }
 
 // view is the entry the watcher has been told about for k.
@@ -243,9 +251,12 @@ func (w *watch) view(k endpoint.Key) (watchEntry, bool) {
 func (w *watch) set(ctx context.Context, subject string, e watchEntry) error {
 	k := e.ep.Key()
 	before, had := w.view(k)
-	if old, ok := w.known[subject]; ok && old.ep.Key() != k {
-		// The id token is trusted, not recomputed, so a subject's next payload
-		// may name another port.
+	if old, ok := w.known[subject]; ok && (old.ep.Key() != k || old.expiredBy(e.tm)) {
+		// The subject's old entry is gone first when its key differs (the id token
+		// is trusted, not recomputed, so a subject's next payload may name another
+		// port) or when it had expired by the time this one was written: the
+		// server removed it, and this message's rollup purges the expiry marker
+		// that said so, which a watch that lagged behind never reads.
 		if err := w.drop(ctx, subject); err != nil {
 			return err
 		}
