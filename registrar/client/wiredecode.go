@@ -147,7 +147,7 @@ func (p *listingPart) decode(eps []endpoint.Endpoint) {
 		b = rest
 		switch {
 		case num == listEndpoints && typ == protowire.BytesType:
-			if eps[i], err = d.endpoint(v, i); err != nil {
+			if err = d.endpoint(&eps[i], v, i); err != nil {
 				p.err = fmt.Errorf("endpoint %d: %w", i, err)
 				return
 			}
@@ -177,41 +177,40 @@ func (d *wireDecoder) addresses(eps []endpoint.Endpoint) {
 }
 
 // endpoint decodes the registryv1.Endpoint that is the listing's endpoint number
-// i and converts it as endpoint.FromProtoUnchecked does, but for its address,
+// i into e, which is zero, and converts it as endpoint.FromProtoUnchecked does, but for its address,
 // which addresses sets once the part is decoded. Like protobuf, it skips unknown
 // fields and fields whose wire type is not the declared one, takes the last of
 // repeated scalars and merges repeated ttl messages.
-func (d *wireDecoder) endpoint(b []byte, i int) (endpoint.Endpoint, error) {
-	var e endpoint.Endpoint
+func (d *wireDecoder) endpoint(e *endpoint.Endpoint, b []byte, i int) error {
 	var ttl durationFields
 	never := false
 	var address []byte
 	for len(b) > 0 {
 		num, typ, v, rest, err := nextField(b)
 		if err != nil {
-			return endpoint.Endpoint{}, err
+			return err
 		}
 		b = rest
 		if num == epAddress && typ == protowire.BytesType { // the last one counts
 			if !utf8.Valid(v) { // every one is checked, as protobuf checks them
-				return endpoint.Endpoint{}, errors.New("address is not valid UTF-8")
+				return errors.New("address is not valid UTF-8")
 			}
 			address = v
 			continue
 		}
-		if err := d.endpointField(&e, &ttl, &never, num, typ, v); err != nil {
-			return endpoint.Endpoint{}, err
+		if err := d.endpointField(e, &ttl, &never, num, typ, v); err != nil {
+			return err
 		}
 	}
-	if err := setTTL(&e, ttl, never); err != nil {
-		return endpoint.Endpoint{}, err
+	if err := setTTL(e, ttl, never); err != nil {
+		return err
 	}
 	if len(address) > 0 {
 		start := len(d.arena)
 		d.arena = append(d.arena, address...)
 		d.addrs = append(d.addrs, addressAt{ep: i, start: start, end: len(d.arena)})
 	}
-	return e, nil
+	return nil
 }
 
 func (d *wireDecoder) endpointField(e *endpoint.Endpoint, ttl *durationFields, never *bool, num protowire.Number, typ protowire.Type, v []byte) error {
