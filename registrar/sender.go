@@ -161,7 +161,7 @@ func (w *watcher) step() error {
 		if msg == nil {
 			return nil
 		}
-		w.sending.Store(time.Now().UnixNano())
+		w.sending.Store(w.r.period.Load())
 		err := w.stream.SendMsg(msg)
 		w.sending.Store(0)
 		if err != nil {

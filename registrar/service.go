@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -168,7 +167,7 @@ func recvWatchRequest(stream grpc.ServerStream) (watchRequest, error) {
 // recvFirst receives a watch stream's first request on a sender, counted as a send
 // under way: a client that opens a stream and sends nothing holds the sender.
 func (w *watcher) recvFirst() (watchRequest, error) {
-	w.sending.Store(time.Now().UnixNano())
+	w.sending.Store(w.r.period.Load())
 	defer w.sending.Store(0)
 	return recvWatchRequest(w.stream)
 }

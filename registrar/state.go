@@ -2,7 +2,6 @@ package registrar
 
 import (
 	"sync"
-	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
@@ -153,13 +152,13 @@ func (s *state) signalAll() {
 	s.watchMu.Unlock()
 }
 
-// stalled counts the watchers whose send under way began before t.
-func (s *state) stalled(t time.Time) int {
-	before := t.UnixNano()
+// stalled counts the watchers whose send under way began in period last or
+// earlier (Registrar.period).
+func (s *state) stalled(last int64) int {
 	n := 0
 	s.watchMu.Lock()
 	for _, w := range s.watching {
-		if at := w.sending.Load(); at != 0 && at < before {
+		if at := w.sending.Load(); at != 0 && at <= last {
 			n++
 		}
 	}

@@ -39,7 +39,8 @@ type watcher struct {
 	next    uint64 // the sequence of the next event to send
 	// resumeAt, while resumed, is the version its SNAPSHOT_COMPLETE carries.
 	resumeAt uint64
-	// sending is when the send under way began (Unix nanoseconds), 0 if none.
+	// sending is the period the send under way began in (Registrar.period), 0 if
+	// none.
 	sending atomic.Int64
 	pr      progress
 	chunk   int32         // the next of snap's chunks to send

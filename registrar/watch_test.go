@@ -275,7 +275,14 @@ func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
 		// and never reads again
 	}
 	const n = 200
+	// Stalled sends are noticed within two periods of stuckAfter and their
+	// senders replaced; held up until something else gives (20 s), the fast
+	// watcher would get its events all the same, late.
+	start := time.Now()
 	burst(t, ts, fast, 3, n)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the fast watcher took %v to get %d events: held up by the stalled ones", d, n)
+	}
 }
 
 // slowConn is a connection to ts with a small fixed window (no BDP growth), so a
