@@ -242,7 +242,7 @@ func TestLeanWatchersHeads(t *testing.T) {
 		mu.Unlock()
 		return err
 	}
-	then := func(msg []byte) error {
+	then := func(_ int, msg []byte) error {
 		return eachEvent(msg, func(ev event) {
 			if ev.typ == registrarv1.EndpointEvent_ENDPOINT_ADDED {
 				mu.Lock()

@@ -26,14 +26,24 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		*t = headOf(data[0].ReadOnlyData(), data.Len())
 		return nil
 	case *visit:
-		if len(data) == 1 { // a small message: read it where it is
-			return eachEvent(data[0].ReadOnlyData(), *t)
-		}
-		return eachEvent(data.Materialize(), *t)
+		return readIn(data, func(b []byte) error { return eachEvent(b, *t) })
+	case *readMsg:
+		return readIn(data, *t)
 	}
 	*(v.(*[]byte)) = data.Materialize()
 	return nil
 }
+
+// readIn hands fn the message: a small one where it is in gRPC's buffer.
+func readIn(data mem.BufferSlice, fn func([]byte) error) error {
+	if len(data) == 1 {
+		return fn(data[0].ReadOnlyData())
+	}
+	return fn(data.Materialize())
+}
+
+// readMsg is a receive target that reads a message in gRPC's buffers, whole.
+type readMsg func([]byte) error
 
 // visit is a receive target that reads a message in gRPC's buffers, handing fn
 // each event (a BATCH's one by one) before RecvMsg returns: a watcher that keeps
