@@ -534,9 +534,9 @@ func closeH2(cs []*h2Conn) {
 // initial phase as untilCompleteFast does (by heads, counted in initialBytes);
 // complete gets watcher i's SNAPSHOT_COMPLETE (nil: not needed), then each later
 // message goes to then (nil: dropped undecoded) with the index in cs of the
-// watcher's connection, on that connection's reader goroutine. A stream that ends before its
-// SNAPSHOT_COMPLETE fails the call; one that ends after it goes to ended. It
-// returns how long until every watcher had its SNAPSHOT_COMPLETE.
+// watcher's connection, on that connection's reader goroutine. A stream that ends
+// before its SNAPSHOT_COMPLETE fails the call; one that ends after it goes to
+// ended. It returns how long until every watcher had its SNAPSHOT_COMPLETE.
 func h2Watchers(cs []*h2Conn, tokens []string, complete func(i int, msg []byte) error, then func(conn int, msg []byte) error, ended func(error)) (time.Duration, error) {
 	var all sync.WaitGroup
 	all.Add(len(tokens))

@@ -177,10 +177,10 @@ func (d *wireDecoder) addresses(eps []endpoint.Endpoint) {
 }
 
 // endpoint decodes the registryv1.Endpoint that is the listing's endpoint number
-// i into e, which is zero, and converts it as endpoint.FromProtoUnchecked does, but for its address,
-// which addresses sets once the part is decoded. Like protobuf, it skips unknown
-// fields and fields whose wire type is not the declared one, takes the last of
-// repeated scalars and merges repeated ttl messages.
+// i into e, which is zero, converting it as endpoint.FromProtoUnchecked does but
+// for its address, which addresses sets once the part is decoded. Like protobuf,
+// it skips unknown fields and fields whose wire type is not the declared one,
+// takes the last of repeated scalars and merges repeated ttl messages.
 func (d *wireDecoder) endpoint(e *endpoint.Endpoint, b []byte, i int) error {
 	var ttl durationFields
 	never := false
