@@ -185,8 +185,16 @@ func (w *watcher) woken() error {
 	if f == 0 {
 		return nil
 	}
-	if f&wakeEnded != 0 && w.ctx.Err() != nil {
-		return ended(w.ctx)
+	if f&wakeEnded != 0 {
+		if w.ctx.Err() != nil {
+			return ended(w.ctx)
+		}
+		// A scoped stream's w.ctx is derived from the stream's: a context closes
+		// its Done before it cancels its children, so the handler can see the
+		// stream's end, and flag it, before w.ctx has ended.
+		if sctx := w.stream.Context(); sctx.Err() != nil {
+			return ended(sctx)
+		}
 	}
 	if f&wakeRescope != 0 {
 		w.wake.And(^uint32(wakeRescope)) // before the receive: a later set flags again
