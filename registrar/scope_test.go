@@ -18,7 +18,8 @@ import (
 // scopedWatch is a WatchEndpointsScoped stream: events in, new sets out.
 type scopedWatch struct {
 	*rawWatch
-	send func(*registrarv1.WatchEndpointsRequest) error
+	send      func(*registrarv1.WatchEndpointsRequest) error
+	closeSend func() error
 }
 
 func openScoped(t *testing.T, c registrarv1.RegistrarClient, tok string, id uint64, services ...string) *scopedWatch {
@@ -33,7 +34,7 @@ func openScoped(t *testing.T, c registrarv1.RegistrarClient, tok string, id uint
 		cancel()
 		t.Fatal(err)
 	}
-	return &scopedWatch{rawWatch: readWatch(t, st.Recv, cancel), send: st.Send}
+	return &scopedWatch{rawWatch: readWatch(t, st.Recv, cancel), send: st.Send, closeSend: st.CloseSend}
 }
 
 // change is what a watcher saw of one event, comparable across streams.

@@ -323,11 +323,20 @@ func TestCancelledWatchLeavesWithoutAnEvent(t *testing.T) {
 	_, _ = plain.untilComplete(t)
 	scoped := openScoped(t, ts.client, "", 1, "web")
 	_, _ = scoped.untilComplete(t)
+	// A scoped stream whose requests ended first: the registrar's reader of them is
+	// gone, and only the end of the stream itself can wake the watcher.
+	halfClosed := openScoped(t, ts.client, "", 1, "web")
+	_, _ = halfClosed.untilComplete(t)
+	if err := halfClosed.closeSend(); err != nil {
+		t.Fatal(err)
+	}
+	halfClosed.quiet(t, 100*time.Millisecond) // the half-close ends only the requests
 	r := ts.Registrar()
-	if n := r.watchers.Load(); n != 2 {
-		t.Fatalf("%d watchers open, want 2", n)
+	if n := r.watchers.Load(); n != 3 {
+		t.Fatalf("%d watchers open, want 3", n)
 	}
 	plain.cancel()
 	scoped.cancel()
-	eventually(t, "both cancelled watchers gone", func() bool { return r.watchers.Load() == 0 })
+	halfClosed.cancel()
+	eventually(t, "every cancelled watcher gone", func() bool { return r.watchers.Load() == 0 })
 }
