@@ -80,6 +80,9 @@ type driver struct {
 	// written is the highest stream sequence this driver's writes were
 	// acknowledged with: what a filtered lookup's answer must cover on an R1 stream.
 	written atomic.Uint64
+	// maxAge is the stream's MaxAge when opened (0: none): how long an entry
+	// without a TTL lives, and the cap on those with one.
+	maxAge time.Duration
 	// fallbacks counts filtered lookups multi_last could not serve.
 	fallbacks atomic.Uint64
 	// Tests set these to drive one read path, or short multi_last pages.
@@ -137,7 +140,7 @@ func newDriver(ctx context.Context, nc *nats.Conn, o Options) (*driver, error) {
 	r := &driver{
 		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup, rescan: rescan,
 		log: log.With("stream", cfg.Name), metric: o.Undecodable,
-		replicas: got.Replicas, replicasAt: time.Now(),
+		replicas: got.Replicas, replicasAt: time.Now(), maxAge: got.MaxAge,
 	}
 	r.allowDirect.Store(got.AllowDirect)
 	return r, nil

@@ -38,7 +38,7 @@ var errReconnected = errors.New("connection re-established")
 // expired while it was away.
 func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	w := &watch{r: r, filters: r.subj.consumerFilters(f), out: make(chan registry.Event, 1024),
-		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder()}
+		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder(), maxAge: r.maxAge}
 	// The first feed is opened here so an unreachable stream fails the call; later
 	// sessions retry until the watch ends.
 	fd, err := r.openFeed(ctx, w.filters, false)
@@ -62,12 +62,15 @@ type watch struct {
 	byKey  map[endpoint.Key][]string
 	dec    *decoder
 	synced bool
+	maxAge time.Duration // the stream's (driver.maxAge)
 }
 
 type watchEntry struct {
 	ep  endpoint.Endpoint
 	seq uint64
-	tm  int64 // the message's stream timestamp, Unix nanoseconds; 0 if unknown
+	// tm is the message's stream timestamp and expires when it expires (expiresAt),
+	// Unix nanoseconds; 0 if unknown or never.
+	tm, expires int64
 }
 
 func (w *watch) run(ctx context.Context, fd *feed) {
@@ -128,7 +131,8 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 		}
 	}
 	err := fd.start(func(subject string, seq uint64, tm int64, h nats.Header, data []byte, pending uint64) error {
-		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, seen); err != nil {
+		at := written{tm, expiresAt(h, tm, w.maxAge)}
+		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), at, seen); err != nil {
 			return err
 		}
 		if pending == 0 {
@@ -208,9 +212,12 @@ func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error 
 	return nil
 }
 
-// handle turns one message, written at tm, into the events it means. seen, while
-// non-nil, collects the live subjects of the session's snapshot.
-func (w *watch) handle(ctx context.Context, d decoded, tm int64, seen map[string]struct{}) error {
+// written is when a message was written and when it expires (watchEntry).
+type written struct{ tm, expires int64 }
+
+// handle turns one message into the events it means. seen, while non-nil,
+// collects the live subjects of the session's snapshot.
+func (w *watch) handle(ctx context.Context, d decoded, at written, seen map[string]struct{}) error {
 	switch d.kind {
 	case msgForeign:
 		return nil
@@ -218,7 +225,7 @@ func (w *watch) handle(ctx context.Context, d decoded, tm int64, seen map[string
 		if seen != nil {
 			seen[d.subject] = struct{}{}
 		}
-		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq, tm})
+		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq, at.tm, at.expires})
 	}
 	if d.kind == msgBad {
 		w.r.noteBad(d)
@@ -228,11 +235,21 @@ func (w *watch) handle(ctx context.Context, d decoded, tm int64, seen map[string
 	return w.drop(ctx, d.subject)
 }
 
-// expiredBy reports whether e's TTL had run out at tm, a later message's stream
-// timestamp. A TTL read from a payload is rounded up to whole seconds, so an entry
-// is never judged expired before the server expired it.
-func (e watchEntry) expiredBy(tm int64) bool {
-	return e.ep.TTL > 0 && e.tm > 0 && tm > 0 && tm-e.tm >= int64(e.ep.TTL)
+// expiresAt is when a message written at tm (Unix nanoseconds) expires: by its
+// Nats-TTL as the server reads it, capped by the stream's MaxAge (0: none), or by
+// MaxAge alone without a Nats-TTL. 0 when it never does or when tm is unknown.
+func expiresAt(h nats.Header, tm int64, maxAge time.Duration) int64 {
+	life, d := lifetimeOf(h), maxAge
+	switch {
+	case tm == 0 || life.never:
+		return 0
+	case life.ttl > 0 && (maxAge == 0 || life.ttl < maxAge):
+		d = life.ttl
+	}
+	if d == 0 {
+		return 0
+	}
+	return tm + int64(d)
 }
 
 // view is the entry the watcher has been told about for k.
@@ -251,7 +268,7 @@ func (w *watch) view(k endpoint.Key) (watchEntry, bool) {
 func (w *watch) set(ctx context.Context, subject string, e watchEntry) error {
 	k := e.ep.Key()
 	before, had := w.view(k)
-	if old, ok := w.known[subject]; ok && (old.ep.Key() != k || old.expiredBy(e.tm)) {
+	if old, ok := w.known[subject]; ok && (old.ep.Key() != k || old.expires > 0 && e.tm >= old.expires) {
 		// The subject's old entry is gone first when its key differs (the id token
 		// is trusted, not recomputed, so a subject's next payload may name another
 		// port) or when it had expired by the time this one was written: the
