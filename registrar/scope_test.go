@@ -13,6 +13,8 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
+	"github.com/switchboard-mesh/switchboard/registry"
+	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
 // scopedWatch is a WatchEndpointsScoped stream: events in, new sets out.
@@ -190,6 +192,44 @@ func TestScopedWatchReportsProgressPastOtherServices(t *testing.T) {
 			t.Fatalf("scoped watcher of web was sent %v", ev)
 		case <-deadline:
 			t.Fatalf("no PROGRESS at or past %s within 20s", v)
+		}
+	}
+}
+
+// The same for changes that reach the registrar from the backend, already
+// persisted: no PROGRESS of the persisted frontier follows them, so the scoped
+// watcher learns their version only from the events it was not sent.
+func TestScopedWatchReportsProgressPastBackendChanges(t *testing.T) {
+	m := memory.New()
+	defer m.Close()
+	ts := startServer(t, Config{Backend: m, ProgressInterval: 20 * time.Millisecond})
+	all := openWatch(t, ts.client, "")
+	_, _ = all.untilComplete(t)
+	w := openScoped(t, ts.client, "", 1, "web")
+	_, _ = w.untilComplete(t)
+	db := ep("west", "db", "10.5.0.3", 5432)
+	if err := m.Apply(testCtx(t), []registry.Op{registry.Register(db)}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := token.Parse(expectChange(t, all, registrarv1.EndpointEvent_ENDPOINT_ADDED, db).GetVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-w.progress:
+			got, err := token.Parse(ev.GetVersion())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Seq >= want.Seq {
+				return
+			}
+		case ev := <-w.events:
+			t.Fatalf("scoped watcher of web was sent %v", ev)
+		case <-deadline:
+			t.Fatalf("no PROGRESS at or past %s within 20s", want)
 		}
 	}
 }
