@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&o.agents, "agents", 200, "agents in the direct-versus-registrar comparison")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the whole run here")
-	flag.StringVar(&role, "role", "bench", "internal: bench, or the child of the memory (watchers) or fanout (fanout-watchers) scenario")
+	flag.StringVar(&role, "role", "bench", "internal: bench, or the child of a scenario (watchers, fanout-watchers, lister, ...)")
 	flag.BoolVar(&scopedFlag, "scoped", false, "internal: whether the scoped scenario's child watches its services only")
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
@@ -101,6 +101,8 @@ func main() {
 		fatalIf(fanoutWatchers(target, o.watchers, o.conns, o.registrations, tokenFlag))
 	case "storm-watchers":
 		fatalIf(stormWatchers(target, o.watchers, o.conns))
+	case "lister":
+		fatalIf(listerProcess(target, o.endpoints))
 	case "restart-watchers":
 		fatalIf(restartWatchers(target, o.watchers, o.conns, tokenFlag))
 	default:
