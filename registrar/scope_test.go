@@ -177,23 +177,7 @@ func TestScopedWatchReportsProgressPastOtherServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-w.progress:
-			got, err := token.Parse(ev.GetVersion())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Seq >= want.Seq {
-				return
-			}
-		case ev := <-w.events:
-			t.Fatalf("scoped watcher of web was sent %v", ev)
-		case <-deadline:
-			t.Fatalf("no PROGRESS at or past %s within 20s", v)
-		}
-	}
+	untilProgressPast(t, w, want)
 }
 
 // The same for changes that reach the registrar from the backend, already
@@ -215,6 +199,13 @@ func TestScopedWatchReportsProgressPastBackendChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	untilProgressPast(t, w, want)
+}
+
+// untilProgressPast waits for a PROGRESS of w at or past want; w, scoped to web,
+// must be sent no event meanwhile.
+func untilProgressPast(t *testing.T, w *scopedWatch, want token.Version) {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		select {
