@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchboard-mesh/switchboard/bench/internal/hostspeed"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -75,10 +76,18 @@ func run(c config) error {
 	if b.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192)); err != nil {
 		return err
 	}
+	before, err := hostspeed.Measure()
+	if err != nil {
+		return err
+	}
 	t, err := b.measure(ctx)
 	if err != nil {
 		return err
 	}
+	if t.host[1], err = hostspeed.Measure(); err != nil {
+		return err
+	}
+	t.host[0] = before
 	var w io.Writer = os.Stdout
 	if c.out != "" {
 		f, err := os.Create(c.out)
@@ -128,6 +137,8 @@ type results struct {
 	// shared machine it moves less with the load than the wall times do.
 	cpuOurs, cpuCold, cpuKVWatch time.Duration
 	payload                      int
+	// How fast the host was before and after (hostspeed).
+	host [2]hostspeed.Reading
 }
 
 func (b *bench) measure(ctx context.Context) (*results, error) {

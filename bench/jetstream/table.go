@@ -23,6 +23,7 @@ func (r *results) write(w io.Writer, c config) {
 	fmt.Fprintf(w, "%d entries of %d bytes over %d services, %s storage, one embedded nats-server. "+
 		"Publish rates are the median of %d rounds into fresh streams; lookups the median of %d runs.\n\n",
 		c.entries, r.payload, c.services, storage, c.rounds, c.runs)
+	fmt.Fprintf(w, "Host before: %s; after: %s.\n\n", r.host[0], r.host[1])
 	fmt.Fprintln(w, "| measure | switchboard jetstream | NATS KV, same work | goal | |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	fmt.Fprintf(w, "| publish (Apply: validate, encode, async publish, all acks) | %.0f entries/s | Put sequential %.0f/s; async publish %.0f/s (payloads pre-encoded: %.0f/s) | ≥ 0.8× async KV: %.2f× (%.2f× of pre-encoded) | %s |\n",

@@ -11,6 +11,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mesh/switchboard/bench/internal/hostspeed"
 )
 
 type options struct {
@@ -181,6 +183,10 @@ func run(o options) error {
 		"direct":   func() ([]result, error) { return directVsRegistrar(ctx, e, o) },
 		"scoped":   func() ([]result, error) { return scoped(ctx, e, o) },
 	}
+	before, err := hostspeed.Measure()
+	if err != nil {
+		return err
+	}
 	var rows []result
 	for _, name := range strings.Split(o.scenarios, ",") {
 		fn, ok := all[strings.TrimSpace(name)]
@@ -211,19 +217,26 @@ func run(o options) error {
 			return err
 		}
 	}
-	report(os.Stdout, o, rows)
+	after, err := hostspeed.Measure()
+	if err != nil {
+		return err
+	}
+	host := [2]hostspeed.Reading{before, after}
+	report(os.Stdout, o, rows, host)
 	if o.out != "" {
 		f, err := os.Create(o.out)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		report(f, o, rows)
+		report(f, o, rows, host)
 	}
 	return nil
 }
 
-func report(w io.Writer, o options, rows []result) {
+// report writes the table, and how fast the host was before the first scenario
+// and after the last (hostspeed): runs are comparable when those are.
+func report(w io.Writer, o options, rows []result, host [2]hostspeed.Reading) {
 	fmt.Fprintf(w, "| Scenario | Setup | Result | Goal | Anchor | Met | Load avg |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		met := ""
@@ -234,6 +247,7 @@ func report(w io.Writer, o options, rows []result) {
 	}
 	fmt.Fprintf(w, "\nRun: `go run ./bench/registrar -scenarios %s` on %d CPUs, %s, etcd fsync %v, %s.\n",
 		o.scenarios, runtime.NumCPU(), runtime.Version(), o.fsync, time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(w, "Host before: %s; after: %s.\n", host[0], host[1])
 }
 
 // loadAvg is the one-minute load average: the machine is shared, and a busy
