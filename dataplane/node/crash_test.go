@@ -113,17 +113,10 @@ func TestGatewayProcessKilled(t *testing.T) {
 	dropsBefore, _ := droppedAt(t, survivors...)
 
 	st := startSteady(ctx, pub, s, "org/ns/steady", 2*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	st.waitDelivered(t, ctx, time.Time{}, 50, "before the kill")
 	gw.kill()
 	killed := time.Now()
-	for !st.deliveredAfter(killed) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("delivery not restored %s after the gateway was killed", time.Since(killed))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
+	st.waitDelivered(t, ctx, killed, 50, "delivery after the gateway was killed")
 	st.finish(ctx, 2*time.Second)
 
 	dropsAfter, byReason := droppedAt(t, survivors...)
@@ -136,9 +129,6 @@ func TestGatewayProcessKilled(t *testing.T) {
 	}
 	if lost > counted {
 		t.Fatalf("%d accepted messages lost but only %d counted as dropped: %d lost silently", lost, counted, lost-counted)
-	}
-	if delivered == 0 || accepted < 100 {
-		t.Fatalf("the stream did not run: %d accepted, %d delivered", accepted, delivered)
 	}
 }
 

@@ -312,17 +312,36 @@ func startSteady(ctx context.Context, pub *client, s *sub, name string, every ti
 }
 
 // deliveredAfter reports whether a message published after t has arrived.
-func (st *steady) deliveredAfter(t time.Time) bool {
+func (st *steady) deliveredAfter(t time.Time) bool { return st.deliveredSince(t) > 0 }
+
+// deliveredSince counts the messages published after t that have arrived.
+func (st *steady) deliveredSince(t time.Time) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	n := 0
 	for i, at := range st.accepted {
 		if at.After(t) {
 			if _, ok := st.delivered[i]; ok {
-				return true
+				n++
 			}
 		}
 	}
-	return false
+	return n
+}
+
+// waitDelivered waits until n messages published after since have arrived, or
+// fails the test when ctx ends first. Counting messages rather than sleeping keeps
+// a test's stream as long on a busy machine, where each publish takes longer, as
+// on an idle one.
+func (st *steady) waitDelivered(t *testing.T, ctx context.Context, since time.Time, n int, what string) {
+	t.Helper()
+	for st.deliveredSince(since) < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %d of %d messages delivered when the test's time ran out", what, st.deliveredSince(since), n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // finish stops publishing and waits (up to ctx) until every accepted message arrived
