@@ -17,6 +17,7 @@ type metrics struct {
 	endpoints    *prometheus.GaugeVec
 	syncDuration prometheus.Histogram
 	syncErrors   prometheus.Counter
+	feedLive     prometheus.Gauge
 	batchSize    prometheus.Histogram
 	queue        prometheus.Gauge
 	broadcast    [registrarv1.EndpointEvent_PROGRESS + 1]prometheus.Counter
@@ -39,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "registrar_sync_errors_total", Help: "Failed reads (polls and watches) of the external registry.",
+		}),
+		feedLive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "registrar_change_feed_live",
+			Help: "1 while the external registry's change feed is live (a full read every backstop interval), 0 while the registrar polls every sync interval.",
 		}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "registrar_write_batch_size", Help: "Operations per write batch sent to the external registry.",
@@ -69,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.batches.WithLabelValues("ok")
 	m.batches.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.connected, m.endpoints, m.syncDuration, m.syncErrors, m.batchSize, m.queue, bc, m.batches, m.resyncs, m.denied)
+		reg.MustRegister(m.connected, m.endpoints, m.syncDuration, m.syncErrors, m.feedLive, m.batchSize, m.queue, bc, m.batches, m.resyncs, m.denied)
 	}
 	return m
 }

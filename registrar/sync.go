@@ -70,6 +70,13 @@ func (y *syncer) firstReadByFeed(ctx context.Context) bool {
 	return false
 }
 
+// setLive notes whether the change feed is live, for pollLoop and for operators
+// (registrar_change_feed_live).
+func (y *syncer) setLive(live bool) {
+	y.live.Store(live)
+	y.m.feedLive.Set(map[bool]float64{true: 1}[live])
+}
+
 // poll reads the whole backend once.
 func (y *syncer) poll(ctx context.Context) {
 	start := y.s.beginFull()
@@ -111,12 +118,12 @@ func (y *syncer) watchLoop(ctx context.Context) {
 			}
 			y.s.endFull(start, eps)
 			y.lastFull.Store(time.Now().UnixNano())
-			y.live.Store(true)
+			y.setLive(true)
 			y.s.markReady()
 		},
 		Changed: y.s.applyEvent,
 		Ended: func(err error, synced bool, wait time.Duration) {
-			y.live.Store(false) // poll every interval until it is back
+			y.setLive(false) // poll every interval until it is back
 			if !synced {
 				y.s.abortFull(start)
 			}
