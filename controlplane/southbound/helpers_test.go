@@ -44,6 +44,25 @@ type fixture struct {
 	outcomes []string
 	// onEnqueue, when set, also receives every result (the reconcilers' queues).
 	onEnqueue func(controlplane.Result)
+	// beforeSend, when set, sees every message the service sends a node, before
+	// gRPC takes it.
+	beforeSend func(*controllerv1.ControlMessage)
+}
+
+// hookedStream is a server stream whose sends pass the fixture's beforeSend.
+type hookedStream struct {
+	grpc.ServerStream
+	f *fixture
+}
+
+func (h hookedStream) SendMsg(m any) error {
+	h.f.mu.Lock()
+	hook := h.f.beforeSend
+	h.f.mu.Unlock()
+	if msg, ok := m.(*controllerv1.ControlMessage); ok && hook != nil {
+		hook(msg)
+	}
+	return h.ServerStream.SendMsg(m)
 }
 
 func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duration) *fixture {
@@ -77,7 +96,10 @@ func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Dur
 		},
 		OnRegistration: func(o string) { f.mu.Lock(); f.outcomes = append(f.outcomes, o); f.mu.Unlock() },
 	})
-	gs := grpc.NewServer(grpc.WaitForHandlers(true))
+	gs := grpc.NewServer(grpc.WaitForHandlers(true), grpc.StreamInterceptor(
+		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			return handler(srv, hookedStream{ss, f})
+		}))
 	srv.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

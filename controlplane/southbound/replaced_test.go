@@ -3,6 +3,7 @@ package southbound
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/dataplane/memdp"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 )
 
 // TestReplacedStreamIsToldWithAborted: when a second stream registers a node id that
@@ -33,6 +35,42 @@ func TestReplacedStreamIsToldWithAborted(t *testing.T) {
 	}
 	if len(f.logs.lines("level=WARN", "cloud/n1", "replaced")) == 0 {
 		t.Fatal("the replacement was not logged at warn level")
+	}
+}
+
+// TestReplacedWhileAnsweredIsToldWithAborted: the newer stream registers while the
+// older one's registration answer is still being sent; the older RPC still ends
+// with Aborted, not with the failed send's error (which reached the node as
+// UNKNOWN, and was a CI flake of the test above when the node re-registered at once).
+func TestReplacedWhileAnsweredIsToldWithAborted(t *testing.T) {
+	f := newFixture(t, nil, 0)
+	var first atomic.Bool
+	newer := make(chan struct{})
+	f.mu.Lock()
+	f.beforeSend = func(m *controllerv1.ControlMessage) {
+		if m.GetRegisterNodeResponse() != nil && first.CompareAndSwap(false, true) {
+			defer close(newer)
+			f.register("cloud", "n1", "") // the newer stream, registered before the old one's answer goes out
+		}
+	}
+	f.mu.Unlock()
+	old := f.open()
+	old.send(registerMsg("cloud", "n1", ""))
+	errc := make(chan error, 1)
+	go func() { errc <- old.recvErr() }() // the answer may or may not come first
+	select {
+	case err := <-errc:
+		wantStatus(t, err, codes.Aborted, "replaced by a newer connection")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replaced stream is still open")
+	}
+	select {
+	case <-newer:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the newer stream's registration did not complete")
+	}
+	if !f.streams.Connected("cloud/n1") {
+		t.Fatal("the newer stream does not hold the node")
 	}
 }
 

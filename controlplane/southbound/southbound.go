@@ -184,6 +184,14 @@ func (s *Server) register(stream controlStream, msg *controllerv1.ControlMessage
 			Success: true, NodeId: reg.NodeID,
 		}}})
 	if err != nil {
+		select {
+		case <-sess.st.Done():
+			// Closed by the command handler while answering (a newer stream of the
+			// node id registered, even before the answer went out): the RPC ends
+			// with the status that says why, as it does once registered.
+			return nil, s.closedByHandler(ctx, sess)
+		default:
+		}
 		s.ended(ctx, sess, err)
 		return nil, err
 	}
