@@ -68,10 +68,12 @@ type watch struct {
 type watchEntry struct {
 	ep  endpoint.Endpoint
 	seq uint64
-	// tm is the message's stream timestamp and expires when it expires (expiresAt),
-	// Unix nanoseconds; 0 if unknown or never.
-	tm, expires int64
+	written
 }
+
+// written is when an entry's message was written (its stream timestamp) and when
+// it expires (expiresAt), Unix nanoseconds; 0 if unknown or never.
+type written struct{ tm, expires int64 }
 
 func (w *watch) run(ctx context.Context, fd *feed) {
 	defer close(w.out)
@@ -131,8 +133,7 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 		}
 	}
 	err := fd.start(func(subject string, seq uint64, tm int64, h nats.Header, data []byte, pending uint64) error {
-		at := written{tm, expiresAt(h, tm, w.maxAge)}
-		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), at, seen); err != nil {
+		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, h, seen); err != nil {
 			return err
 		}
 		if pending == 0 {
@@ -212,12 +213,9 @@ func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error 
 	return nil
 }
 
-// written is when a message was written and when it expires (watchEntry).
-type written struct{ tm, expires int64 }
-
-// handle turns one message into the events it means. seen, while non-nil,
-// collects the live subjects of the session's snapshot.
-func (w *watch) handle(ctx context.Context, d decoded, at written, seen map[string]struct{}) error {
+// handle turns one message, written at tm with headers h, into the events it
+// means. seen, while non-nil, collects the live subjects of the session's snapshot.
+func (w *watch) handle(ctx context.Context, d decoded, tm int64, h nats.Header, seen map[string]struct{}) error {
 	switch d.kind {
 	case msgForeign:
 		return nil
@@ -225,7 +223,9 @@ func (w *watch) handle(ctx context.Context, d decoded, at written, seen map[stri
 		if seen != nil {
 			seen[d.subject] = struct{}{}
 		}
-		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq, at.tm, at.expires})
+		// Only a live entry's expiry is needed (set): markers and foreign or bad
+		// messages skip the Nats-TTL look-up.
+		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq, written{tm, expiresAt(h, tm, w.maxAge)}})
 	}
 	if d.kind == msgBad {
 		w.r.noteBad(d)

@@ -52,13 +52,11 @@ func TestWatchSeesExpiryWithoutItsMarker(t *testing.T) {
 			w := &watch{out: make(chan registry.Event, 10), known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{},
 				maxAge: c.maxAge}
 			ctx := context.Background()
-			first := written{t0, expiresAt(ttl(c.ttl), t0, c.maxAge)}
-			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 1, ep: old}, first, nil); err != nil {
+			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 1, ep: old}, t0, ttl(c.ttl), nil); err != nil {
 				t.Fatal(err)
 			}
 			tm := t0 + int64(c.after)
-			second := written{tm, expiresAt(ttl("never"), tm, c.maxAge)}
-			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 3, ep: again}, second, nil); err != nil {
+			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 3, ep: again}, tm, ttl("never"), nil); err != nil {
 				t.Fatal(err)
 			}
 			close(w.out)
