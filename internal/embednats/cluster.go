@@ -149,8 +149,11 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	return nil
 }
 
-// WaitReady waits until some running server leads the JetStream meta group and every
-// running server is caught up with it.
+// WaitReady waits until some running server leads the JetStream meta group, every
+// running server is caught up with it, and the leader has every running server's
+// JetStream stats. Until the stats arrive the leader cannot place an asset on that
+// server: a stream with as many replicas as servers fails with "no suitable peers
+// for placement".
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	for {
 		if c.ready() {
@@ -167,7 +170,7 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 func (c *Cluster) ready() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	leader := false
+	var leader *Server
 	for _, s := range c.nodes {
 		if s == nil {
 			continue
@@ -175,9 +178,23 @@ func (c *Cluster) ready() bool {
 		if !s.JetStreamReady() {
 			return false
 		}
-		leader = leader || s.isMetaLeader()
+		if s.isMetaLeader() {
+			leader = s
+		}
 	}
-	return leader
+	if leader == nil {
+		return false
+	}
+	placeable := make(map[string]bool)
+	for _, name := range leader.ns.JetStreamClusterPeers() {
+		placeable[name] = true
+	}
+	for _, s := range c.nodes {
+		if s != nil && !placeable[s.Name()] {
+			return false
+		}
+	}
+	return true
 }
 
 // Shutdown stops every running server. It is idempotent.

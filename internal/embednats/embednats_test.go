@@ -2,6 +2,7 @@ package embednats_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -139,5 +140,33 @@ func TestClusterSurvivesOneNodeDown(t *testing.T) {
 	}
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadyClusterPlacesOnEveryServer creates a stream with a replica on every server
+// right after the cluster says it is ready, from start and after each restart: ready
+// means the meta leader can place on every running server.
+func TestReadyClusterPlacesOnEveryServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := embednats.StartCluster(ctx, embednats.ClusterConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	js := connect(t, c.ClientURL())
+	for round := range 6 {
+		name := fmt.Sprintf("R%d", round)
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: c.Size()}); err != nil {
+			t.Fatalf("round %d: a stream on all %d servers: %v", round, c.Size(), err)
+		}
+		i := round % c.Size()
+		c.Stop(i)
+		if err := c.Restart(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
