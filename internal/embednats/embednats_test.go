@@ -144,8 +144,8 @@ func TestClusterSurvivesOneNodeDown(t *testing.T) {
 }
 
 // TestReadyClusterPlacesOnEveryServer creates a stream with a replica on every server
-// right after the cluster says it is ready, from start and after each restart: ready
-// means the meta leader can place on every running server.
+// right after the cluster says it is ready, from start and after restarting each
+// server in turn: ready means the meta leader can place on every running server.
 func TestReadyClusterPlacesOnEveryServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -155,14 +155,16 @@ func TestReadyClusterPlacesOnEveryServer(t *testing.T) {
 	}
 	defer c.Shutdown()
 	js := connect(t, c.ClientURL())
-	for round := range 6 {
+	for round := range c.Size() + 1 {
 		name := fmt.Sprintf("R%d", round)
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: c.Size()}); err != nil {
 			t.Fatalf("round %d: a stream on all %d servers: %v", round, c.Size(), err)
 		}
-		i := round % c.Size()
-		c.Stop(i)
-		if err := c.Restart(ctx, i); err != nil {
+		if round == c.Size() {
+			break
+		}
+		c.Stop(round)
+		if err := c.Restart(ctx, round); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.WaitReady(ctx); err != nil {
