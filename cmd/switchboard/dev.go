@@ -78,10 +78,16 @@ func defaultDataDir() string {
 }
 
 func runDev(cmd *cobra.Command, a *app, o devOptions) error {
-	// Cancelling ctx stops every component started so far: on interrupt, and when a
-	// later one fails to start.
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
+	// ctx ends on interrupt. The registrar and the control plane run on contexts of
+	// their own, so that shutdown stops the components in order: the nodes
+	// deregister while the control plane still runs, and the registrar persists
+	// its queued writes before NATS goes away. A component that fails to start
+	// stops those started before it the same way.
+	ctx := cmd.Context()
+	regCtx, stopReg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReg()
+	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCP()
 	// Refused before anything starts: dev has no --insecure, so it stays on loopback.
 	if err := checkListens(o.listens()...); err != nil {
 		return err
@@ -107,30 +113,30 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 		return err
 	}
 	defer ns.Shutdown()
-	reg, err := startDevRegistrar(ctx, o, ns.ClientURL(), log.With("component", "registrar"))
+	reg, err := startDevRegistrar(regCtx, o, ns.ClientURL(), log.With("component", "registrar"))
 	if err != nil {
 		return err
 	}
-	cp, err := startDevControlPlane(ctx, o, log)
+	stopRegistrar := func() error { stopReg(); return reg.stop() }
+	cp, err := startDevControlPlane(cpCtx, o, log)
 	if err != nil {
-		cancel()
-		return errors.Join(err, reg.stop())
+		return errors.Join(err, stopRegistrar())
 	}
+	stopControlPlane := func() error { stopCP(); return cp.stop() }
 	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")
 	fmt.Fprintf(a.out, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
 	fmt.Fprintf(a.out, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
 	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
 	fab, err := startDevFabric(ctx, a, o.fabric, ns.ClientURL(), cp.srv, log)
 	if err != nil {
-		cancel()
-		return errors.Join(err, cp.stop(), reg.stop())
+		return errors.Join(err, stopControlPlane(), stopRegistrar())
 	}
 	log.Info("dev environment ready", "nats", ns.ClientURL(), "registrar", reg.srv.Addr().String(), "controlplane", cp.srv.NorthboundAddr())
 	<-ctx.Done()
 	fmt.Fprintln(a.out, "switchboard dev: shutting down")
-	fabErr := fab.stop() // the nodes deregister while the control plane still runs
-	// The registrar persists its queued writes before the stream goes away.
-	return errors.Join(fabErr, cp.stop(), reg.stop())
+	fabErr := fab.stop()
+	cpErr := stopControlPlane()
+	return errors.Join(fabErr, cpErr, stopRegistrar())
 }
 
 // httpURL prints an HTTP listener's address as a URL, or "off" for none.
