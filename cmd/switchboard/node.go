@@ -34,7 +34,9 @@ for the configuration file.`,
 				}
 				return err
 			}
-			log := a.logger().With("component", "node")
+			// No component attribute: every line of the node names it (node=group/id),
+			// and its controller adds component=controller.
+			log := a.logger()
 			cfg, res, err := file.Build(cmd.Context(), log)
 			if err != nil {
 				return err

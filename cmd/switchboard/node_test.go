@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
 
 // subProcess runs `switchboard sub` (the real binary) in the background; its lines
@@ -120,9 +121,10 @@ func TestNodePubSubBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	nctx, stopNode := context.WithCancel(context.Background())
-	nodeCmd := exec.CommandContext(nctx, binary(t), "node", "--config", config, "--log-level", "warn")
+	nodeCmd := exec.CommandContext(nctx, binary(t), "node", "--config", config, "--log-level", "info")
 	nodeOut, _ := nodeCmd.StdoutPipe()
-	nodeCmd.Stderr = os.Stderr
+	nodeLog := &syncbuf.Buffer{}
+	nodeCmd.Stderr = nodeLog
 	if err := nodeCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +147,52 @@ func TestNodePubSubBinaries(t *testing.T) {
 	if got.Name != "org/ns/svc" || got.Payload != "hello from a" || got.Origin != "a/n1" || got.HopsLeft != 15 || got.Published.IsZero() {
 		t.Fatalf("sub -o json: %+v", got)
 	}
+	checkLogKeys(t, nodeLog.String())
+}
+
+// checkLogKeys fails the test for a log line (slog's text form) that names a key
+// twice, as when a caller and a callee both add the same attribute.
+func checkLogKeys(t *testing.T, log string) {
+	t.Helper()
+	lines := 0
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		seen := map[string]bool{}
+		for _, k := range logKeys(line) {
+			if seen[k] {
+				t.Errorf("log line names %s twice: %s", k, line)
+			}
+			seen[k] = true
+		}
+		lines++
+	}
+	if lines == 0 {
+		t.Error("nothing was logged")
+	}
+}
+
+// logKeys lists the keys of a line slog's text handler wrote: key=value pairs,
+// values quoted when they need it.
+func logKeys(line string) []string {
+	var keys []string
+	for {
+		line = strings.TrimLeft(line, " ")
+		k, rest, ok := strings.Cut(line, "=")
+		if !ok {
+			return keys
+		}
+		keys = append(keys, k)
+		if strings.HasPrefix(rest, `"`) {
+			v, err := strconv.QuotedPrefix(rest)
+			if err != nil {
+				return keys
+			}
+			line = rest[len(v):]
+		} else if _, after, ok := strings.Cut(rest, " "); ok {
+			line = after
+		} else {
+			return keys
+		}
+	}
 }
 
 // TestDevFabricPubSub: `switchboard sub` against one of dev's nodes receives a
@@ -162,6 +210,8 @@ func TestDevFabricPubSub(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	// The nodes leave first, deregistering from a control plane that still runs.
+	checkQuietShutdown(t, out)
 }
 
 // TestNodeCommandsUsage: bad input exits 2 naming what was wrong.

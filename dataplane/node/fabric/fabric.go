@@ -84,7 +84,7 @@ func Start(ctx context.Context, o Options) (*Fabric, error) {
 		cfg.Northbound.Endpoint, cfg.Southbound.Endpoint = "127.0.0.1:0", "127.0.0.1:0"
 		cfg.Reconciler = config.Reconciler{MaxRequeues: 15, BaseRetryDelay: 20 * time.Millisecond, ReconcilePeriod: 5 * time.Second, Workers: 4}
 	}
-	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: o.Logger.With("component", "controlplane"), RequestTimeout: 10 * time.Second})
+	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: o.Logger, RequestTimeout: 10 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (f *Fabric) StartNode(ctx context.Context, group, id string) (*Running, err
 		ControlPlane: []string{south}, Registry: f.o.Registry,
 		RegistrationTTL: 10 * time.Second, LinkGrace: 3 * time.Second,
 		Backoff: dataplane.Backoff{Base: 20 * time.Millisecond, Max: 500 * time.Millisecond, HealthyAfter: time.Second},
-		Logger:  f.o.Logger.With("node", group+"/"+id),
+		Logger:  f.o.Logger, // the node names itself on every line
 	}
 	if f.o.Node != nil {
 		f.o.Node(&cfg)
