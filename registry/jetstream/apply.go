@@ -31,9 +31,10 @@ const (
 // failed are reported in a *registry.ApplyError; the others are written. A batch is
 // not atomic: JetStream has no multi-subject transaction here.
 func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
+	before := r.nc.LastError()
 	router, err := r.acks()
 	if err != nil {
-		return unavailable(err)
+		return unavailable(deniedSince(r.nc, before, err))
 	}
 	plans := r.planRemovals(ctx, ops)
 	b := newBatch(ctx, r.nc, len(ops))
@@ -58,7 +59,7 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	b.awaitBefore(len(ops))
 	r.retryRemovals(b, ops, &h)
 	r.noteWritten(b.maxSeq)
-	return b.result(ops)
+	return b.result(ops, func(err error) error { return deniedSince(r.nc, before, err) })
 }
 
 // removeOtherForms clears the other subjects an unregistered key may sit on
@@ -411,7 +412,9 @@ func (b *batch) awaitBefore(end int) {
 	}
 }
 
-func (b *batch) result(ops []registry.Op) error {
+// result is the batch's outcome: nil, or the keys that failed with the first
+// failure's error, explained by explain.
+func (b *batch) result(ops []registry.Op, explain func(error) error) error {
 	if len(b.failed) == 0 {
 		return nil
 	}
@@ -420,5 +423,5 @@ func (b *batch) result(ops []registry.Op) error {
 	for j, i := range b.failed {
 		keys[j] = ops[i].Endpoint.Key()
 	}
-	return &registry.ApplyError{Failed: keys, Err: unavailable(b.errs[b.failed[0]])}
+	return &registry.ApplyError{Failed: keys, Err: unavailable(explain(b.errs[b.failed[0]]))}
 }

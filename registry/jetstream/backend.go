@@ -138,7 +138,7 @@ func Init(ctx context.Context, cfg registry.Config) (*jetstream.StreamInfo, erro
 		}
 	}
 	info, err := EnsureStream(ctx, js, o.Stream)
-	return info, unavailable(err)
+	return info, unavailable(deniedSince(nc, nil, err))
 }
 
 // withDefaults fills parameters the caller left out, as registry.Open does, so Init

@@ -33,9 +33,10 @@ type visitFunc func(subject string, seq uint64, h nats.Header, data []byte)
 // subjects than one multi_last may return, a stream without direct get — through a
 // consumer, or with LookupDirect by paging with direct get.
 func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+	before := r.nc.LastError()
 	out, err := r.list(ctx, f, r.pathFor(f))
 	if err != nil {
-		return nil, unavailable(fmt.Errorf("list %s: %w", r.cfg.Name, err))
+		return nil, unavailable(deniedSince(r.nc, before, fmt.Errorf("list %s: %w", r.cfg.Name, err)))
 	}
 	return out, nil
 }

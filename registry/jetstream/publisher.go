@@ -83,6 +83,7 @@ func (p *Publisher) Apply(ctx context.Context, ops []registry.Op) error {
 }
 
 func (p *Publisher) publish(ctx context.Context, ops []registry.Op) error {
+	before := p.nc.LastError()
 	for _, op := range ops {
 		k := op.Endpoint.Key()
 		m := &nats.Msg{Subject: p.subj.For(k)}
@@ -104,7 +105,11 @@ func (p *Publisher) publish(ctx context.Context, ops []registry.Op) error {
 		defer cancel()
 	}
 	if err := p.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("flush: %w", err)
+		return deniedSince(p.nc, before, fmt.Errorf("flush: %w", err))
+	}
+	// The server answers the flush after refusing any of the publishes before it.
+	if refused := refusedSince(p.nc, before); refused != nil {
+		return fmt.Errorf("publish: %w", refused)
 	}
 	return nil
 }

@@ -122,9 +122,10 @@ func newDriver(ctx context.Context, nc *nats.Conn, o Options) (*driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	before := nc.LastError()
 	got, err := openStream(ctx, js, cfg, o.CreateStream, o.Lookup)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(deniedSince(nc, before, err))
 	}
 	log := o.Logger
 	if log == nil {

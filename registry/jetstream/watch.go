@@ -41,9 +41,10 @@ func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.
 		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder(), maxAge: r.maxAge}
 	// The first feed is opened here so an unreachable stream fails the call; later
 	// sessions retry until the watch ends.
+	before := r.nc.LastError()
 	fd, err := r.openFeed(ctx, w.filters, false)
 	if err != nil {
-		return nil, unavailable(fmt.Errorf("watch %s: %w", r.cfg.Name, err))
+		return nil, unavailable(deniedSince(r.nc, before, fmt.Errorf("watch %s: %w", r.cfg.Name, err)))
 	}
 	go w.run(ctx, fd)
 	return w.out, nil

@@ -274,6 +274,9 @@ func TestNATSAdministrator(t *testing.T) {
 		if err == nil {
 			t.Fatalf("registry init as %s succeeded", user)
 		}
+		if !strings.Contains(err.Error(), "Permissions Violation for Publish to \"$JS.API.STREAM.UPDATE."+stream) {
+			t.Errorf("registry init as %s: %v, want an error naming the refused stream update", user, err)
+		}
 	}
 	if got := root.streamInfo(t).Config.MaxAge; got != 2*time.Hour {
 		t.Fatalf("max age after the refused inits = %s, want 2h", got)
@@ -462,7 +465,7 @@ func TestNATSReader(t *testing.T) {
 
 // TestNATSPublisher: the nats backend needs only to publish entries.
 func TestNATSPublisher(t *testing.T) {
-	s := startNATS(t)
+	s := startNATS(t, natsVariant{user: "publisher-denied", base: "sb-publisher", drop: prefix + ".>"})
 	s.initStream(t)
 	p, err := registry.Open(testCtx(t, 15*time.Second), "nats", map[string]string{sbjs.ParamURL: s.url("sb-publisher")}, nil)
 	if err != nil {
@@ -485,6 +488,21 @@ func TestNATSPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc.refused(t, "_INBOX.>")
+
+	// Core NATS does not acknowledge a publish, but the server refuses one it may
+	// not forward before it answers the flush: a write without the grant fails
+	// instead of vanishing.
+	denied, err := registry.Open(testCtx(t, 15*time.Second), "nats", map[string]string{sbjs.ParamURL: s.url("publisher-denied")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = denied.Close() })
+	for range 2 { // the second refusal is told apart from the first
+		err = denied.Apply(testCtx(t, 10*time.Second), []registry.Op{registry.Register(ep("prod", "web", "10.0.0.2", 80))})
+		if err == nil || !strings.Contains(err.Error(), "Permissions Violation for Publish to \""+prefix+".") {
+			t.Fatalf("a publish the server refused: %v, want an error naming the refusal", err)
+		}
+	}
 }
 
 // TestNATSEachGrantIsNeeded removes one grant at a time from a role and shows the
@@ -522,6 +540,14 @@ func TestNATSEachGrantIsNeeded(t *testing.T) {
 			return err
 		}
 	}
+	watch := func(t *testing.T, s *natsServer, user string) error {
+		r, err := open(sbjs.LookupConsumer)(t, s, user)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		_, err = r.(registry.Watcher).Watch(shortCtx(t), endpoint.Filter{Service: "big"})
+		return err
+	}
 	all, big := endpoint.Filter{}, endpoint.Filter{Service: "big"}
 	apply := func(kind registry.OpKind) op {
 		return func(t *testing.T, s *natsServer, user string) error {
@@ -542,6 +568,7 @@ func TestNATSEachGrantIsNeeded(t *testing.T) {
 		{"sb-reader", "$JS.API.STREAM.INFO." + stream, openOnly, "open"},
 		{"sb-reader", "$JS.API.CONSUMER.CREATE." + stream + ".>", list(sbjs.LookupConsumer, all), "list everything (consumer)"},
 		{"sb-reader", "$JS.FC." + stream + ".>", list(sbjs.LookupConsumer, all), "list more than a flow-control window"},
+		{"sb-reader", "$JS.API.CONSUMER.CREATE." + stream + ".>", watch, "watch"},
 		{"sb-reader", "$JS.API.DIRECT.GET." + stream, list(sbjs.LookupConsumer, big), "list one service (multi_last direct get)"},
 		{"sb-reader", "$JS.API.DIRECT.GET." + stream, list(sbjs.LookupDirect, big), "list with --lookup direct"},
 		{"sb-reader", "_INBOX.>", openOnly, "open (no replies without _INBOX.>)"},
@@ -569,6 +596,10 @@ func TestNATSEachGrantIsNeeded(t *testing.T) {
 				t.Fatalf("%s without %q succeeded", c.what, c.drop)
 			}
 			t.Logf("without %q: %v", c.drop, err)
+			// The error names what the server refused, not only the time it took.
+			if msg, denied := err.Error(), strings.TrimRight(c.drop, ">*"); !strings.Contains(msg, "Permissions Violation") || !strings.Contains(msg, denied) {
+				t.Errorf("%s without %q: the error does not name the permission the server refused (%s)", c.what, c.drop, denied)
+			}
 		})
 	}
 
