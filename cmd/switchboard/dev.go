@@ -101,6 +101,12 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	if err := probeListens(o.listens()...); err != nil {
 		return err
 	}
+	o.fabric.anyPortIfTaken = !cmd.Flags().Changed("nodes-base-port")
+	if !o.fabric.anyPortIfTaken {
+		if err := o.fabric.checkPorts(); err != nil {
+			return err
+		}
+	}
 	log := a.logger()
 	host, portStr, _ := net.SplitHostPort(o.natsListen) // checked above
 	port, _ := strconv.Atoi(portStr)

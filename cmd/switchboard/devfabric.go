@@ -20,14 +20,21 @@ import (
 type devFabricOptions struct {
 	basePort int
 	off      bool
+	// anyPortIfTaken: the base is the default, so taken ports move the nodes to
+	// ports the system picks rather than failing dev.
+	anyPortIfTaken bool
 }
+
+// defaultNodesBasePort is the first node's port (the data-plane port SLIM's nodes
+// use); the others take the next five.
+var defaultNodesBasePort = 46357
 
 var devGroups = []string{"cloud", "edge-a", "edge-b"}
 
 const devNodesPerGroup = 2
 
 func (o *devFabricOptions) register(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&o.basePort, "nodes-base-port", 46357, "first port of the six data-plane nodes (cloud/n1, cloud/n2, edge-a/n1, ...); each takes the next")
+	cmd.Flags().IntVar(&o.basePort, "nodes-base-port", defaultNodesBasePort, "first port of the six data-plane nodes (cloud/n1, cloud/n2, edge-a/n1, ...); each takes the next (left at the default, taken ports move the nodes to ports the system picks)")
 	cmd.Flags().BoolVar(&o.off, "no-nodes", false, "run no data-plane nodes")
 }
 
@@ -61,12 +68,7 @@ func startDevFabric(ctx context.Context, a *app, o devFabricOptions, natsURL str
 	if err != nil {
 		return nil, fmt.Errorf("dev fabric: registry: %w", err)
 	}
-	ports := map[string]int{}
-	for i, g := range devGroups {
-		for k := 1; k <= devNodesPerGroup; k++ {
-			ports[fmt.Sprintf("%s/n%d", g, k)] = o.basePort + i*devNodesPerGroup + k - 1
-		}
-	}
+	ports := o.ports(log)
 	f, err := fabric.Start(ctx, fabric.Options{
 		Southbound: cp.SouthboundAddr(), Registry: reg, Logger: a.loggerAtLeast(slog.LevelWarn),
 		Listen: func(group, id string) string {
@@ -86,6 +88,45 @@ func startDevFabric(ctx context.Context, a *app, o devFabricOptions, natsURL str
 		fmt.Fprintf(a.out, "                  %-10s %s\n", r.ID(), r.Addr())
 	}
 	return d, nil
+}
+
+// nodePorts maps each node (group/id) to its port from base.
+func nodePorts(base int) map[string]int {
+	ports := map[string]int{}
+	for i, g := range devGroups {
+		for k := 1; k <= devNodesPerGroup; k++ {
+			ports[fmt.Sprintf("%s/n%d", g, k)] = base + i*devNodesPerGroup + k - 1
+		}
+	}
+	return ports
+}
+
+// checkPorts fails if one of the nodes' ports is taken, naming it and the flag.
+func (o devFabricOptions) checkPorts() error {
+	if o.off {
+		return nil
+	}
+	for _, port := range nodePorts(o.basePort) {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return addrInUse("nodes-base-port", addr, err)
+		}
+		_ = ln.Close()
+	}
+	return nil
+}
+
+// ports are the nodes' ports: from the base, or all 0 (the system picks) when the
+// default base has one taken. The default ports lie in the range Linux gives
+// outgoing connections their ports from, and a closed connection keeps its port
+// for a minute: any program's traffic can take one for a while.
+func (o devFabricOptions) ports(log *slog.Logger) map[string]int {
+	if err := o.checkPorts(); err != nil && o.anyPortIfTaken {
+		log.Warn("the data-plane nodes' default ports are taken; they listen on ports the system picks instead (printed below)", "err", err)
+		return map[string]int{}
+	}
+	return nodePorts(o.basePort)
 }
 
 func (d *devFabric) stop() error {

@@ -235,3 +235,46 @@ func TestNodeCommandsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestDevNodesMoveOffTakenDefaultPorts: when one of the nodes' default ports is taken
+// (on Linux they lie in the range outgoing connections take their ports from, and
+// such a connection's port stays taken for a minute after it closes), dev still
+// starts, its nodes on ports the system picks, and says so; a base the user chose
+// that is taken fails dev before anything starts.
+func TestDevNodesMoveOffTakenDefaultPorts(t *testing.T) {
+	base := freeBase(t, 6)
+	held, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	defer func(old int) { defaultNodesBasePort = old }(defaultNodesBasePort)
+	defaultNodesBasePort = base
+
+	out, stop := startDev(t, "--no-nodes=false")
+	waitFor(t, out, "default ports are taken")
+	edgeA := fieldAfter(waitFor(t, out, "edge-a/n1 "), "edge-a/n1 ")
+	edgeB := fieldAfter(waitFor(t, out, "edge-b/n2 "), "edge-b/n2 ")
+	for _, addr := range []string{edgeA, edgeB} {
+		_, p, _ := net.SplitHostPort(addr)
+		if port, _ := strconv.Atoi(p); port >= base && port < base+6 {
+			t.Fatalf("a node listens on %s, in the taken default range from %d", addr, base)
+		}
+	}
+	lines := subProcess(t, "--node", edgeA, "--count", "1", "org/dev/svc")
+	if line := pubUntilReceived(t, lines, "--node", edgeB, "org/dev/svc", "moved"); line != "org/dev/svc from edge-b/n2: moved" {
+		t.Fatalf("sub printed %q", line)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stop = startDev(t, "--no-nodes=false", "--nodes-base-port", strconv.Itoa(base))
+	err = stop()
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(base+1)) || !strings.Contains(err.Error(), "--nodes-base-port") {
+		t.Fatalf("dev with a taken --nodes-base-port: %v, want an error naming the port and the flag", err)
+	}
+	if strings.Contains(out.String(), "is running") {
+		t.Fatalf("dev started before refusing the taken ports:\n%s", out)
+	}
+}
