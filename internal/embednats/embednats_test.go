@@ -99,14 +99,22 @@ func TestStartRejectsBadOptions(t *testing.T) {
 	}
 }
 
-func TestClusterSurvivesOneNodeDown(t *testing.T) {
+// startCluster starts a three-server cluster for the test, stopped when it ends, and
+// returns it with a context that ends at the test's deadline.
+func startCluster(t *testing.T) (*embednats.Cluster, context.Context) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	c, err := embednats.StartCluster(ctx, embednats.ClusterConfig{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Shutdown()
+	t.Cleanup(c.Shutdown)
+	return c, ctx
+}
+
+func TestClusterSurvivesOneNodeDown(t *testing.T) {
+	c, ctx := startCluster(t)
 	if c.Size() != 3 || strings.Count(c.ClientURL(), ",") != 2 {
 		t.Fatalf("cluster of %d with URL %q, want 3 servers", c.Size(), c.ClientURL())
 	}
@@ -147,13 +155,7 @@ func TestClusterSurvivesOneNodeDown(t *testing.T) {
 // right after the cluster says it is ready, from start and after restarting each
 // server in turn: ready means the meta leader can place on every running server.
 func TestReadyClusterPlacesOnEveryServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := embednats.StartCluster(ctx, embednats.ClusterConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
+	c, ctx := startCluster(t)
 	js := connect(t, c.ClientURL())
 	for round := range c.Size() + 1 {
 		name := fmt.Sprintf("R%d", round)
