@@ -508,70 +508,76 @@ func TestNATSPublisher(t *testing.T) {
 // TestNATSEachGrantIsNeeded removes one grant at a time from a role and shows the
 // operation that then fails: none of the grants is there for nothing.
 func TestNATSEachGrantIsNeeded(t *testing.T) {
-	type op func(t *testing.T, s *natsServer, user string) error
-	open := func(lookup string) func(t *testing.T, s *natsServer, user string) (registry.Registry, error) {
-		return func(t *testing.T, s *natsServer, user string) (registry.Registry, error) {
-			r, err := registry.Open(shortCtx(t), "jetstream", s.params(user, sbjs.ParamLookup, lookup), nil)
+	// An op runs as user within d: a refused one fails at d, so the cases keep d
+	// short for the users without the grant, and long for the others.
+	type op func(t *testing.T, s *natsServer, user string, d time.Duration) error
+	open := func(lookup string) func(t *testing.T, s *natsServer, user string, d time.Duration) (registry.Registry, error) {
+		return func(t *testing.T, s *natsServer, user string, d time.Duration) (registry.Registry, error) {
+			r, err := registry.Open(testCtx(t, d), "jetstream", s.params(user, sbjs.ParamLookup, lookup), nil)
 			if err == nil {
 				t.Cleanup(func() { _ = r.Close() })
 			}
 			return r, err
 		}
 	}
-	openOnly := func(t *testing.T, s *natsServer, user string) error {
-		_, err := open(sbjs.LookupConsumer)(t, s, user)
+	openOnly := func(t *testing.T, s *natsServer, user string, d time.Duration) error {
+		_, err := open(sbjs.LookupConsumer)(t, s, user, d)
 		return err
 	}
 	// list reads the big entries: with a filter (one service), the default lookup
 	// asks for them with one multi_last direct get; without one, it reads the whole
 	// stream through a consumer.
 	list := func(lookup string, f endpoint.Filter) op {
-		return func(t *testing.T, s *natsServer, user string) error {
-			r, err := open(lookup)(t, s, user)
+		return func(t *testing.T, s *natsServer, user string, d time.Duration) error {
+			r, err := open(lookup)(t, s, user, d)
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
 			// Large enough for the server to ask for flow control (it does past
 			// about 1 MB in flight, and stops sending at 2 MB without an answer).
-			eps, err := r.List(testCtx(t, 5*time.Second), f)
+			eps, err := r.List(testCtx(t, d), f)
 			if err == nil && len(eps) < bigListSize {
 				err = fmt.Errorf("listed %d entries, want at least %d", len(eps), bigListSize)
 			}
 			return err
 		}
 	}
-	watch := func(t *testing.T, s *natsServer, user string) error {
-		r, err := open(sbjs.LookupConsumer)(t, s, user)
+	watch := func(t *testing.T, s *natsServer, user string, d time.Duration) error {
+		r, err := open(sbjs.LookupConsumer)(t, s, user, d)
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
-		_, err = r.(registry.Watcher).Watch(shortCtx(t), endpoint.Filter{Service: "big"})
+		_, err = r.(registry.Watcher).Watch(testCtx(t, d), endpoint.Filter{Service: "big"})
 		return err
 	}
 	all, big := endpoint.Filter{}, endpoint.Filter{Service: "big"}
 	apply := func(kind registry.OpKind) op {
-		return func(t *testing.T, s *natsServer, user string) error {
-			r, err := open(sbjs.LookupConsumer)(t, s, user)
+		return func(t *testing.T, s *natsServer, user string, d time.Duration) error {
+			r, err := open(sbjs.LookupConsumer)(t, s, user, d)
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
-			return r.Apply(shortCtx(t), []registry.Op{{Kind: kind, Endpoint: ep("prod", "small", "10.2.0.1", 80)}})
+			return r.Apply(testCtx(t, d), []registry.Op{{Kind: kind, Endpoint: ep("prod", "small", "10.2.0.1", 80)}})
 		}
 	}
+	// A refused list waits longer: it has to have read enough for the server to ask
+	// for flow control (past about 1 MB in flight; it stops sending at 2 MB).
+	const refused, refusedList = 1500 * time.Millisecond, 5 * time.Second
 	cases := []struct {
 		base, drop string
 		op         op
+		wait       time.Duration // for the user without the grant
 		what       string
 	}{
-		{"sb-writer", prefix + ".>", apply(registry.OpRegister), "register"},
-		{"sb-writer", "$JS.API.STREAM.MSG.GET." + stream, apply(registry.OpUnregister), "unregister (sizing its removal)"},
-		{"sb-reader", "$JS.API.STREAM.INFO." + stream, openOnly, "open"},
-		{"sb-reader", "$JS.API.CONSUMER.CREATE." + stream + ".>", list(sbjs.LookupConsumer, all), "list everything (consumer)"},
-		{"sb-reader", "$JS.FC." + stream + ".>", list(sbjs.LookupConsumer, all), "list more than a flow-control window"},
-		{"sb-reader", "$JS.API.CONSUMER.CREATE." + stream + ".>", watch, "watch"},
-		{"sb-reader", "$JS.API.DIRECT.GET." + stream, list(sbjs.LookupConsumer, big), "list one service (multi_last direct get)"},
-		{"sb-reader", "$JS.API.DIRECT.GET." + stream, list(sbjs.LookupDirect, big), "list with --lookup direct"},
-		{"sb-reader", "_INBOX.>", openOnly, "open (no replies without _INBOX.>)"},
+		{"sb-writer", prefix + ".>", apply(registry.OpRegister), refused, "register"},
+		{"sb-writer", "$JS.API.STREAM.MSG.GET." + stream, apply(registry.OpUnregister), refused, "unregister (sizing its removal)"},
+		{"sb-reader", "$JS.API.STREAM.INFO." + stream, openOnly, refused, "open"},
+		{"sb-reader", "$JS.API.CONSUMER.CREATE." + stream + ".>", list(sbjs.LookupConsumer, all), refusedList, "list everything (consumer)"},
+		{"sb-reader", "$JS.FC." + stream + ".>", list(sbjs.LookupConsumer, all), refusedList, "list more than a flow-control window"},
+		{"sb-reader", "$JS.API.CONSUMER.CREATE." + stream + ".>", watch, refused, "watch"},
+		{"sb-reader", "$JS.API.DIRECT.GET." + stream, list(sbjs.LookupConsumer, big), refusedList, "list one service (multi_last direct get)"},
+		{"sb-reader", "$JS.API.DIRECT.GET." + stream, list(sbjs.LookupDirect, big), refusedList, "list with --lookup direct"},
+		{"sb-reader", "_INBOX.>", openOnly, refused, "open (no replies without _INBOX.>)"},
 	}
 	variants := []natsVariant{{user: "minus-delete", base: "sb-reader", drop: "$JS.API.CONSUMER.DELETE." + stream + ".*"}}
 	for i, c := range cases {
@@ -586,22 +592,21 @@ func TestNATSEachGrantIsNeeded(t *testing.T) {
 	}
 	mustApply(t, w, ops...)
 
-	for i, c := range cases {
-		t.Run(c.what, func(t *testing.T) {
-			if err := c.op(t, s, c.base); err != nil {
-				t.Fatalf("%s as %s: %v", c.what, c.base, err)
-			}
-			err := c.op(t, s, fmt.Sprintf("minus-%d", i))
-			if err == nil {
-				t.Fatalf("%s without %q succeeded", c.what, c.drop)
-			}
-			t.Logf("without %q: %v", c.drop, err)
-			// The error names what the server refused, not only the time it took.
-			if msg, denied := err.Error(), strings.TrimRight(c.drop, ">*"); !strings.Contains(msg, "Permissions Violation") || !strings.Contains(msg, denied) {
-				t.Errorf("%s without %q: the error does not name the permission the server refused (%s)", c.what, c.drop, denied)
-			}
-		})
-	}
+	// Each case opens registries of its own, and a refused one waits for its
+	// deadline: they run at once, all of them (t.Parallel would run two at a time
+	// on two cores). The consumer count below needs them done.
+	t.Run("refused", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i, c := range cases {
+			wg.Go(func() {
+				t.Run(c.what, func(t *testing.T) {
+					op := func(user string, d time.Duration) error { return c.op(t, s, user, d) }
+					checkRefused(t, op, c.base, fmt.Sprintf("minus-%d", i), c.wait, c.what, c.drop)
+				})
+			})
+		}
+		wg.Wait()
+	})
 
 	// Without the consumer delete grant lookups still work, but every one leaves its
 	// consumer behind until the server reaps it (30s of inactivity).
@@ -622,6 +627,24 @@ func TestNATSEachGrantIsNeeded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkRefused runs op as base, which must succeed, and as without (base minus the
+// grant drop) within wait, which must fail with an error naming what the server
+// refused, not only the time it took.
+func checkRefused(t *testing.T, op func(user string, d time.Duration) error, base, without string, wait time.Duration, what, drop string) {
+	t.Helper()
+	if err := op(base, 30*time.Second); err != nil {
+		t.Fatalf("%s as %s: %v", what, base, err)
+	}
+	err := op(without, wait)
+	if err == nil {
+		t.Fatalf("%s without %q succeeded", what, drop)
+	}
+	t.Logf("without %q: %v", drop, err)
+	if msg, denied := err.Error(), strings.TrimRight(drop, ">*"); !strings.Contains(msg, "Permissions Violation") || !strings.Contains(msg, denied) {
+		t.Errorf("%s without %q: the error does not name the permission the server refused (%s)", what, drop, denied)
+	}
 }
 
 const bigListSize = 800
