@@ -147,10 +147,19 @@ func runControlPlane(cmd *cobra.Command, a *app, o controlPlaneOptions) error {
 	if addr := srv.MetricsAddr(); addr != "" {
 		fmt.Fprintf(a.out, "  metrics     http://%s/metrics\n", addr)
 	}
-	fmt.Fprintf(a.out, "  mode        %s, database %s\n", srv.Service().Mode(), cfg.Database.Type)
+	fmt.Fprintf(a.out, "  mode        %s, database %s%s\n", srv.Service().Mode(), cfg.Database.Type, storeNote(srv.Service().Mode(), cfg.Database.Type))
 	err = srv.Run(cmd.Context())
 	fmt.Fprintln(a.out, "switchboard controlplane: stopped")
 	return err
+}
+
+// storeNote tells the operator of an API-mode control plane on the in-memory store
+// (the default without --config) what a restart loses.
+func storeNote(mode config.Mode, database string) string {
+	if mode != config.APIMode || database != config.DatabaseInMemory {
+		return ""
+	}
+	return ": segments and links added through the API are lost on restart (a database of type sqlite or etcd in --config keeps them)"
 }
 
 // auditLogger writes audit lines at info whatever --log-level says: raising the level

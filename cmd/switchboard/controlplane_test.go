@@ -27,6 +27,8 @@ func TestControlPlaneListenFlags(t *testing.T) {
 	if got := fieldAfter(waitFor(t, out, "southbound"), "southbound"); got != sb {
 		t.Fatalf("southbound on %s, want %s", got, sb)
 	}
+	// API mode on the in-memory store: the banner says what a restart loses.
+	waitFor(t, out, "database in_memory: segments and links added through the API are lost on restart")
 	mustCtl(t, nb, "segment", "add", "moved")
 	cc, err := grpc.NewClient(sb, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
