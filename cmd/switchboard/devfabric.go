@@ -106,23 +106,24 @@ func (o devFabricOptions) checkPorts() error {
 	if o.off {
 		return nil
 	}
+	var pairs []string
 	for _, port := range nodePorts(o.basePort) {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return addrInUse("nodes-base-port", addr, err)
-		}
-		_ = ln.Close()
+		pairs = append(pairs, "nodes-base-port", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}
-	return nil
+	return probeListens(pairs...)
 }
 
 // ports are the nodes' ports: from the base, or all 0 (the system picks) when the
-// default base has one taken. The default ports lie in the range Linux gives
-// outgoing connections their ports from, and a closed connection keeps its port
-// for a minute: any program's traffic can take one for a while.
+// default base has one taken, checked right before the nodes bind them. The
+// default ports lie in the range Linux gives outgoing connections their ports
+// from, and a closed connection keeps its port for a minute: any program's
+// traffic can take one for a while. A base the user chose was checked before
+// anything started (runDev).
 func (o devFabricOptions) ports(log *slog.Logger) map[string]int {
-	if err := o.checkPorts(); err != nil && o.anyPortIfTaken {
+	if !o.anyPortIfTaken {
+		return nodePorts(o.basePort)
+	}
+	if err := o.checkPorts(); err != nil {
 		log.Warn("the data-plane nodes' default ports are taken; they listen on ports the system picks instead (printed below)", "err", err)
 		return map[string]int{}
 	}
