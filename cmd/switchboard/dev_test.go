@@ -63,7 +63,10 @@ func waitFor(t *testing.T, out *syncbuf.Buffer, want string) string {
 
 // checkQuietShutdown fails the test if dev logged a warning or an error once it
 // began to shut down: stopping in order (nodes, control plane, registrar, NATS)
-// leaves nothing to complain about.
+// leaves nothing to complain about, but for one warning the data plane gives by
+// design. The nodes stop one after another, and a node whose link peer has just
+// left warns once when its first redial is refused (dataplane/node connectFailed:
+// the first failure of a series is a warning), as it does for any peer that goes.
 func checkQuietShutdown(t *testing.T, out *syncbuf.Buffer) {
 	t.Helper()
 	_, after, ok := strings.Cut(out.String(), "switchboard dev: shutting down")
@@ -71,6 +74,9 @@ func checkQuietShutdown(t *testing.T, out *syncbuf.Buffer) {
 		t.Fatalf("no shutdown message:\n%s", out)
 	}
 	for _, line := range strings.Split(after, "\n") {
+		if strings.Contains(line, `msg="link stream could not be opened"`) && strings.Contains(line, "connection refused") {
+			continue
+		}
 		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
 			t.Errorf("logged while shutting down: %s", line)
 		}
