@@ -48,14 +48,13 @@ func (listCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return errors.New("registrar client: list codec asked to decode into a different type")
 	}
-	var b []byte
-	if len(data) == 1 {
-		b = data[0].ReadOnlyData()
-	} else {
-		b = data.Materialize()
-	}
+	// A large response arrives in many buffers; they are copied into one from
+	// gRPC's pool rather than a new allocation, which for a whole-registry listing
+	// is its size again in garbage per call.
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
 	var err error
-	out.endpoints, out.version, err = decodeListing(b)
+	out.endpoints, out.version, err = decodeListing(buf.ReadOnlyData())
 	return err
 }
 

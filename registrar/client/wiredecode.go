@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -45,23 +46,41 @@ const maxDurationSeconds = 315_576_000_000
 
 var errTruncated = errors.New("truncated or malformed protobuf")
 
-// wireDecoder decodes endpoints in wire form. It shares the strings that repeat
-// between them; one decoder per listing (per part of one) keeps that pool from
-// outliving it.
+// wireDecoder decodes a run of endpoints in wire form. It shares the strings that
+// repeat between them; one decoder per listing (per part of one) keeps that pool
+// from outliving it.
 type wireDecoder struct {
 	strs map[string]string
 	last [epInstanceID + 1]string // the last string of each field: often the next one too
 	// Addresses are unique to their endpoints: they are gathered into one buffer
 	// and made one string (addresses), each endpoint's a part of it, instead of a
-	// string allocation each.
+	// string allocation each. ends holds, for each endpoint decoded, where its
+	// address ends in arena (it starts where the previous one ends); a protobuf
+	// message is under 2 GiB, so a uint32 holds any offset.
 	arena []byte
-	addrs []addressAt
+	ends  []uint32
 }
 
-// addressAt is where an endpoint's address is in the decoder's arena.
-type addressAt struct{ ep, start, end int }
+// decoders keeps wireDecoders between listings: their buffers, ends and string
+// table are scratch, and a whole-registry listing would otherwise allocate them
+// anew, hundreds of kilobytes, on every call.
+var decoders = sync.Pool{New: func() any { return &wireDecoder{strs: map[string]string{}} }}
 
-func newWireDecoder() *wireDecoder { return &wireDecoder{strs: map[string]string{}} }
+// getWireDecoder returns a decoder with room for a run of about size bytes of
+// endpoints, of about 64 bytes each with addresses of about 11.
+func getWireDecoder(size int) *wireDecoder {
+	d := decoders.Get().(*wireDecoder)
+	d.arena = slices.Grow(d.arena[:0], size/5)
+	d.ends = slices.Grow(d.ends[:0], size/48)
+	return d
+}
+
+// release returns d to the pool, without the strings it handed out.
+func (d *wireDecoder) release() {
+	clear(d.strs)
+	d.last = [epInstanceID + 1]string{}
+	decoders.Put(d)
+}
 
 // parallelFrom is the listing size from which decodeListing splits the work
 // between goroutines: below it, starting them costs more than it saves.
@@ -134,9 +153,8 @@ func splitListing(b []byte, n, parts int) []listingPart {
 // decode decodes p's fields into eps from p.first on, with a decoder of its own
 // (decoders are not safe for concurrent use).
 func (p *listingPart) decode(eps []endpoint.Endpoint) {
-	d := newWireDecoder()
-	// Sized for endpoints of about 64 bytes with addresses of about 11.
-	d.arena, d.addrs = make([]byte, 0, len(p.b)/5), make([]addressAt, 0, len(p.b)/48)
+	d := getWireDecoder(len(p.b))
+	defer d.release()
 	i, b := p.first, p.b
 	for len(b) > 0 {
 		num, typ, v, rest, err := nextField(b)
@@ -147,7 +165,7 @@ func (p *listingPart) decode(eps []endpoint.Endpoint) {
 		b = rest
 		switch {
 		case num == listEndpoints && typ == protowire.BytesType:
-			if err = d.endpoint(&eps[i], v, i); err != nil {
+			if err = d.endpoint(&eps[i], v); err != nil {
 				p.err = fmt.Errorf("endpoint %d: %w", i, err)
 				return
 			}
@@ -160,28 +178,31 @@ func (p *listingPart) decode(eps []endpoint.Endpoint) {
 			p.version, p.hasVersion = string(v), true
 		}
 	}
-	d.addresses(eps)
+	d.addresses(eps[p.first:i])
 }
 
-// addresses sets the addresses of the endpoints decoded, from one string of them
-// all, and normalizes them (which only looks at the address). A caller that
+// addresses sets the addresses of eps, the endpoints decoded, from one string of
+// them all, and normalizes them (which only looks at the address). A caller that
 // keeps one of the endpoints keeps that string: the part's addresses, about 11
 // bytes an endpoint.
 func (d *wireDecoder) addresses(eps []endpoint.Endpoint) {
 	all := string(d.arena)
-	for _, a := range d.addrs {
-		eps[a.ep].Address = all[a.start:a.end]
-		eps[a.ep].Normalize()
+	start := uint32(0)
+	for k, end := range d.ends {
+		if end > start {
+			eps[k].Address = all[start:end]
+			eps[k].Normalize()
+		}
+		start = end
 	}
-	d.arena, d.addrs = d.arena[:0], d.addrs[:0]
+	d.arena, d.ends = d.arena[:0], d.ends[:0]
 }
 
-// endpoint decodes the registryv1.Endpoint that is the listing's endpoint number
-// i into e, which is zero, converting it as endpoint.FromProtoUnchecked does but
+// endpoint decodes a registryv1.Endpoint into e, which is zero, converting it as endpoint.FromProtoUnchecked does but
 // for its address, which addresses sets once the part is decoded. Like protobuf,
 // it skips unknown fields and fields whose wire type is not the declared one,
 // takes the last of repeated scalars and merges repeated ttl messages.
-func (d *wireDecoder) endpoint(e *endpoint.Endpoint, b []byte, i int) error {
+func (d *wireDecoder) endpoint(e *endpoint.Endpoint, b []byte) error {
 	var ttl durationFields
 	never := false
 	var address []byte
@@ -205,11 +226,8 @@ func (d *wireDecoder) endpoint(e *endpoint.Endpoint, b []byte, i int) error {
 	if err := setTTL(e, ttl, never); err != nil {
 		return err
 	}
-	if len(address) > 0 {
-		start := len(d.arena)
-		d.arena = append(d.arena, address...)
-		d.addrs = append(d.addrs, addressAt{ep: i, start: start, end: len(d.arena)})
-	}
+	d.arena = append(d.arena, address...)
+	d.ends = append(d.ends, uint32(len(d.arena)))
 	return nil
 }
 

@@ -80,13 +80,18 @@ func referenceListing(b []byte) ([]endpoint.Endpoint, string, error) {
 }
 
 // A listing large enough to be decoded in parts reads as one decoded whole: every
-// endpoint in its place, the last version kept, and an error in a later part
-// reported with the endpoint's index in the whole listing.
+// endpoint in its place (those without an address too), the last version kept, an
+// earlier listing untouched by the decoders it returned to the pool, and an error
+// in a later part reported with the endpoint's index in the whole listing.
 func TestDecodeListingInParts(t *testing.T) {
 	resp := &registrarv1.ListAllEndpointsResponse{Version: "first"}
 	for i := range 3*parallelFrom + 7 {
+		address := fmt.Sprintf("10.0.%d.%d", i>>8&255, i&255)
+		if i%11 == 0 {
+			address = ""
+		}
 		resp.Endpoints = append(resp.Endpoints, &registryv1.Endpoint{Cluster: "east", Service: fmt.Sprintf("s%d", i%7),
-			Protocol: "http", Address: fmt.Sprintf("10.0.%d.%d", i>>8&255, i&255), Port: uint32(i)})
+			Protocol: "http", Address: address, Port: uint32(i), Node: fmt.Sprintf("n%d", i%13)})
 	}
 	raw, err := proto.Marshal(resp)
 	if err != nil {
@@ -94,26 +99,36 @@ func TestDecodeListingInParts(t *testing.T) {
 	}
 	raw = protowire.AppendTag(raw, listVersion, protowire.BytesType)
 	raw = protowire.AppendString(raw, "last")
-	for _, procs := range []int{1, 2, 4} {
+	want, wantVersion, wantErr := referenceListing(raw)
+	var first []endpoint.Endpoint
+	for _, procs := range []int{1, 2, 4, 2} {
 		old := runtime.GOMAXPROCS(procs)
 		got, version, err := decodeListing(raw)
 		runtime.GOMAXPROCS(old)
-		want, wantVersion, wantErr := referenceListing(raw)
 		if err != nil || wantErr != nil || version != wantVersion || version != "last" || len(got) != len(want) {
 			t.Fatalf("GOMAXPROCS %d: %d endpoints at %q (%v), protobuf %d at %q (%v)", procs, len(got), version, err, len(want), wantVersion, wantErr)
 		}
-		for i := range want {
-			if !endpoint.Equal(got[i], want[i]) {
-				t.Fatalf("GOMAXPROCS %d: endpoint %d = %+v, protobuf %+v", procs, i, got[i], want[i])
-			}
+		sameEndpoints(t, fmt.Sprintf("GOMAXPROCS %d", procs), got, want)
+		if first == nil {
+			first = got
 		}
 	}
+	sameEndpoints(t, "the first listing, after three more", first, want)
 	bad := len(resp.Endpoints) - 3
 	resp.Endpoints[bad].Node = "\xff"
 	raw = withRawNodes(t, resp)
 	_, _, err = decodeListing(raw)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("endpoint %d: node is not valid UTF-8", bad)) {
 		t.Fatalf("a bad node in endpoint %d: error %v, want one naming the endpoint and the field", bad, err)
+	}
+}
+
+func sameEndpoints(t *testing.T, what string, got, want []endpoint.Endpoint) {
+	t.Helper()
+	for i := range want {
+		if !endpoint.Equal(got[i], want[i]) {
+			t.Fatalf("%s: endpoint %d = %+v, protobuf %+v", what, i, got[i], want[i])
+		}
 	}
 }
 
