@@ -47,6 +47,8 @@ type result struct {
 var (
 	scopedFlag bool
 	tokenFlag  string
+	// wayFlag is the list scenario's child's -way: how it lists.
+	wayFlag string
 	// childProfile is -child-cpuprofile: the watcher children's -cpuprofile.
 	childProfile string
 	// syncInterval is -sync-interval: how often the registrars list the whole backend,
@@ -81,6 +83,7 @@ func main() {
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
 	flag.DurationVar(&syncInterval, "sync-interval", 0, "the registrars' SyncInterval and BackstopInterval: how often they list the whole backend (0: the registrar's defaults, 5s without a live change feed, 1m with one)")
+	flag.StringVar(&wayFlag, "way", "", "internal: how the list scenario's child lists (undecoded, generated or client)")
 	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
 	transport.register(flag.CommandLine)
 	flag.Parse()
@@ -104,7 +107,7 @@ func main() {
 	case "storm-watchers":
 		fatalIf(stormWatchers(target, o.watchers, o.conns))
 	case "lister":
-		fatalIf(listerProcess(target, o.endpoints))
+		fatalIf(listerProcess(target, o.endpoints, wayFlag))
 	case "restart-watchers":
 		fatalIf(restartWatchers(target, o.watchers, o.conns, tokenFlag))
 	default:

@@ -131,45 +131,68 @@ func runWatchers(ctx context.Context, addr string, n, conns int, measure func() 
 // during, then closes the child's stdin (which ends an idle child) and, when out is
 // set, collects the numbers it prints, one per line.
 func runChild(ctx context.Context, args []string, during func() error, out *[]int64) error {
-	args = append(args, transport.childArgs()...)
-	if childProfile != "" {
-		args = append(args, "-cpuprofile", childProfile)
-	}
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	stdin, err := cmd.StdinPipe()
+	c, err := startChild(ctx, args, childProfile)
 	if err != nil {
 		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "ready" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return fmt.Errorf("child %v: %q, %v", args[:2], lines.Text(), lines.Err())
 	}
 	err = during()
 	if out != nil && err == nil {
-		for lines.Scan() {
-			v, perr := strconv.ParseInt(lines.Text(), 10, 64)
+		for c.lines.Scan() {
+			v, perr := strconv.ParseInt(c.lines.Text(), 10, 64)
 			if perr != nil {
-				err = fmt.Errorf("child output %q: %w", lines.Text(), perr)
+				err = fmt.Errorf("child output %q: %w", c.lines.Text(), perr)
 				break
 			}
 			*out = append(*out, v)
 		}
 	}
-	stdin.Close()
-	if werr := cmd.Wait(); err == nil {
+	if werr := c.wait(); err == nil {
 		err = werr
 	}
 	return err
+}
+
+// child is this program run again in another role, talking over its stdin and
+// stdout.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines *bufio.Scanner
+}
+
+// startChild re-runs this program with args (and -cpuprofile profile, if set) and
+// waits for it to print "ready".
+func startChild(ctx context.Context, args []string, profile string) (*child, error) {
+	args = append(args, transport.childArgs()...)
+	if profile != "" {
+		args = append(args, "-cpuprofile", profile)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
+	if !c.lines.Scan() || c.lines.Text() != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("child %v: %q, %v", args[:2], c.lines.Text(), c.lines.Err())
+	}
+	return c, nil
+}
+
+// wait closes the child's stdin, which ends it, and waits for it to exit.
+func (c *child) wait() error {
+	c.stdin.Close()
+	return c.cmd.Wait()
 }
 
 // watcherProcess is the child: it holds n watchers until stdin closes.
