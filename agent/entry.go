@@ -47,6 +47,17 @@ func (e *entry) healthy() bool {
 	return true
 }
 
+// pending reports whether every check that does not pass is still waiting for
+// passes rather than failing (check.Tracker.Pending).
+func (e *entry) pending() bool {
+	for _, t := range e.trackers {
+		if !t.Healthy() && !t.Pending() {
+			return false
+		}
+	}
+	return true
+}
+
 // due reports whether the registration must be written now: never written, changed
 // since, or its refresh time has come.
 func (e *entry) due(now time.Time) bool {

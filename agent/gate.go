@@ -11,6 +11,10 @@ type GateInput struct {
 	// ChecksOK says every health check of the entry passes; an entry without checks
 	// passes.
 	ChecksOK bool
+	// ChecksPending says that the checks which do not pass have not failed either
+	// since they started or last passed (check.Tracker.Pending): they have no result
+	// yet, or are passing on their way to the rise threshold.
+	ChecksPending bool
 }
 
 // Reasons the gate stays closed.
@@ -19,6 +23,7 @@ const (
 	ReasonNoOp        = "dry-run"
 	ReasonApplyFailed = "last apply failed"
 	ReasonUnhealthy   = "health checks failing"
+	ReasonPending     = "waiting for health checks to pass"
 )
 
 // Gate is the publish gate (docs/agent.md): publish only when there are
@@ -32,6 +37,8 @@ func Gate(in GateInput) (open bool, reason string) {
 		return false, ReasonNoOp
 	case in.ApplyFailed:
 		return false, ReasonApplyFailed
+	case !in.ChecksOK && in.ChecksPending:
+		return false, ReasonPending
 	case !in.ChecksOK:
 		return false, ReasonUnhealthy
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ func TestGate(t *testing.T) {
 		{"no-op mode", GateInput{Entries: 1, NoOp: true, ChecksOK: true}, false, ReasonNoOp},
 		{"last apply failed", GateInput{Entries: 1, ApplyFailed: true, ChecksOK: true}, false, ReasonApplyFailed},
 		{"a check failing", GateInput{Entries: 1}, false, ReasonUnhealthy},
+		{"checks not passing yet", GateInput{Entries: 1, ChecksPending: true}, false, ReasonPending},
+		{"pending, but the last apply failed", GateInput{Entries: 1, ApplyFailed: true, ChecksPending: true}, false, ReasonApplyFailed},
 		{"everything wrong", GateInput{NoOp: true, ApplyFailed: true}, false, ReasonNoEntries},
 	}
 	for _, tc := range tests {
@@ -138,5 +141,33 @@ func TestNoopPublisherLoggedOnce(t *testing.T) {
 	}
 	if n := logs.count("no-op publisher"); n != 1 {
 		t.Fatalf("no-op publisher mentioned %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// Until a check has said anything, or while its passes climb to its rise threshold,
+// the gate waits for it: status and log say so, and do not call the check failing.
+// A check that has failed says so.
+func TestGateWaitsForChecksToPass(t *testing.T) {
+	r := newMemory(t)
+	var logs logBuffer
+	slow := ep("slow", "10.0.0.1", 80, 0)
+	bad := ep("bad", "10.0.0.2", 80, 0)
+	// The first result of a check that sleeps is a while coming.
+	waiting := check.Spec{Kind: check.Exec, Argv: []string{"sleep", "30"}, Interval: time.Minute, Timeout: time.Minute}
+	fail := check.Spec{Kind: check.Exec, Argv: []string{"false"}, Interval: 20 * time.Millisecond}
+	a := start(t, manifestOf(mentry(slow, waiting), mentry(bad, fail)), Options{Publisher: r, Logger: newLogger(&logs)})
+	eventually(t, "the failing check observed", func() bool {
+		s, ok := status(a.a, bad.Key())
+		return ok && s.Checks[0].LastError != ""
+	})
+	if s, _ := status(a.a, slow.Key()); s.Reason != ReasonPending || s.Healthy || s.Registered {
+		t.Errorf("an entry whose check has not answered: status %+v; want the gate waiting for its checks", s)
+	}
+	if s, _ := status(a.a, bad.Key()); s.Reason != ReasonUnhealthy {
+		t.Errorf("an entry whose check fails: status %+v; want the gate closed on failing checks", s)
+	}
+	want := `msg="publish gate closed" entry=prod/slow/http/10.0.0.1:80 reason="waiting for health checks to pass"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log has no line %q:\n%s", want, logs.String())
 	}
 }

@@ -36,7 +36,7 @@ func (l *loop) reconcile(ctx context.Context, now time.Time) {
 // decide returns the write the entry needs now, if any.
 func (l *loop) decide(e *entry, now time.Time) (write, bool) {
 	healthy := e.healthy()
-	open, reason := Gate(GateInput{Entries: len(l.entries), NoOp: l.opts.DryRun, ApplyFailed: l.applyErr != nil, ChecksOK: healthy})
+	open, reason := Gate(GateInput{Entries: len(l.entries), NoOp: l.opts.DryRun, ApplyFailed: l.applyErr != nil, ChecksOK: healthy, ChecksPending: e.pending()})
 	l.transition(e, reason, healthy)
 	if now.Before(e.retryAt) {
 		return write{}, false

@@ -6,7 +6,8 @@ package check
 type Tracker struct {
 	rise, fall int
 	healthy    bool
-	streak     int // consecutive results that disagree with the current state
+	failed     bool // a result failed since the tracker started or was last healthy
+	streak     int  // consecutive results that disagree with the current state
 }
 
 // NewTracker returns an unhealthy tracker; thresholds below 1 count as 1.
@@ -16,6 +17,9 @@ func NewTracker(rise, fall int) *Tracker {
 
 // Observe records one result and reports whether the state changed.
 func (t *Tracker) Observe(ok bool) (changed bool) {
+	if !ok {
+		t.failed = true
+	}
 	if ok == t.healthy {
 		t.streak = 0
 		return false
@@ -29,8 +33,17 @@ func (t *Tracker) Observe(ok bool) (changed bool) {
 		return false
 	}
 	t.healthy, t.streak = ok, 0
+	if ok {
+		t.failed = false
+	}
 	return true
 }
 
 // Healthy reports the current state.
 func (t *Tracker) Healthy() bool { return t.healthy }
+
+// Pending reports whether the tracker is unhealthy only for want of passes: since
+// it started or was last healthy, no result has failed (none may have come in yet).
+// Passes climbing to rise after a failure are not pending, so that a check that
+// alternates does not alternate the reason too.
+func (t *Tracker) Pending() bool { return !t.healthy && !t.failed }
