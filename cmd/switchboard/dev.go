@@ -129,14 +129,17 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 		return errors.Join(err, stopRegistrar())
 	}
 	stopControlPlane := func() error { stopCP(); return cp.stop() }
-	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")
-	fmt.Fprintf(a.out, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
-	fmt.Fprintf(a.out, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
-	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
 	fab, err := startDevFabric(ctx, a, o.fabric, ns.ClientURL(), cp.srv, log)
 	if err != nil {
 		return errors.Join(err, stopControlPlane(), stopRegistrar())
 	}
+	// One block once everything is up, rather than lines among the start-up logs
+	// of a terminal that shows stdout and stderr together.
+	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")
+	fmt.Fprintf(a.out, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
+	fmt.Fprintf(a.out, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
+	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
+	fab.printBanner(a.out)
 	log.Info("dev environment ready", "nats", ns.ClientURL(), "registrar", reg.srv.Addr().String(), "controlplane", cp.srv.NorthboundAddr())
 	<-ctx.Done()
 	fmt.Fprintln(a.out, "switchboard dev: shutting down")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -83,11 +84,18 @@ func startDevFabric(ctx context.Context, a *app, o devFabricOptions, natsURL str
 	if err := f.StartGroups(ctx, devNodesPerGroup, devGroups...); err != nil {
 		return nil, errors.Join(fmt.Errorf("dev fabric: %w (move the nodes with --nodes-base-port, or --no-nodes)", err), d.stop())
 	}
-	fmt.Fprintf(a.out, "  Data plane      segment dev: cloud <-> edge-a, cloud <-> edge-b; nodes (switchboard sub/pub --node ADDR):\n")
-	for _, r := range f.Nodes() {
-		fmt.Fprintf(a.out, "                  %-10s %s\n", r.ID(), r.Addr())
-	}
 	return d, nil
+}
+
+// printBanner prints the nodes' part of dev's banner; none when they are off.
+func (d *devFabric) printBanner(out io.Writer) {
+	if d.f == nil {
+		return
+	}
+	fmt.Fprintf(out, "  Data plane      segment dev: cloud <-> edge-a, cloud <-> edge-b; nodes (switchboard sub/pub --node ADDR):\n")
+	for _, r := range d.f.Nodes() {
+		fmt.Fprintf(out, "                  %-10s %s\n", r.ID(), r.Addr())
+	}
 }
 
 // nodePorts maps each node (group/id) to its port from base.

@@ -196,12 +196,14 @@ func logKeys(line string) []string {
 }
 
 // TestDevFabricPubSub: `switchboard sub` against one of dev's nodes receives a
-// `switchboard pub` sent to a node of another group, through cloud.
+// `switchboard pub` sent to a node of another group, through cloud. dev's banner is
+// one block, not lines among its start-up logs (here at info, on the same output).
 func TestDevFabricPubSub(t *testing.T) {
 	base := freeBase(t, 6)
-	out, stop := startDev(t, "--no-nodes=false", "--nodes-base-port", strconv.Itoa(base))
-	edgeA := fieldAfter(waitFor(t, out, "edge-a/n1 "), "edge-a/n1 ")
-	edgeB := fieldAfter(waitFor(t, out, "edge-b/n2 "), "edge-b/n2 ")
+	out, stop := startDev(t, "--no-nodes=false", "--nodes-base-port", strconv.Itoa(base), "--log-level", "info")
+	edgeA := fieldAfter(waitFor(t, out, "  edge-a/n1 "), "edge-a/n1 ") // the banner's line, not a log's
+	edgeB := fieldAfter(waitFor(t, out, "  edge-b/n2 "), "edge-b/n2 ")
+	checkBannerWhole(t, out.String())
 	lines := subProcess(t, "--node", edgeA, "--count", "1", "org/dev/svc")
 	line := pubUntilReceived(t, lines, "--node", edgeB, "org/dev/svc", "across the fabric")
 	if line != "org/dev/svc from edge-b/n2: across the fabric" {
@@ -212,6 +214,25 @@ func TestDevFabricPubSub(t *testing.T) {
 	}
 	// The nodes leave first, deregistering from a control plane that still runs.
 	checkQuietShutdown(t, out)
+}
+
+// checkBannerWhole fails the test unless every line from dev's "is running" to its
+// last node's is part of the banner (indented), not a log line.
+func checkBannerWhole(t *testing.T, out string) {
+	t.Helper()
+	_, banner, ok := strings.Cut(out, "switchboard dev is running")
+	if !ok {
+		t.Fatalf("no banner:\n%s", out)
+	}
+	last := strings.Index(banner, "  edge-b/n2 ")
+	if last < 0 {
+		t.Fatalf("no edge-b/n2 in the banner:\n%s", banner)
+	}
+	for _, line := range strings.Split(banner[:last], "\n")[1:] {
+		if !strings.HasPrefix(line, "  ") {
+			t.Errorf("a line inside dev's banner: %q", line)
+		}
+	}
 }
 
 // TestNodeCommandsUsage: bad input exits 2 naming what was wrong.
@@ -253,7 +274,7 @@ func TestDevNodesMoveOffTakenDefaultPorts(t *testing.T) {
 
 	out, stop := startDev(t, "--no-nodes=false")
 	waitFor(t, out, "default ports are taken")
-	edgeA := fieldAfter(waitFor(t, out, "edge-a/n1 "), "edge-a/n1 ")
+	edgeA := fieldAfter(waitFor(t, out, "  edge-a/n1 "), "edge-a/n1 ") // the banner's line, not a log's
 	edgeB := fieldAfter(waitFor(t, out, "edge-b/n2 "), "edge-b/n2 ")
 	for _, addr := range []string{edgeA, edgeB} {
 		_, p, _ := net.SplitHostPort(addr)
