@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -133,13 +135,15 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	if err != nil {
 		return errors.Join(err, stopControlPlane(), stopRegistrar())
 	}
-	// One block once everything is up, rather than lines among the start-up logs
+	// One block, in one write, once everything is up: not lines among the logs
 	// of a terminal that shows stdout and stderr together.
-	fmt.Fprintf(a.out, "switchboard dev is running (Ctrl-C to stop)\n")
-	fmt.Fprintf(a.out, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
-	fmt.Fprintf(a.out, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
-	fmt.Fprintf(a.out, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
-	fab.printBanner(a.out)
+	var banner strings.Builder
+	fmt.Fprintf(&banner, "switchboard dev is running (Ctrl-C to stop)\n")
+	fmt.Fprintf(&banner, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
+	fmt.Fprintf(&banner, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
+	fmt.Fprintf(&banner, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
+	fab.printBanner(&banner)
+	_, _ = io.WriteString(a.out, banner.String())
 	log.Info("dev environment ready", "nats", ns.ClientURL(), "registrar", reg.srv.Addr().String(), "controlplane", cp.srv.NorthboundAddr())
 	<-ctx.Done()
 	fmt.Fprintln(a.out, "switchboard dev: shutting down")
