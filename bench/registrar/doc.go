@@ -16,8 +16,8 @@
 // restart10k (a registrar restart with nothing changed: the watchers reconnect to a new
 // registrar with their tokens, and resume), batching
 // (backend transactions, counted as etcd revisions, for a burst of registrations),
-// read (the client's cached read), list (ListAllEndpoints, timed by a client process of
-// its own: undecoded, generated client, client.ListAll) and direct (agents on
+// read (the client's cached read), list (ListAllEndpoints, each way timed by a client
+// process of its own: undecoded, generated client, client.ListAll) and direct (agents on
 // the backend directly versus through one registrar).
 //
 // Benchmark watchers decode only what they measure (event type and address), so the
