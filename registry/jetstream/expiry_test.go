@@ -370,6 +370,38 @@ func TestMultiLastPages(t *testing.T) {
 	}
 }
 
+// TestMultiLastFullPage: a filtered lookup matching as many subjects as one multi_last
+// answer may carry (1,024) reads them all in one answer, without falling back: the
+// answer fits the channel the reader receives it on however slowly the reader runs,
+// and so does a direct get by sequence's page of 8,192 (a full lookup of 8,200).
+func TestMultiLastFullPage(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	cfg := freshStream()
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	var ops []registry.Op
+	for i := range 1024 {
+		ops = append(ops, registry.Register(ep("prod", "web", "http", ipv4(i), 8080)))
+	}
+	for i := range 8200 - 1024 {
+		ops = append(ops, registry.Register(ep("prod", "api", "http", ipv4(i), 8080)))
+	}
+	mustApply(t, ctx, r, ops...)
+	for _, rc := range readCases[1:] {
+		rl := openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
+		if got := mustList(t, ctx, rl, endpoint.Filter{Service: "web"}); len(got) != 1024 {
+			t.Errorf("%s: List of a service with 1,024 entries = %d entries", rc.name, len(got))
+		}
+		if n := sbjs.Fallbacks(rl); n != 0 {
+			t.Errorf("%s: the lookup of 1,024 entries fell back", rc.name)
+		}
+		// All of them: past multi_last's limit, so that path falls back.
+		if got := mustList(t, ctx, rl, endpoint.Filter{}); len(got) != 8200 {
+			t.Errorf("%s: List of 8,200 entries = %d entries", rc.name, len(got))
+		}
+	}
+}
+
 // TestMultiLastBehindOwnWrites: on an R1 stream, a multi_last answer that does not
 // cover the writes this registry had acknowledged (a mirror answering in place of the
 // stream's server) is not used: the lookup reads through the consumer instead.

@@ -211,20 +211,16 @@ type directGetRequest struct {
 // sequence. Each page ends with an EOB status saying how many messages remain and the
 // last sequence sent.
 func (r *driver) readDirect(ctx context.Context, filter string, visit visitFunc) error {
-	inbox := r.nc.NewRespInbox()
-	sub, err := r.nc.SubscribeSync(inbox)
+	sub, err := r.subscribeReplies(listPage)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return err
-	}
+	defer sub.close()
 	subject := jetstream.DefaultAPIPrefix + "DIRECT.GET." + r.cfg.Name
 	req := directGetRequest{NextFor: filter, Batch: listPage}
 	for {
 		body, _ := json.Marshal(req)
-		if err := r.nc.PublishRequest(subject, inbox, body); err != nil {
+		if err := r.nc.PublishRequest(subject, sub.inbox, body); err != nil {
 			return err
 		}
 		more, next, err := readDirectPage(ctx, sub, visit)
@@ -236,11 +232,11 @@ func (r *driver) readDirect(ctx context.Context, filter string, visit visitFunc)
 }
 
 // readDirectPage reads one batch; more reports whether messages remain after next-1.
-func readDirectPage(ctx context.Context, sub *nats.Subscription, visit visitFunc) (more bool, next uint64, err error) {
+func readDirectPage(ctx context.Context, sub *replies, visit visitFunc) (more bool, next uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		msg, err := sub.next(ctx)
 		if err != nil {
 			return false, 0, fmt.Errorf("direct get: %w", err)
 		}

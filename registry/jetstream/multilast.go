@@ -56,22 +56,18 @@ type multiLastRequest struct {
 // another read path may still serve the lookup; other errors (a dead connection, the
 // context) end it.
 func (r *driver) readMultiLast(ctx context.Context, filters []string) ([]rawMsg, uint64, error) {
-	inbox := r.nc.NewRespInbox()
-	sub, err := r.nc.SubscribeSync(inbox)
+	sub, err := r.subscribeReplies(multiLastMax)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return nil, 0, err
-	}
+	defer sub.close()
 	subject := jetstream.DefaultAPIPrefix + "DIRECT.GET." + r.cfg.Name
 	req := multiLastRequest{MultiLast: filters, Batch: multiLastMax, MaxBytes: r.multiLastMaxBytes}
 	var out []rawMsg
 	var upTo uint64
 	for {
 		body, _ := json.Marshal(req)
-		if err := r.nc.PublishRequest(subject, inbox, body); err != nil {
+		if err := r.nc.PublishRequest(subject, sub.inbox, body); err != nil {
 			return nil, 0, err
 		}
 		page, err := readMultiLastPage(ctx, sub, out)
@@ -106,11 +102,11 @@ type multiLastPage struct {
 
 // readMultiLastPage reads one answer, appending its messages to msgs, until the
 // end-of-batch status.
-func readMultiLastPage(ctx context.Context, sub *nats.Subscription, msgs []rawMsg) (multiLastPage, error) {
+func readMultiLastPage(ctx context.Context, sub *replies, msgs []rawMsg) (multiLastPage, error) {
 	ctx, cancel := context.WithTimeout(ctx, multiLastPageTimeout)
 	defer cancel()
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		msg, err := sub.next(ctx)
 		switch {
 		case errors.Is(err, nats.ErrNoResponders): // nats.go's reading of a 503 status
 			return multiLastPage{}, fmt.Errorf("%w: %w", errFallBack, errNoDirect)
