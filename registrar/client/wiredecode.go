@@ -46,9 +46,9 @@ const maxDurationSeconds = 315_576_000_000
 
 var errTruncated = errors.New("truncated or malformed protobuf")
 
-// wireDecoder decodes a run of endpoints in wire form. It shares the strings that
-// repeat between them; one decoder per listing (per part of one) keeps that pool
-// from outliving it.
+// wireDecoder decodes a run of endpoints in wire form (a listing, or a part of one).
+// It shares the strings that repeat between them; its table of them is cleared when
+// it goes back to the pool, so that no listing keeps another's strings alive.
 type wireDecoder struct {
 	strs map[string]string
 	last [epInstanceID + 1]string // the last string of each field: often the next one too
@@ -198,10 +198,11 @@ func (d *wireDecoder) addresses(eps []endpoint.Endpoint) {
 	d.arena, d.ends = d.arena[:0], d.ends[:0]
 }
 
-// endpoint decodes a registryv1.Endpoint into e, which is zero, converting it as endpoint.FromProtoUnchecked does but
-// for its address, which addresses sets once the part is decoded. Like protobuf,
-// it skips unknown fields and fields whose wire type is not the declared one,
-// takes the last of repeated scalars and merges repeated ttl messages.
+// endpoint decodes a registryv1.Endpoint into e, which is zero, converting it as
+// endpoint.FromProtoUnchecked does but for its address, which addresses sets once
+// the part is decoded. Like protobuf, it skips unknown fields and fields whose wire
+// type is not the declared one, takes the last of repeated scalars and merges
+// repeated ttl messages.
 func (d *wireDecoder) endpoint(e *endpoint.Endpoint, b []byte) error {
 	var ttl durationFields
 	never := false
