@@ -322,8 +322,10 @@ func TestControlPlaneRefusesPlaintextRemote(t *testing.T) {
 	if _, errOut, code := run(t, "controlplane", "--config", open); code != 2 || !strings.Contains(errOut, "northbound endpoint 0.0.0.0:0 has no authorization") {
 		t.Fatalf("TLS without authorization on 0.0.0.0: exit %d, %q", code, errOut)
 	}
-	// A broken token file is the operator's to fix, too.
-	broken := write("broken.yaml", "northbound:\n  authorization: {token_file: "+write("tokens", "admin ci not-a-hash\n")+"}\n")
+	// A broken token file is the operator's to fix, too. (On ports of its own: the
+	// defaults may be taken, by a `switchboard dev` running beside the tests.)
+	broken := write("broken.yaml", "northbound:\n  endpoint: 127.0.0.1:0\n  authorization: {token_file: "+write("tokens", "admin ci not-a-hash\n")+"}\n"+
+		"southbound:\n  endpoint: 127.0.0.1:0\n")
 	if _, errOut, code := run(t, "controlplane", "--config", broken, "--metrics-listen", ""); code != 2 || !strings.Contains(errOut, "line 1") {
 		t.Fatalf("broken token file: exit %d, %q", code, errOut)
 	}
