@@ -12,7 +12,8 @@ import (
 
 // zapLogger gives the etcd client (which logs with zap) the registry's slog logger.
 // Only warnings and errors are passed on: the client's info logs are per-request
-// noise.
+// noise. Its warning for each failed attempt of a request it retries goes to debug:
+// the request's own error, which the caller reports, says the same once.
 func zapLogger(l *slog.Logger) *zap.Logger {
 	return zap.New(slogCore{l: l})
 }
@@ -32,10 +33,22 @@ func (c slogCore) With(fields []zapcore.Field) zapcore.Core {
 }
 
 func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
+	if e.Level >= zapcore.WarnLevel && c.l.Enabled(context.Background(), entryLevel(e)) {
 		return ce.AddCore(e, c)
 	}
 	return ce
+}
+
+// retryAttempt is the message of the client's retry interceptor for each failed
+// attempt.
+const retryAttempt = "retrying of unary invoker failed"
+
+// entryLevel is the slog level an entry is logged at.
+func entryLevel(e zapcore.Entry) slog.Level {
+	if e.Message == retryAttempt {
+		return slog.LevelDebug
+	}
+	return slogLevel(e.Level)
 }
 
 func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
@@ -43,7 +56,7 @@ func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if e.LoggerName != "" {
 		all = append(all, slog.String("logger", e.LoggerName))
 	}
-	c.l.LogAttrs(context.Background(), slogLevel(e.Level), e.Message, all...)
+	c.l.LogAttrs(context.Background(), entryLevel(e), e.Message, all...)
 	return nil
 }
 

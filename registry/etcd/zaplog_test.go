@@ -27,3 +27,19 @@ func TestZapLoggerForwardsWarnings(t *testing.T) {
 		}
 	}
 }
+
+// The client's warning for each failed attempt of a request it retries says nothing
+// the request's own error does not: it goes to debug, not to a user's terminal.
+func TestZapLoggerQuietsRetryAttempts(t *testing.T) {
+	var info, debug bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&info, nil), slog.NewTextHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug})} {
+		lg := zapLogger(slog.New(h))
+		lg.Warn("retrying of unary invoker failed", zap.String("method", "/etcdserverpb.KV/Range"), zap.Int("attempt", 0))
+	}
+	if info.Len() != 0 {
+		t.Errorf("a retried attempt is logged at info level: %s", info.String())
+	}
+	if out := debug.String(); !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "method=/etcdserverpb.KV/Range") {
+		t.Errorf("a retried attempt at debug level: %q, want it at DEBUG with its fields", out)
+	}
+}
