@@ -272,14 +272,21 @@ func ctlSegmentCmd(a *app, o *ctlOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return o.print(a.out, resp, []string{"SEGMENT", "LINKS"}, len(resp.GetSegments()), func(i int) []string {
+				if err := o.print(a.out, resp, []string{"SEGMENT", "LINKS"}, len(resp.GetSegments()), func(i int) []string {
 					s := resp.GetSegments()[i]
 					var links []string
 					for _, l := range s.GetLinks() {
 						links = append(links, l.GetGroupA()+"<->"+l.GetGroupB())
 					}
 					return []string{s.GetName(), strings.Join(links, " ")}
-				})
+				}); err != nil {
+					return err
+				}
+				if resp.GetConfigMode() && o.output == "table" {
+					// Else an operator who reads the file's links sees them missing.
+					fmt.Fprintln(a.errOut, "config mode: the pairs the config file's segments connect among the groups registered now (a group with no node yet is not listed)")
+				}
+				return nil
 			})
 		},
 	}

@@ -246,6 +246,14 @@ func TestCtlConfigModeRefusesTopologyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventuallyCtl(t, nb, []string{"cloud<->edge"}, "segment", "list")
+	// The table says what it shows: pairs of registered groups, not the file's rules
+	// (a pair of groups not yet registered is not listed); structured output does not.
+	if _, errOut, _ := ctl(t, nb, "segment", "list"); !strings.Contains(errOut, "config mode") || !strings.Contains(errOut, "registered") {
+		t.Errorf("segment list in config mode: stderr %q, want a note that it shows the config's segments over the registered groups", errOut)
+	}
+	if _, errOut, _ := ctl(t, nb, "segment", "list", "-o", "json"); errOut != "" {
+		t.Errorf("segment list -o json in config mode: stderr %q, want none", errOut)
+	}
 	eventuallyCtl(t, nb, []string{"org/ns/svc", "applied"}, "route", "list", "--node", "cloud/n1")
 	_, errOut, code := ctl(t, nb, "segment", "add", "extra")
 	if code != 1 || !strings.Contains(errOut, "config mode") {
