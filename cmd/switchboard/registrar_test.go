@@ -204,3 +204,41 @@ func TestRegistrarDebugMemoryFlag(t *testing.T) {
 		}
 	}
 }
+
+// A registrar's refusal reads as the CLI words every server's: "permission denied:
+// …", not gRPC's code name.
+func TestRegistryCommandWordsRegistrarRefusal(t *testing.T) {
+	grpcAddr, healthAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runCmd(ctx, "registrar", "--cluster-name", "east", "--listen", grpcAddr, "--health-listen", healthAddr, "--log-level", "error")
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("registrar did not exit within 30s")
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + healthAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registrar not ready within 30s (last error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, errOut, code := run(t, "registry", "register", "--registry-backend", "registrar", "--registrar-address", grpcAddr,
+		"--cluster", "west", "--service", "web", "--protocol", "http", "--address", "10.0.0.1", "--port", "80")
+	if code != 1 || !strings.Contains(errOut, `permission denied: endpoints[0].cluster "west"`) || strings.Contains(errOut, "PermissionDenied") {
+		t.Fatalf("a write for another cluster: exit %d, %q; want 1 and the refusal in words", code, errOut)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -248,11 +249,38 @@ func (c *driver) callError(what string, err error) error {
 			// dropped connection; say what to check.
 			hint = " (TLS is on: if the registrar is up, check that it accepts this agent's certificate and trust domain; its log names the reason)"
 		}
-		return fmt.Errorf("registrar %s: %w: %s: %s%s", what, registry.ErrUnavailable, st.Code(), st.Message(), hint)
+		return fmt.Errorf("registrar %s: %w: %s: %s%s", what, registry.ErrUnavailable, codeWords(st.Code()), st.Message(), hint)
 	case codes.Canceled:
 		return fmt.Errorf("registrar %s: %w", what, context.Canceled)
 	}
-	return fmt.Errorf("registrar %s: %s: %s", what, st.Code(), st.Message())
+	return &callStatusError{what: what, st: st}
+}
+
+// callStatusError is a refusal the registry's errors have no name for (permission
+// denied, not found, ...). It carries the status, so that callers find it
+// (status.FromError, errors.As) and the CLI maps it as it maps every server's, and
+// reads "registrar write: permission denied: …" rather than gRPC's code name.
+type callStatusError struct {
+	what string
+	st   *status.Status
+}
+
+func (e *callStatusError) Error() string {
+	return fmt.Sprintf("registrar %s: %s: %s", e.what, codeWords(e.st.Code()), e.st.Message())
+}
+
+func (e *callStatusError) GRPCStatus() *status.Status { return e.st }
+
+// codeWords spells a code's name as words: PermissionDenied is "permission denied".
+func codeWords(c codes.Code) string {
+	var b strings.Builder
+	for i, r := range c.String() {
+		if unicode.IsUpper(r) && i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }
 
 // ListCached reads from the cache, if it holds what f asks for. The returned slice may

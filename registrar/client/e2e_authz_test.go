@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -70,7 +69,7 @@ grants:
 		t.Helper()
 		before := denied(reason)
 		err := r.Apply(testCtx(t), []registry.Op{op})
-		if st, _ := status.FromError(errors.Unwrap(err)); err == nil || (st.Code() != codes.PermissionDenied && !strings.Contains(err.Error(), "PermissionDenied")) || !strings.Contains(err.Error(), rule) {
+		if st, _ := status.FromError(err); err == nil || st.Code() != codes.PermissionDenied || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), rule) {
 			t.Fatalf("%s of %s = %v, want PermissionDenied naming the rule %q", op.Kind, op.Endpoint.Key(), err, rule)
 		}
 		if got := denied(reason); got != before+1 {
