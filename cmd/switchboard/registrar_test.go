@@ -30,6 +30,25 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
+// waitRegistrarReady waits up to 30 s for the registrar's /readyz to say ready.
+func waitRegistrarReady(t *testing.T, healthAddr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + healthAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registrar not ready within 30s (last error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func runCmd(ctx context.Context, args ...string) error {
 	root := newRootCmd(io.Discard, io.Discard)
 	root.SetArgs(args)
@@ -50,20 +69,7 @@ func TestRegistrarCommandFlushesOnShutdown(t *testing.T) {
 			"--etcd-endpoints", endpoints, "--listen", grpcAddr, "--health-listen", healthAddr,
 			"--write-batch-interval", "1h", "--log-level", "error")
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + healthAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registrar not ready within 30s (last error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitRegistrarReady(t, healthAddr)
 
 	agent, err := registry.Open(ctx, "registrar", map[string]string{"registrar-address": grpcAddr}, nil)
 	if err != nil {
@@ -222,20 +228,7 @@ func TestRegistryCommandWordsRegistrarRefusal(t *testing.T) {
 			t.Error("registrar did not exit within 30s")
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + healthAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registrar not ready within 30s (last error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitRegistrarReady(t, healthAddr)
 	_, errOut, code := run(t, "registry", "register", "--registry-backend", "registrar", "--registrar-address", grpcAddr,
 		"--cluster", "west", "--service", "web", "--protocol", "http", "--address", "10.0.0.1", "--port", "80")
 	if code != 1 || !strings.Contains(errOut, `permission denied: endpoints[0].cluster "west"`) || strings.Contains(errOut, "PermissionDenied") {
