@@ -111,7 +111,7 @@ func agentsRun(ctx context.Context, e *env, o options, mode string) ([]result, e
 	// The measured window: writes by random agents every 50ms, and every agent
 	// rebuilding its view from List once a second.
 	const window = 5 * time.Second
-	reqBefore := etcdRequests()
+	reqBefore := e.etcdRequests()
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i, a := range agents {
@@ -138,7 +138,7 @@ func agentsRun(ctx context.Context, e *env, o options, mode string) ([]result, e
 		time.Sleep(50 * time.Millisecond)
 	}
 	wg.Wait()
-	reqRate := (etcdRequests() - reqBefore) / time.Since(t0).Seconds()
+	reqRate := (e.etcdRequests() - reqBefore) / time.Since(t0).Seconds()
 	// Convergence: one more write, and how long until every agent has seen it.
 	probe := endpoint.Endpoint{Cluster: "east", Service: "probe", Protocol: "http", Address: "10.3.0.1", Port: 80, Priority: 1}
 	p0 := time.Now()
@@ -168,9 +168,9 @@ func agentsRun(ctx context.Context, e *env, o options, mode string) ([]result, e
 	}, nil
 }
 
-// etcdRequests is the number of gRPC messages the embedded etcd has received: its
-// own grpc-prometheus series, in the default registry.
-func etcdRequests() float64 {
+// embeddedEtcdRequests is the number of gRPC messages the embedded etcd has
+// received: its own grpc-prometheus series, in the default registry.
+func embeddedEtcdRequests() float64 {
 	fams, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		return 0
@@ -189,7 +189,7 @@ func etcdRequests() float64 {
 // etcdConns counts established TCP connections to the etcd client port, from
 // /proc/net/tcp: the backend connections, measured rather than assumed.
 func etcdConns(e *env) (int, error) {
-	ep := e.etcd.Endpoints()[0]
+	ep := e.endpoints[0]
 	port, err := strconv.Atoi(ep[strings.LastIndex(ep, ":")+1:])
 	if err != nil {
 		return 0, err

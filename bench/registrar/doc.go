@@ -1,5 +1,6 @@
 // Command registrar benchmarks the Registrar (docs/registrar.md) on a real backend —
-// an embedded etcd server — over loopback gRPC, and writes the results as a
+// an embedded etcd server, or with -etcd-process an etcd process of its own — over
+// loopback gRPC, and writes the results as a
 // Markdown table, recorded with its explanation in docs/benchmarks/registrar.md:
 //
 //	go run ./bench/registrar -out /tmp/registrar.md

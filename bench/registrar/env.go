@@ -21,37 +21,74 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry/etcd"
 )
 
-// env is one embedded etcd server for a scenario.
+// env is one etcd server for the scenarios: embedded in the bench's process, or
+// with -etcd-process a process of its own.
 type env struct {
-	etcd   *embedetcd.Cluster
-	dir    string
-	prefix string
-	n      int // backends opened, for distinct prefixes per scenario
+	etcd      *embedetcd.Cluster // nil with -etcd-process
+	proc      *etcdProcess       // nil without
+	endpoints []string
+	dir       string
+	prefix    string
+	n         int // backends opened, for distinct prefixes per scenario
 }
 
-func newEnv(ctx context.Context, fsync bool) (*env, error) {
+func newEnv(ctx context.Context, fsync, process bool) (*env, error) {
 	dir, err := os.MkdirTemp("", "registrar-bench")
 	if err != nil {
 		return nil, err
+	}
+	if process {
+		p, err := startEtcdProcess(ctx, dir, fsync)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("etcd process: %w", err)
+		}
+		return &env{proc: p, endpoints: []string{p.endpoint}, dir: dir}, nil
 	}
 	c, err := embedetcd.Start(ctx, embedetcd.Options{Dir: dir, Fsync: fsync})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
-	return &env{etcd: c, dir: dir}, nil
+	return &env{etcd: c, endpoints: c.Endpoints(), dir: dir}, nil
 }
 
 func (e *env) close() {
-	_ = e.etcd.Close()
+	if e.proc != nil {
+		e.proc.stop()
+	} else {
+		_ = e.etcd.Close()
+	}
 	_ = os.RemoveAll(e.dir)
+}
+
+// benchProcess says what the bench's own process holds.
+func (e *env) benchProcess() string {
+	if e.proc != nil {
+		return "registrar + bench"
+	}
+	return "registrar + embedded etcd + bench"
+}
+
+// etcdRequests is the number of gRPC messages etcd has received: its own
+// grpc-prometheus series, from the process's /metrics or, embedded, the default
+// registry.
+func (e *env) etcdRequests() float64 {
+	if e.proc != nil {
+		n, err := e.proc.requests()
+		if err != nil {
+			log.Printf("etcd requests: %v", err)
+		}
+		return n
+	}
+	return embeddedEtcdRequests()
 }
 
 // revision is the etcd store's revision, from a read's response header: every
 // transaction that changes keys adds one, so its difference over a burst counts the
 // backend's transactions as etcd saw them.
 func (e *env) revision(ctx context.Context) (int64, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.etcd.Endpoints(), DialTimeout: 10 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.endpoints, DialTimeout: 10 * time.Second})
 	if err != nil {
 		return 0, err
 	}
@@ -71,7 +108,7 @@ func (e *env) scenario(name string) {
 
 // backend opens an etcd client on the current prefix: one connection.
 func (e *env) backend(ctx context.Context) (*registry.Front, error) {
-	return etcd.New(ctx, etcd.Options{Endpoints: e.etcd.Endpoints(), Prefix: e.prefix, DialTimeout: 10 * time.Second})
+	return etcd.New(ctx, etcd.Options{Endpoints: e.endpoints, Prefix: e.prefix, DialTimeout: 10 * time.Second})
 }
 
 // preload writes n endpoints of service "bulk" straight to the backend.

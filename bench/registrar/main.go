@@ -18,6 +18,7 @@ import (
 type options struct {
 	scenarios      string
 	fsync          bool
+	etcdProcess    bool
 	out            string
 	endpoints      int
 	watchers       int
@@ -63,6 +64,7 @@ func main() {
 	var role, target string
 	flag.StringVar(&o.scenarios, "scenarios", "memory,fanout,fanout10k,snapshot,storm,storm10k,batching,read,list,direct", "comma-separated scenarios to run")
 	flag.BoolVar(&o.fsync, "fsync", true, "run etcd with fsync (realistic write latency)")
+	flag.BoolVar(&o.etcdProcess, "etcd-process", false, "run etcd as a process of its own (built from the module's etcd) instead of inside the bench's process, which also holds the registrars")
 	flag.StringVar(&o.out, "out", "", "write the Markdown report here (default: stdout only)")
 	flag.IntVar(&o.endpoints, "endpoints", 10000, "endpoints in the registrar for fanout, memory and storm")
 	flag.IntVar(&o.watchers, "watchers", 1000, "watching streams for fanout and memory")
@@ -149,7 +151,7 @@ func run(o options) error {
 		return err
 	}
 	defer stop()
-	e, err := newEnv(ctx, o.fsync)
+	e, err := newEnv(ctx, o.fsync, o.etcdProcess)
 	if err != nil {
 		return err
 	}
@@ -248,8 +250,12 @@ func report(w io.Writer, o options, rows []result, host [2]hostspeed.Reading) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.scenario, r.setup, r.value, r.goal, r.anchor, met, r.load)
 	}
-	fmt.Fprintf(w, "\nRun: `go run ./bench/registrar -scenarios %s` on %d CPUs, %s, etcd fsync %v, %s.\n",
-		o.scenarios, runtime.NumCPU(), runtime.Version(), o.fsync, time.Now().UTC().Format("2006-01-02"))
+	where := "embedded in the bench's process"
+	if o.etcdProcess {
+		where = "a process of its own (-etcd-process)"
+	}
+	fmt.Fprintf(w, "\nRun: `go run ./bench/registrar -scenarios %s` on %d CPUs, %s, etcd fsync %v, etcd %s, %s.\n",
+		o.scenarios, runtime.NumCPU(), runtime.Version(), o.fsync, where, time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(w, "Host before: %s; after: %s.\n", host[0], host[1])
 }
 

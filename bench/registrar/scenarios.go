@@ -385,7 +385,7 @@ func storm(ctx context.Context, e *env, watchers, conns, endpoints int, goal tim
 	if goal > 0 {
 		rows[0].goal, rows[0].ok, rows[0].anchor = "≤ "+ms(goal), ptr(took <= goal), "48 s (1,000 × 10,000)"
 	}
-	rows = append(rows, result{scenario: "Reconnect storm: peak RSS of the registrar's process (registrar + embedded etcd + bench)", setup: what,
+	rows = append(rows, result{scenario: "Reconnect storm: peak RSS of the registrar's process (" + e.benchProcess() + ")", setup: what,
 		value: fmt.Sprintf("%.0f MiB (%.0f MiB before)", float64(peakRSS)/(1<<20), float64(rssBefore)/(1<<20)), goal: "bounded (reported)"})
 	return rows, nil
 }
