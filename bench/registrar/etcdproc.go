@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/switchboard-mesh/switchboard/internal/freeport"
 )
 
 // etcdProcess is an etcd server run as a process of its own (-etcd-process), as
@@ -40,10 +41,11 @@ func startEtcdProcess(ctx context.Context, dir string, fsync bool) (*etcdProcess
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build etcd: %v: %s", err, out)
 	}
-	client, peer, err := twoFreePorts()
+	ports, err := freeport.On("127.0.0.1", 2)
 	if err != nil {
 		return nil, err
 	}
+	client, peer := ports[0], ports[1]
 	clientURL, peerURL := "http://127.0.0.1:"+strconv.Itoa(client), "http://127.0.0.1:"+strconv.Itoa(peer)
 	cmd := exec.Command(bin, "--name", "bench", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
@@ -129,18 +131,4 @@ func (p *etcdProcess) requests() (float64, error) {
 		sum += m.GetCounter().GetValue()
 	}
 	return sum, nil
-}
-
-// twoFreePorts returns two ports free on 127.0.0.1 a moment ago.
-func twoFreePorts() (int, int, error) {
-	var ports [2]int
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, 0, err
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports[0], ports[1], nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/freeport"
 )
 
 // fleet is the control-plane half of the soak: a control plane in API mode on SQLite
@@ -54,7 +55,7 @@ func newFleet(dir string, edges, perGroup int, log *slog.Logger) (*fleet, error)
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := freeport.On("127.0.0.1", 2)
 	if err != nil {
 		return nil, err
 	}

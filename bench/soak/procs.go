@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -218,25 +217,4 @@ func (p *proc) exitedOnItsOwn() bool {
 	default:
 		return false
 	}
-}
-
-// freePorts reserves n distinct loopback ports by binding them all at once, then
-// releases them for the children. Restarts reuse them, so each child keeps its address.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }

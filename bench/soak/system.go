@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/internal/freeport"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 )
 
@@ -49,7 +50,8 @@ func newSystem(o options, backend string, log *slog.Logger) (_ *system, err erro
 	if err := os.MkdirAll(s.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2 + o.replicas)
+	// Restarts reuse the ports, so each child keeps its address.
+	ports, err := freeport.On("127.0.0.1", 2+o.replicas)
 	if err != nil {
 		return nil, err
 	}

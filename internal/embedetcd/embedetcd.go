@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/switchboard-mesh/switchboard/internal/freeport"
 )
 
 // Options configure a cluster. The zero value is one member without TLS.
@@ -121,9 +123,11 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 
 // plan picks ports and names for every member.
 func (c *Cluster) plan(opts Options) error {
-	ports, err := freePorts(2 * opts.Members)
+	// etcd must be told its peer URLs before it starts (every member lists every
+	// other), so ":0" cannot be used; Start retries if another process wins the race.
+	ports, err := freeport.On("127.0.0.1", 2*opts.Members)
 	if err != nil {
-		return err
+		return fmt.Errorf("embedetcd: %w", err)
 	}
 	scheme := "http"
 	if opts.TLS != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchboard-mesh/switchboard/internal/freeport"
 )
 
 // ClusterConfig describes a JetStream cluster of embedded servers on one host.
@@ -53,9 +55,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	// Every node is told every route up front, as nats-server's own tests do: JetStream
 	// sizes its meta group from the configured routes, so a node that learnt its peers
 	// only by gossip would start out expecting too small a cluster.
-	ports, err := freePorts(cfg.Host, 2*cfg.Size)
+	ports, err := freeport.On(cfg.Host, 2*cfg.Size)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("embedded nats cluster: %w", err)
 	}
 	routes := make([]string, cfg.Size)
 	for i := range routes {
@@ -84,22 +86,6 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// freePorts finds n distinct free ports by binding them all at once. Another process
-// could take one between here and the server binding it; on loopback in tests that
-// window is harmless.
-func freePorts(host string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("embedded nats cluster: find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // Size is the number of servers, running or stopped.
