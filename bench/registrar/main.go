@@ -50,6 +50,8 @@ var (
 	tokenFlag  string
 	// wayFlag is the list scenario's child's -way: how it lists.
 	wayFlag string
+	// etcdDirFlag is the etcd child's -etcd-dir: its data directory.
+	etcdDirFlag string
 	// childProfile is -child-cpuprofile: the watcher children's -cpuprofile.
 	childProfile string
 	// syncInterval is -sync-interval: how often the registrars list the whole backend,
@@ -64,7 +66,7 @@ func main() {
 	var role, target string
 	flag.StringVar(&o.scenarios, "scenarios", "memory,fanout,fanout10k,snapshot,storm,storm10k,batching,read,list,direct", "comma-separated scenarios to run")
 	flag.BoolVar(&o.fsync, "fsync", true, "run etcd with fsync (realistic write latency)")
-	flag.BoolVar(&o.etcdProcess, "etcd-process", false, "run etcd as a process of its own (built from the module's etcd) instead of inside the bench's process, which also holds the registrars")
+	flag.BoolVar(&o.etcdProcess, "etcd-process", false, "run etcd as a process of its own (this program again, serving an embedded etcd) instead of inside the bench's process, which also holds the registrars")
 	flag.StringVar(&o.out, "out", "", "write the Markdown report here (default: stdout only)")
 	flag.IntVar(&o.endpoints, "endpoints", 10000, "endpoints in the registrar for fanout, memory and storm")
 	flag.IntVar(&o.watchers, "watchers", 1000, "watching streams for fanout and memory")
@@ -85,6 +87,7 @@ func main() {
 	flag.StringVar(&target, "target", "", "internal: registrar address for -role watchers")
 	flag.StringVar(&tokenFlag, "token", "", "internal: the version the fan-out child's watchers resume from")
 	flag.DurationVar(&syncInterval, "sync-interval", 0, "the registrars' SyncInterval and BackstopInterval: how often they list the whole backend (0: the registrar's defaults, 5s without a live change feed, 1m with one)")
+	flag.StringVar(&etcdDirFlag, "etcd-dir", "", "internal: the etcd child's data directory")
 	flag.StringVar(&wayFlag, "way", "", "internal: how the list scenario's child lists (undecoded, generated or client)")
 	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
 	transport.register(flag.CommandLine)
@@ -108,6 +111,8 @@ func main() {
 		fatalIf(fanoutWatchers(target, o.watchers, o.conns, o.registrations, tokenFlag))
 	case "storm-watchers":
 		fatalIf(stormWatchers(target, o.watchers, o.conns))
+	case "etcd":
+		fatalIf(etcdChild(etcdDirFlag, o.fsync))
 	case "lister":
 		fatalIf(listerProcess(target, o.endpoints, wayFlag))
 	case "restart-watchers":
