@@ -131,6 +131,7 @@ type bench struct {
 type results struct {
 	pubOurs, pubKVPut, pubKVAsync, pubKVPre, pubKVHdr                          float64 // entries/s
 	fullOurs, fullCold, fullDirect, fullKVList, fullKVWatch, fullKVWatchDecode time.Duration
+	fullKVWatchHdr                                                             time.Duration
 	oneOurs, oneDirect, oneKVWatch, oneCCM                                     time.Duration
 	watchOurs                                                                  time.Duration
 	// The process's CPU (this client and the embedded server) per full lookup: on a
@@ -169,6 +170,7 @@ type round struct {
 	cfg          sbjs.StreamConfig
 	ours, direct *registry.Front
 	kv           jetstream.KeyValue
+	kvHdr        jetstream.KeyValue // written with the header ours carry
 }
 
 func (rd *round) close() {
@@ -196,8 +198,11 @@ func (b *bench) publishRound(ctx context.Context, i int, rates map[string][]floa
 			if err != nil {
 				return 0, err
 			}
-			if name == "ASYNC" {
+			switch name {
+			case "ASYNC":
 				rd.kv = kv
+			case "HDR":
+				rd.kvHdr = kv
 			}
 			return b.publishKVAsync(ctx, bucket, pre, headers)
 		}
@@ -238,6 +243,7 @@ func (b *bench) lookups(ctx context.Context, rd *round, res *results) error {
 		{&res.fullKVList, func() (int, error) { return kvListGet(ctx, rd.kv) }, b.c.entries, nil},
 		{&res.fullKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, ">", false) }, b.c.entries, &res.cpuKVWatch},
 		{&res.fullKVWatchDecode, func() (int, error) { return kvWatch(ctx, rd.kv, ">", true) }, b.c.entries, nil},
+		{&res.fullKVWatchHdr, func() (int, error) { return kvWatch(ctx, rd.kvHdr, ">", false) }, b.c.entries, nil},
 		{&res.oneOurs, func() (int, error) { return list(ctx, rd.ours, one) }, b.count(one), nil},
 		{&res.oneDirect, func() (int, error) { return list(ctx, rd.direct, one) }, b.count(one), nil},
 		{&res.oneKVWatch, func() (int, error) { return kvWatch(ctx, rd.kv, oneKey, false) }, b.count(one), nil},
