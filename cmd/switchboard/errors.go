@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/codewords"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -91,7 +92,7 @@ func grpcStatus(err error) (*status.Status, bool) {
 // statusMessage says what a status means for the user, in place of gRPC's
 // "rpc error: code = … desc = …".
 func statusMessage(st *status.Status) string {
-	desc := withoutCodeWords(st.Code(), st.Message())
+	desc := codewords.Trim(st.Code(), st.Message())
 	switch st.Code() {
 	case codes.InvalidArgument:
 		return "invalid input: " + desc
@@ -114,23 +115,5 @@ func statusMessage(st *status.Status) string {
 	case codes.Unimplemented:
 		return "not supported by the server: " + desc
 	}
-	return strings.ToLower(st.Code().String()) + ": " + desc
-}
-
-// withoutCodeWords drops the code's own words from the start of desc: the control
-// plane's errors begin with them ("not found: segment …", "invalid argument: …"),
-// and statusMessage puts its wording of the code there.
-func withoutCodeWords(c codes.Code, desc string) string {
-	words := codeWords[c]
-	if words == "" || len(desc) <= len(words)+2 || !strings.EqualFold(desc[:len(words)], words) || desc[len(words):len(words)+2] != ": " {
-		return desc
-	}
-	return desc[len(words)+2:]
-}
-
-// codeWords are the words a server's error may begin with for each code.
-var codeWords = map[codes.Code]string{
-	codes.InvalidArgument: "invalid argument",
-	codes.NotFound:        "not found",
-	codes.AlreadyExists:   "already exists",
+	return codewords.Of(st.Code()) + ": " + desc
 }

@@ -31,6 +31,10 @@ func TestReportWordsStatuses(t *testing.T) {
 		{"not found, said by the server", status.Error(codes.NotFound, `not found: segment "nope"`), `not found: segment "nope"`, 1},
 		{"invalid, said by the server", status.Error(codes.InvalidArgument, `invalid argument: group "cloud" cannot link to itself`), `invalid input: group "cloud" cannot link to itself`, 2},
 		{"said by the server, as text", errors.New(`x: rpc error: code = NotFound desc = not found: node "a/b"`), `x: not found: node "a/b"`, 1},
+		// Codes statusMessage has no wording of its own for are spelled as words.
+		{"out of range", status.Error(codes.OutOfRange, "page 9 of 3"), "out of range: page 9 of 3", 1},
+		{"data loss", status.Error(codes.DataLoss, "block 7 unreadable"), "data loss: block 7 unreadable", 1},
+		{"denied, said by the server", status.Error(codes.PermissionDenied, "permission denied: role viewer"), "permission denied: role viewer", 1},
 		{"plain", errors.New("boom"), "boom", 1},
 		{"usage", usagef("--x: bad"), "--x: bad", 2},
 	}

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -27,6 +26,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/codewords"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -249,7 +249,7 @@ func (c *driver) callError(what string, err error) error {
 			// dropped connection; say what to check.
 			hint = " (TLS is on: if the registrar is up, check that it accepts this agent's certificate and trust domain; its log names the reason)"
 		}
-		return fmt.Errorf("registrar %s: %w: %s: %s%s", what, registry.ErrUnavailable, codeWords(st.Code()), st.Message(), hint)
+		return fmt.Errorf("registrar %s: %w: %s: %s%s", what, registry.ErrUnavailable, codewords.Of(st.Code()), codewords.Trim(st.Code(), st.Message()), hint)
 	case codes.Canceled:
 		return fmt.Errorf("registrar %s: %w", what, context.Canceled)
 	}
@@ -266,22 +266,10 @@ type callStatusError struct {
 }
 
 func (e *callStatusError) Error() string {
-	return fmt.Sprintf("registrar %s: %s: %s", e.what, codeWords(e.st.Code()), e.st.Message())
+	return fmt.Sprintf("registrar %s: %s: %s", e.what, codewords.Of(e.st.Code()), codewords.Trim(e.st.Code(), e.st.Message()))
 }
 
 func (e *callStatusError) GRPCStatus() *status.Status { return e.st }
-
-// codeWords spells a code's name as words: PermissionDenied is "permission denied".
-func codeWords(c codes.Code) string {
-	var b strings.Builder
-	for i, r := range c.String() {
-		if unicode.IsUpper(r) && i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(unicode.ToLower(r))
-	}
-	return b.String()
-}
 
 // ListCached reads from the cache, if it holds what f asks for. The returned slice may
 // be shared with the cache and with other callers: it must not be modified (clone it
