@@ -227,6 +227,9 @@ func (r *driver) readDirect(ctx context.Context, filter string, visit visitFunc)
 		if err != nil || !more {
 			return err
 		}
+		if next <= max(req.Seq, 1) { // the page ended before it began
+			return fmt.Errorf("direct get: end of batch says the next page starts at sequence %d, not past this one's start (%d)", next, max(req.Seq, 1))
+		}
 		req.Seq = next
 	}
 }
@@ -247,9 +250,11 @@ func readDirectPage(ctx context.Context, sub *replies, visit visitFunc) (more bo
 		case "404": // nothing at or after the requested sequence
 			return false, 0, nil
 		case "204": // end of batch
-			pending, _ := strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
-			last, _ := strconv.ParseUint(msg.Header.Get("Nats-Last-Sequence"), 10, 64)
-			return pending > 0, last + 1, nil
+			end, err := parseBatchEnd(msg.Header, false)
+			if err != nil {
+				return false, 0, fmt.Errorf("direct get: %w", err)
+			}
+			return end.pending > 0, end.last + 1, nil
 		default:
 			return false, 0, fmt.Errorf("direct get: status %s %s", status, msg.Header.Get("Description"))
 		}

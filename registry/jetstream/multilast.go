@@ -122,14 +122,12 @@ func readMultiLastPage(ctx context.Context, sub *replies, msgs []rawMsg) (multiL
 			}
 			msgs = append(msgs, rawMsg{subject: msg.Header.Get(jetstream.SubjectHeader), seq: seq, h: msg.Header, data: msg.Data})
 		case status == "204": // end of batch
-			pending, err1 := strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
-			last, err2 := strconv.ParseUint(msg.Header.Get("Nats-Last-Sequence"), 10, 64)
-			upTo, err3 := strconv.ParseUint(msg.Header.Get("Nats-UpTo-Sequence"), 10, 64)
-			if err := errors.Join(err1, err2, err3); err != nil {
+			end, err := parseBatchEnd(msg.Header, true)
+			if err != nil {
 				// A server that does not know multi_last answers another request.
-				return multiLastPage{}, fmt.Errorf("%w: end of batch without its counts: %v", errFallBack, err)
+				return multiLastPage{}, fmt.Errorf("%w: %w", errFallBack, err)
 			}
-			return multiLastPage{msgs: msgs, more: pending > 0, next: last + 1, upTo: upTo}, nil
+			return multiLastPage{msgs: msgs, more: end.pending > 0, next: end.last + 1, upTo: end.upTo}, nil
 		case status == "404" && msg.Header.Get("Description") == "No Results":
 			// Nothing matches. The server did not say how far its store reached:
 			// the caller's consistency check must not take this for "caught up".
@@ -140,6 +138,29 @@ func readMultiLastPage(ctx context.Context, sub *replies, msgs []rawMsg) (multiL
 			return multiLastPage{}, fmt.Errorf("%w: status %s %s", errFallBack, status, msg.Header.Get("Description"))
 		}
 	}
+}
+
+// batchEnd is what the end-of-batch status of a batched direct get says: how many
+// matching messages remain after this batch, the last sequence it sent, and (for
+// multi_last, withUpTo) the answering server's last sequence when it read.
+type batchEnd struct{ pending, last, upTo uint64 }
+
+// parseBatchEnd reads h, the headers of an end-of-batch status; a count missing or
+// not a number is an error naming it, so that a reader never pages on from a guess.
+func parseBatchEnd(h nats.Header, withUpTo bool) (batchEnd, error) {
+	names := []string{"Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence"}
+	if !withUpTo {
+		names = names[:2]
+	}
+	var counts [3]uint64
+	for i, name := range names {
+		n, err := strconv.ParseUint(h.Get(name), 10, 64)
+		if err != nil {
+			return batchEnd{}, fmt.Errorf("end of batch without its %s count (%q)", name, h.Get(name))
+		}
+		counts[i] = n
+	}
+	return batchEnd{pending: counts[0], last: counts[1], upTo: counts[2]}, nil
 }
 
 // streamState is what a filtered lookup needs from the stream leader.
