@@ -105,6 +105,11 @@ func fanout(ctx context.Context, e *env, o options, c fanoutCase) ([]result, err
 	}
 	msgs, events := seen[regs], seen[regs+1]
 	seen = seen[:regs]
+	if o.fanoutTrace != "" {
+		if err := writeFanoutTrace(o.fanoutTrace, seen, started); err != nil {
+			return nil, err
+		}
+	}
 	lat := sortedLatencies(seen, started)
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
 	how := "separate process, " + transport.String()
@@ -123,6 +128,16 @@ func fanout(ctx context.Context, e *env, o options, c fanoutCase) ([]result, err
 		rows[0].anchor = "14.5 ms"
 	}
 	return rows, nil
+}
+
+// writeFanoutTrace writes, a line per registration, when it began (seconds after
+// the first) and how long its event took to reach the last watcher (ms).
+func writeFanoutTrace(path string, seen, started []int64) error {
+	var b strings.Builder
+	for i := range started {
+		fmt.Fprintf(&b, "%.3f %.1f\n", float64(started[i]-started[0])/1e9, float64(seen[i]-started[i])/1e6)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // registerPaced registers endpointOf(i) for every i of started, one call every
