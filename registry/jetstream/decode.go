@@ -46,6 +46,8 @@ type decoded struct {
 	subject string
 	seq     uint64            // stream sequence: the later of two entries for one key wins
 	ep      endpoint.Endpoint // set for msgLive
+	shared  bool              // ep is the cache's: hand out only a detached copy
+	ann     []string          // when shared, ep's annotations as key, value pairs
 	err     error             // set for msgBad
 }
 
@@ -87,7 +89,7 @@ func (r *driver) decoder() *decoder {
 // shared with the cache: read it, and hand out only a detached copy.
 func (d *decoder) decode(subject string, seq uint64, h nats.Header, data []byte) decoded {
 	key := payloadKey(data)
-	out := d.decodeWith(subject, seq, h, data, key, d.cache.get(key))
+	out := d.decodeWith(subject, seq, h, data, key, d.cache.get(key), true)
 	d.cache.putAll(d.fresh)
 	clear(d.fresh)
 	d.fresh = d.fresh[:0]
@@ -95,17 +97,24 @@ func (d *decoder) decode(subject string, seq uint64, h nats.Header, data []byte)
 }
 
 // decodeAll is decode for each of msgs, in order, looking them all up in the cache
-// under one lock and remembering the new ones under one more. Taken twice per
-// message, the lock and the map it guards went back and forth between the cores
-// decoding a full lookup: most of a cold lookup's caching cost.
-func (d *decoder) decodeAll(msgs []rawMsg, each func(decoded)) {
+// under one lock and, with remember, remembering the new ones under one more. Taken
+// twice per message, the lock and the map it guards went back and forth between the
+// cores decoding a full lookup: most of a cold lookup's caching cost. Without
+// remember, an empty cache is not consulted at all.
+func (d *decoder) decodeAll(msgs []rawMsg, remember bool, each func(decoded)) {
+	if !remember && d.cache.empty() {
+		for _, m := range msgs {
+			each(d.decodeWith(m.subject, m.seq, m.h, m.data, 0, nil, false))
+		}
+		return
+	}
 	d.keys = d.keys[:0]
 	for _, m := range msgs {
 		d.keys = append(d.keys, payloadKey(m.data))
 	}
 	d.hits = d.cache.getAll(d.keys, d.hits[:0])
 	for i, m := range msgs {
-		each(d.decodeWith(m.subject, m.seq, m.h, m.data, d.keys[i], d.hits[i]))
+		each(d.decodeWith(m.subject, m.seq, m.h, m.data, d.keys[i], d.hits[i], remember))
 	}
 	clear(d.hits) // the cache may forget them
 	d.cache.putAll(d.fresh)
@@ -114,8 +123,9 @@ func (d *decoder) decodeAll(msgs []rawMsg, each func(decoded)) {
 }
 
 // decodeWith is decode given data's key and what the cache holds under it (nil for
-// nothing); a payload decoded or found on a new subject is added to d.fresh.
-func (d *decoder) decodeWith(subject string, seq uint64, h nats.Header, data []byte, key uint64, hit *cachedPayload) decoded {
+// nothing); with remember, a payload decoded or found on a new subject is added to
+// d.fresh.
+func (d *decoder) decodeWith(subject string, seq uint64, h nats.Header, data []byte, key uint64, hit *cachedPayload, remember bool) decoded {
 	if !d.subj.entryShaped(subject) {
 		return decoded{kind: msgForeign, subject: subject, seq: seq}
 	}
@@ -124,8 +134,10 @@ func (d *decoder) decodeWith(subject string, seq uint64, h nats.Header, data []b
 	}
 	var ep endpoint.Endpoint
 	var owner string
+	var ann []string
+	shared := false
 	if hit != nil && bytes.Equal(hit.data, data) { // else another payload with the same hash
-		ep, owner = hit.ep, hit.subject
+		ep, owner, ann, shared = hit.ep, hit.subject, hit.ann, true
 	} else {
 		var err error
 		if ep, err = decodeJSON(data, &d.in); err != nil {
@@ -136,9 +148,41 @@ func (d *decoder) decodeWith(subject string, seq uint64, h nats.Header, data []b
 		if !d.subj.holds(subject, ep.Key()) {
 			return decoded{kind: msgBad, subject: subject, seq: seq, err: fmt.Errorf("payload for %s is on subject %s, want %s", ep.Key(), subject, d.subj.For(ep.Key()))}
 		}
-		d.fresh = append(d.fresh, cachedPayload{key, data, subject, ep})
+		if remember {
+			if !shared {
+				ann = pairsOf(ep.Annotations)
+			}
+			d.fresh = append(d.fresh, cachedPayload{key, data, subject, ep, ann})
+			shared = true
+		}
 	}
-	return decoded{kind: msgLive, subject: subject, seq: seq, ep: ep}
+	return decoded{kind: msgLive, subject: subject, seq: seq, ep: ep, shared: shared, ann: ann}
+}
+
+// pairsOf lists m as key, value pairs.
+func pairsOf(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	pairs := make([]string, 0, 2*len(m))
+	for k, v := range m {
+		pairs = append(pairs, k, v)
+	}
+	return pairs
+}
+
+// detachPairs is detach for an endpoint whose annotations are also listed in pairs
+// (pairsOf): building the map from the list costs less than walking the cache's map,
+// which was half of a repeated full lookup's decoding.
+func detachPairs(e endpoint.Endpoint, pairs []string) endpoint.Endpoint {
+	if e.Annotations != nil {
+		m := make(map[string]string, len(pairs)/2)
+		for i := 0; i+1 < len(pairs); i += 2 {
+			m[pairs[i]] = pairs[i+1]
+		}
+		e.Annotations = m
+	}
+	return e
 }
 
 // detach copies e so that it shares no memory with the cache. maps.Clone (behind
@@ -176,6 +220,7 @@ type cachedPayload struct {
 	data    []byte // never written to: see payloadCache
 	subject string
 	ep      endpoint.Endpoint
+	ann     []string // ep's annotations as key, value pairs (pairsOf), for detachPairs
 }
 
 const maxCachedPayloads = 1 << 17
@@ -190,6 +235,13 @@ func (c *payloadCache) get(key uint64) *cachedPayload {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[key]
+}
+
+// empty reports whether the cache holds nothing.
+func (c *payloadCache) empty() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m) == 0
 }
 
 // getAll is get for each of keys, appended to hits.

@@ -422,3 +422,25 @@ func TestMultiLastBehindOwnWrites(t *testing.T) {
 		t.Errorf("%d lookups fell back, want 1", n)
 	}
 }
+
+// A registry remembers decoded payloads from its second List on: a one-shot reader
+// (the CLI's lookup) does not pay for filling a cache it will never read, and a
+// registry that reads again (the registrar's polls) decodes each payload once more.
+func TestFirstListDoesNotFillTheCache(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	r := openRegistry(t, nc, sbjs.Options{})
+	mustApply(t, ctx, r, registry.Register(ep("prod", "web", "http", "10.0.0.1", 80)), registry.Register(ep("prod", "api", "http", "10.0.0.2", 80)))
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 2 {
+		t.Fatalf("first List = %v, want both entries", got)
+	}
+	if n := sbjs.CachedPayloads(r); n != 0 {
+		t.Fatalf("the first List cached %d payloads, want none", n)
+	}
+	if got := mustList(t, ctx, r, endpoint.Filter{}); len(got) != 2 {
+		t.Fatalf("second List = %v, want both entries", got)
+	}
+	if n := sbjs.CachedPayloads(r); n != 2 {
+		t.Fatalf("the second List cached %d payloads, want 2", n)
+	}
+}

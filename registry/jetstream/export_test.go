@@ -36,11 +36,20 @@ func PretendWritten(r *registry.Front, seq uint64) { drv(r).noteWritten(seq) }
 // removal.
 func Undecodable(r *registry.Front) uint64 { return drv(r).Undecodable() }
 
-// ForgetPayloads empties r's cache of decoded payloads, so its next List decodes
-// every payload as a new registry's first List does.
-func ForgetPayloads(r *registry.Front) {
+// MakeFirst empties r's cache of decoded payloads and makes its next List decode
+// every payload, without caching them, as a new registry's first List does.
+func MakeFirst(r *registry.Front) {
+	d := drv(r)
+	d.cache.mu.Lock()
+	d.cache.m = nil
+	d.cache.mu.Unlock()
+	d.listed.Store(false)
+}
+
+// CachedPayloads is how many decoded payloads r's cache holds.
+func CachedPayloads(r *registry.Front) int {
 	c := &drv(r).cache
 	c.mu.Lock()
-	c.m = nil
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }

@@ -74,6 +74,9 @@ type driver struct {
 	metric  prometheus.Counter
 	bad     atomic.Uint64
 	cache   payloadCache
+	// listed is set by the first List: the payload cache is filled from the second
+	// on (see collector.remember).
+	listed atomic.Bool
 	// allowDirect: the stream allowed direct get when opened, so filtered lookups
 	// use multi_last. Cleared when a server says otherwise.
 	allowDirect atomic.Bool

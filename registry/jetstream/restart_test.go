@@ -219,7 +219,9 @@ func TestResultsAreCallersOwn(t *testing.T) {
 	a := ep("prod", "web", "http", "10.0.0.1", 80)
 	a.Annotations = map[string]string{"team": "edge"}
 	mustApply(t, ctx, r, registry.Register(a))
+	// The first List decodes for itself; the second hands out the cache's entry.
 	mustList(t, ctx, r, endpoint.Filter{})[0].Annotations["team"] = "changed by caller"
+	mustList(t, ctx, r, endpoint.Filter{})[0].Annotations["team"] = "changed by caller again"
 	ch, err := r.Watch(ctx, endpoint.Filter{})
 	if err != nil {
 		t.Fatal(err)
