@@ -131,12 +131,15 @@ func validateAddress(s string) error {
 		return &FieldError{"address", s, "is required"}
 	}
 	a, err := netip.ParseAddr(s)
+	// The canonical form is written into a buffer on the stack and compared as
+	// bytes: a.String() allocated for every endpoint validated.
+	var buf [64]byte
 	switch {
 	case err != nil:
 		return &FieldError{"address", s, "must be an IPv4 or IPv6 address"}
 	case a.Zone() != "":
 		return &FieldError{"address", s, "must not carry an IPv6 zone"}
-	case a.String() != s:
+	case string(a.AppendTo(buf[:0])) != s:
 		return &FieldError{"address", s, "must be in canonical form (" + a.String() + ")"}
 	}
 	return nil

@@ -88,7 +88,9 @@ func (s Subjects) holds(subject string, k endpoint.Key) bool {
 	for _, legacy := range [...]bool{false, true} {
 		var buf [128]byte
 		head := s.appendFor(buf[:0], k, legacy, "")
-		if rest, ok := strings.CutPrefix(subject, string(head)); ok && rest != "" && !strings.Contains(rest, ".") {
+		// Compared without converting head to a string, which allocated once per
+		// entry a lookup read (heads are longer than the compiler's stack buffer).
+		if len(subject) > len(head) && subject[:len(head)] == string(head) && !strings.Contains(subject[len(head):], ".") {
 			return true
 		}
 		if !strings.Contains(k.Address, ":") {
