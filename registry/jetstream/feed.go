@@ -20,6 +20,13 @@ const feedHeartbeat = 5 * time.Second
 // drainCheckTimeout bounds one consumer info request of feed.ifDrained.
 const drainCheckTimeout = 5 * time.Second
 
+// consumerCreateTimeout bounds a consumer's creation whatever the caller's deadline
+// (nats.go's own default, which applies only to a context without one). A request
+// lost with the server it reached, as when a stream's leader stops, is answered by
+// nobody: a watch re-opening its feed after a failover passes the context of its
+// whole life, and waited on such a request until that ended instead of retrying.
+const consumerCreateTimeout = 5 * time.Second
+
 var errGap = errors.New("consumer skipped a delivery")
 
 // feed reads a filter's last message per subject, then every later message, through
@@ -85,7 +92,9 @@ func (r *driver) openFeed(ctx context.Context, filters []string, headersOnly boo
 	if f.sub, err = r.nc.Subscribe(cfg.DeliverSubject, f.receive); err != nil {
 		return nil, err
 	}
-	cons, err := r.js.CreatePushConsumer(ctx, r.cfg.Name, cfg)
+	cctx, cancel := context.WithTimeout(ctx, consumerCreateTimeout)
+	cons, err := r.js.CreatePushConsumer(cctx, r.cfg.Name, cfg)
+	cancel()
 	if err != nil {
 		// A request that timed out may still have created the consumer, whose
 		// deliveries must not hold the subscription's goroutine waiting for start.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -58,5 +59,43 @@ func TestReadDirectBadEndOfBatch(t *testing.T) {
 				t.Fatalf("readDirect = %v after %d messages; want an error naming the %s after 1", err, visits, c.want)
 			}
 		})
+	}
+}
+
+// A consumer create that no server answers — the request lost with the server it
+// went to, as when a stream's leader is stopped — fails within the feed's own bound,
+// not at the caller's deadline: a watch re-opening its feed after a failover passes
+// its whole life's context, and waited on one lost request until the end of it (seen
+// in TestThreeNodeCluster under load: no event for 20 s after the leader stopped).
+func TestOpenFeedUnanswered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A server without JetStream, where something swallows the API's requests.
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Subscribe(jetstream.DefaultAPIPrefix+"CONSUMER.CREATE.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &driver{nc: nc, js: js, cfg: StreamConfig{Name: "S"}}
+	start := time.Now()
+	_, err = r.openFeed(ctx, []string{"sb.>"}, false)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("openFeed = %v after %s (context: %v); want its own timeout's error well before the caller's deadline", err, time.Since(start), ctx.Err())
 	}
 }
