@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 	// publish; when CleanupPublisher (Registry.Close) runs before it has read its
 	// status channel, it reads nil and blocks for ever. The race is nats.go's, not
 	// these tests', and costs one goroutine per closed Registry. The other two are a
-	// file store that nats-server created while it shut down and never stops (seen
-	// once in internal/embednats; see its TestMain).
+	// file store that nats-server did not stop on shutdown (seen once in
+	// internal/embednats; see its TestMain).
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"),
 		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*fileStore).flushStreamStateLoop"),
