@@ -438,7 +438,10 @@ func TestReconnectAfterStreamDropResetsState(t *testing.T) {
 	if cs, ss := connStatuses(ack), subStatuses(ack); !cs["L2"].ok || !ss[0].ok {
 		t.Fatalf("deletes after reconnect: %v %v", cs, ss)
 	}
-	if st := f.ctrl.Stats(); st.Registrations != 2 {
+	// The session counts its registration after reading the response, on its own
+	// goroutine, which may run after this session's first commands were answered.
+	waitFor(t, f.ctx, func() bool { return f.ctrl.Stats().Registrations == 2 })
+	if st := f.ctrl.Stats(); st.Registrations != 2 || st.Attempts != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
