@@ -34,3 +34,9 @@ func Trim(c codes.Code, msg string) string {
 	}
 	return msg[len(words)+2:]
 }
+
+// Say puts c's words in front of msg, without saying them twice (Trim): "permission
+// denied: role viewer".
+func Say(c codes.Code, msg string) string {
+	return Of(c) + ": " + Trim(c, msg)
+}

@@ -39,3 +39,18 @@ func TestTrim(t *testing.T) {
 		}
 	}
 }
+
+func TestSay(t *testing.T) {
+	for _, c := range []struct {
+		c         codes.Code
+		msg, want string
+	}{
+		{codes.PermissionDenied, "permission denied: role viewer", "permission denied: role viewer"},
+		{codes.PermissionDenied, "role viewer", "permission denied: role viewer"},
+		{codes.OutOfRange, "page 9", "out of range: page 9"},
+	} {
+		if got := Say(c.c, c.msg); got != c.want {
+			t.Errorf("Say(%v, %q) = %q, want %q", c.c, c.msg, got, c.want)
+		}
+	}
+}

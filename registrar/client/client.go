@@ -249,7 +249,7 @@ func (c *driver) callError(what string, err error) error {
 			// dropped connection; say what to check.
 			hint = " (TLS is on: if the registrar is up, check that it accepts this agent's certificate and trust domain; its log names the reason)"
 		}
-		return fmt.Errorf("registrar %s: %w: %s: %s%s", what, registry.ErrUnavailable, codewords.Of(st.Code()), codewords.Trim(st.Code(), st.Message()), hint)
+		return fmt.Errorf("registrar %s: %w: %s%s", what, registry.ErrUnavailable, codewords.Say(st.Code(), st.Message()), hint)
 	case codes.Canceled:
 		return fmt.Errorf("registrar %s: %w", what, context.Canceled)
 	}
@@ -266,7 +266,7 @@ type callStatusError struct {
 }
 
 func (e *callStatusError) Error() string {
-	return fmt.Sprintf("registrar %s: %s: %s", e.what, codewords.Of(e.st.Code()), codewords.Trim(e.st.Code(), e.st.Message()))
+	return fmt.Sprintf("registrar %s: %s", e.what, codewords.Say(e.st.Code(), e.st.Message()))
 }
 
 func (e *callStatusError) GRPCStatus() *status.Status { return e.st }
