@@ -227,7 +227,7 @@ func (r *driver) readDirect(ctx context.Context, filter string, visit visitFunc)
 		if err != nil || !more {
 			return err
 		}
-		if next <= max(req.Seq, 1) { // the page ended before it began
+		if !advances(req.Seq, next) {
 			return fmt.Errorf("direct get: end of batch says the next page starts at sequence %d, not past this one's start (%d)", next, max(req.Seq, 1))
 		}
 		req.Seq = next

@@ -81,7 +81,7 @@ func (r *driver) readMultiLast(ctx context.Context, filters []string) ([]rawMsg,
 		if !page.more {
 			return out, upTo, nil
 		}
-		if page.next <= req.Seq {
+		if !advances(req.Seq, page.next) {
 			return nil, 0, fmt.Errorf("%w: a page cut short made no progress past sequence %d", errFallBack, req.Seq)
 		}
 		// The next page reads the stream as it is then, not as of the first page:
@@ -162,6 +162,11 @@ func parseBatchEnd(h nats.Header, withUpTo bool) (batchEnd, error) {
 	}
 	return batchEnd{pending: counts[0], last: counts[1], upTo: counts[2]}, nil
 }
+
+// advances reports whether a batch asked for from sequence seq (0: the first) and
+// ending with next as the next one to ask for moved past where it began: a reader
+// that pages on from one that did not would ask for the same batch for ever.
+func advances(seq, next uint64) bool { return next > max(seq, 1) }
 
 // streamState is what a filtered lookup needs from the stream leader.
 type streamState struct {
