@@ -60,16 +60,20 @@
 // # Watch
 //
 // Watch reads the filter's range at revision R, sends it as Added events and
-// registry.Synced, then watches the range from R+1. Each watcher keeps the endpoints it
-// has sent, so a PUT is Added or Updated by comparison with that state, a PUT that
-// changes nothing (a TTL refresh with the same fields) sends nothing, and a DELETE —
-// including a lease expiry — is Removed carrying the endpoint as last sent.
+// registry.Synced, then watches the range from R+1, asking etcd for each event's
+// previous value. Each watcher keeps the keys it has sent with a sum of each value,
+// not the endpoints: a PUT of a key not sent is Added; one whose value equals the
+// previous one, or decodes to an equal endpoint, sends nothing (a TTL refresh with
+// the same fields); any other is Updated. A DELETE — including a lease expiry — is
+// Removed carrying the previous value, the endpoint as last sent.
 //
 // A broken stream is re-opened from the last revision seen (events and progress
 // notifications), so nothing is lost or repeated. If that revision has been compacted,
 // the watcher re-reads the range at the current revision, sends only the differences
-// from its state (Removed, Updated, Added), and resumes after that revision. Watches
-// require a leader, so a watcher on a member cut off from the quorum moves to another.
+// from what it has sent (Removed, Updated, Added), and resumes after that revision.
+// A key removed meanwhile is Removed with its key fields only, as the registry
+// contract allows: its last value is compacted away. Watches require a leader, so a
+// watcher on a member cut off from the quorum moves to another.
 //
 // # Values etcd holds that are not ours
 //

@@ -23,24 +23,35 @@ func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoi
 	if err != nil {
 		return nil, err
 	}
-	out := make([]endpoint.Endpoint, 0, len(state))
-	for _, ep := range state {
-		out = append(out, ep)
-	}
-	endpoint.Sort(out)
-	return out, nil
+	return sorted(state), nil
+}
+
+// held is an endpoint read from etcd and the sum of the value it was read from.
+type held struct {
+	ep  endpoint.Endpoint
+	sum uint64
 }
 
 // snapshot reads [start, end) at one revision and returns the endpoints f matches,
 // by etcd key, with that revision.
-func (r *driver) snapshot(ctx context.Context, f endpoint.Filter, start, end string) (map[string]endpoint.Endpoint, int64, error) {
-	state := map[string]endpoint.Endpoint{}
+func (r *driver) snapshot(ctx context.Context, f endpoint.Filter, start, end string) (map[string]held, int64, error) {
+	state := map[string]held{}
 	rev, err := r.scan(ctx, start, end, func(kv *mvccpb.KeyValue) {
 		if ep, ok := r.decode(kv.Key, kv.Value); ok && f.Match(ep) {
-			state[string(kv.Key)] = ep
+			state[string(kv.Key)] = held{ep: ep, sum: valueSum(kv.Value)}
 		}
 	})
 	return state, rev, err
+}
+
+// sorted returns the endpoints of state in endpoint order.
+func sorted(state map[string]held) []endpoint.Endpoint {
+	out := make([]endpoint.Endpoint, 0, len(state))
+	for _, h := range state {
+		out = append(out, h.ep)
+	}
+	endpoint.Sort(out)
+	return out
 }
 
 // scan visits every key in [start, end) at one revision, a page at a time, and

@@ -1,8 +1,10 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"hash/maphash"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -23,31 +25,47 @@ func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{r: r, f: f, start: start, end: end, state: state, rev: rev, out: make(chan registry.Event),
+	w := &watcher{r: r, f: f, start: start, end: end, sent: sums(state), rev: rev, out: make(chan registry.Event),
 		// Jittered so that many watchers do not retry in step.
 		retry: backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}}
-	go w.run(ctx)
+	go w.run(ctx, sorted(state))
 	return w.out, nil
 }
 
-// watcher is one Watch: what it has sent (state) and the revision that state is at.
+// watcher is one Watch: what it has sent (sent) and the revision that is at.
+//
+// It keeps, per etcd key it has sent as present, only a sum of the value, not the
+// endpoint: etcd hands each event the value it replaces (WithPrevKV), which is what
+// a Removed carries and what a PUT is compared with. At 100,000 endpoints a map of
+// endpoints was 27 MB that the garbage collector scanned word by word; this is a
+// fifth of it and one pointer per key.
 type watcher struct {
 	r          *driver
 	f          endpoint.Filter
 	start, end string
-	state      map[string]endpoint.Endpoint // by etcd key
+	sent       map[string]uint64 // value sums by etcd key
 	rev        int64
 	out        chan registry.Event
 	retry      backoff.Backoff
 }
 
-func (w *watcher) run(ctx context.Context) {
-	defer close(w.out)
-	initial := make([]endpoint.Endpoint, 0, len(w.state))
-	for _, ep := range w.state {
-		initial = append(initial, ep)
+// sums returns the value sum of every key of state.
+func sums(state map[string]held) map[string]uint64 {
+	out := make(map[string]uint64, len(state))
+	for k, h := range state {
+		out[k] = h.sum
 	}
-	endpoint.Sort(initial)
+	return out
+}
+
+// valueSeed makes valueSum's sums; they live as long as the process.
+var valueSeed = maphash.MakeSeed()
+
+// valueSum is the sum a watcher keeps of a value it has sent.
+func valueSum(v []byte) uint64 { return maphash.Bytes(valueSeed, v) }
+
+func (w *watcher) run(ctx context.Context, initial []endpoint.Endpoint) {
+	defer close(w.out)
 	for _, ep := range initial {
 		if !w.send(ctx, registry.Event{Type: registry.Added, Endpoint: ep}) {
 			return
@@ -88,7 +106,8 @@ func (w *watcher) follow(ctx context.Context) error {
 	if h := w.r.hooks.beforeWatch; h != nil {
 		h(w.rev+1, drop)
 	}
-	ch := w.r.client.Watch(wctx, w.start, clientv3.WithRange(w.end), clientv3.WithRev(w.rev+1), clientv3.WithProgressNotify())
+	ch := w.r.client.Watch(wctx, w.start, clientv3.WithRange(w.end), clientv3.WithRev(w.rev+1),
+		clientv3.WithProgressNotify(), clientv3.WithPrevKV())
 	for resp := range ch {
 		if err := resp.Err(); err != nil {
 			return err
@@ -123,38 +142,74 @@ func (w *watcher) handle(ctx context.Context, resp clientv3.WatchResponse) bool 
 	return true
 }
 
-// change applies one etcd event to the state and returns the event to send, if
-// any. A value that is not a valid endpoint counts as a removal.
+// change applies one etcd event to what w has sent and returns the event to send,
+// if any. A value that is not a valid endpoint counts as a removal.
 func (w *watcher) change(ev *clientv3.Event) (registry.Event, bool) {
 	key := string(ev.Kv.Key)
-	old, had := w.state[key]
+	sum, had := w.sent[key]
 	if ev.Type == clientv3.EventTypePut {
 		if ep, ok := w.r.decode(ev.Kv.Key, ev.Kv.Value); ok && w.f.Match(ep) {
-			w.state[key] = ep
+			w.sent[key] = valueSum(ev.Kv.Value)
 			switch {
 			case !had:
 				return registry.Event{Type: registry.Added, Endpoint: ep}, true
-			case !endpoint.Equal(old, ep):
-				return registry.Event{Type: registry.Updated, Endpoint: ep}, true
+			case w.unchanged(ev, ep, sum):
+				return registry.Event{}, false // a refresh that changes nothing
 			}
-			return registry.Event{}, false // a refresh that changes nothing
+			return registry.Event{Type: registry.Updated, Endpoint: ep}, true
 		}
 	}
 	if !had {
 		return registry.Event{}, false
 	}
-	delete(w.state, key)
-	return registry.Event{Type: registry.Removed, Endpoint: old}, true
+	delete(w.sent, key)
+	return registry.Event{Type: registry.Removed, Endpoint: w.previous(ev)}, true
+}
+
+// unchanged reports whether a PUT of a key w has sent, as ep, leaves it as sent:
+// the same bytes, or bytes that decode to an equal endpoint (another writer's
+// encoding). Without the previous value, which etcd omits once that revision is
+// compacted, the kept sum decides.
+func (w *watcher) unchanged(ev *clientv3.Event, ep endpoint.Endpoint, sum uint64) bool {
+	if ev.PrevKv == nil {
+		return valueSum(ev.Kv.Value) == sum
+	}
+	if bytes.Equal(ev.PrevKv.Value, ev.Kv.Value) {
+		return true
+	}
+	prev, err := w.r.layout.decode(ev.PrevKv.Key, ev.PrevKv.Value)
+	return err == nil && endpoint.Equal(prev, ep)
+}
+
+// previous is the endpoint a removal takes away: the value etcd replaced (the one
+// w sent last, since w has seen every revision of the key), or, without it, the
+// key's fields alone, which is all the registry promises of a Removed.
+func (w *watcher) previous(ev *clientv3.Event) endpoint.Endpoint {
+	if ev.PrevKv != nil {
+		if ep, err := w.r.layout.decode(ev.PrevKv.Key, ev.PrevKv.Value); err == nil {
+			return ep
+		}
+	}
+	return keyOnly(w.r.layout, string(ev.Kv.Key))
+}
+
+// keyOnly is the endpoint with the key fields of an etcd key that a watcher sent,
+// so one that parses.
+func keyOnly(l layout, key string) endpoint.Endpoint {
+	k, _ := l.parse(key)
+	return endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}
 }
 
 // resync re-reads the range at the current revision and sends the differences
-// from what this watcher has sent, retrying until it succeeds or ctx ends.
+// from what this watcher has sent, retrying until it succeeds or ctx ends. A key
+// gone meanwhile is Removed with its key fields only: its last value is compacted
+// away.
 func (w *watcher) resync(ctx context.Context) bool {
 	for {
 		state, rev, err := w.r.snapshot(ctx, w.f, w.start, w.end)
 		if err == nil {
-			events := diff(w.state, state)
-			w.state, w.rev = state, rev
+			events := diff(w.r.layout, w.sent, state)
+			w.sent, w.rev = sums(state), rev
 			if h := w.r.hooks.resynced; h != nil {
 				h(rev)
 			}
@@ -184,22 +239,22 @@ func (w *watcher) send(ctx context.Context, e registry.Event) bool {
 	}
 }
 
-// diff returns the events that turn old into cur: removals, then updates, then
-// additions, each in endpoint order.
-func diff(old, cur map[string]endpoint.Endpoint) []registry.Event {
+// diff returns the events that turn what was sent (value sums by etcd key) into
+// cur: removals, then updates, then additions, each in endpoint order.
+func diff(l layout, sent map[string]uint64, cur map[string]held) []registry.Event {
 	var removed, updated, added []endpoint.Endpoint
-	for k, ep := range old {
+	for k := range sent {
 		if _, ok := cur[k]; !ok {
-			removed = append(removed, ep)
+			removed = append(removed, keyOnly(l, k))
 		}
 	}
-	for k, ep := range cur {
-		prev, ok := old[k]
+	for k, h := range cur {
+		sum, ok := sent[k]
 		switch {
 		case !ok:
-			added = append(added, ep)
-		case !endpoint.Equal(prev, ep):
-			updated = append(updated, ep)
+			added = append(added, h.ep)
+		case sum != h.sum:
+			updated = append(updated, h.ep)
 		}
 	}
 	var out []registry.Event

@@ -2,10 +2,12 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -29,6 +31,76 @@ func TestWatchSkipsNoopRefresh(t *testing.T) {
 	a2 := withTTL(a, time.Minute)
 	mustApply(t, r, registry.Register(a2))
 	expectEvents(t, ch, updated(a2))
+}
+
+// keyFields is e with its key fields only.
+func keyFields(e endpoint.Endpoint) endpoint.Endpoint {
+	return endpoint.Endpoint{Cluster: e.Cluster, Service: e.Service, Protocol: e.Protocol, Address: e.Address, Port: e.Port}
+}
+
+// Another writer's encoding of the same endpoint (here with a leading space) is no
+// change either, and a removal carries the endpoint as last sent: the watcher keeps
+// no endpoints, so both come from the value etcd hands it with each event.
+func TestWatchComparesWithPreviousValue(t *testing.T) {
+	r := open(t)
+	ctx := testCtx(t)
+	a := ep("prod", "web", "http", "10.0.0.1", 80)
+	a.Node, a.Weight, a.Annotations = "n1", 7, map[string]string{"zone": "a"}
+	mustApply(t, r, registry.Register(a))
+	ch, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, ch, added(a), synced())
+	key := r.layout.key(a.Key())
+	got, err := r.client.Get(ctx, key)
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("get %s: %v, %v", key, got, err)
+	}
+	if _, err := r.client.Put(ctx, key, " "+string(got.Kvs[0].Value)); err != nil {
+		t.Fatal(err)
+	}
+	expectQuiet(t, ch)
+	if _, err := r.client.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, ch, removed(a))
+}
+
+// Without the previous value (etcd omits it once that revision is compacted), a PUT
+// is compared by the value's sum, and a removal carries the key's fields.
+func TestChangeWithoutPreviousValue(t *testing.T) {
+	r := open(t)
+	a := ep("prod", "web", "http", "10.0.0.1", 80)
+	a.Node = "n1"
+	value, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte(r.layout.key(a.Key()))
+	w := &watcher{r: r.driver, sent: map[string]uint64{string(key): valueSum(value)}}
+	put := func(v []byte) *clientv3.Event {
+		return &clientv3.Event{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key, Value: v}}
+	}
+	if e, ok := w.change(put(value)); ok {
+		t.Fatalf("the same value again sent %s", e.Type)
+	}
+	a2 := a
+	a2.Weight = 3
+	value2, err := json.Marshal(a2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := w.change(put(value2)); !ok || e.Type != registry.Updated || !endpoint.Equal(e.Endpoint, a2) {
+		t.Fatalf("a changed value sent %v %v, want updated %+v", e, ok, a2)
+	}
+	del := &clientv3.Event{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: key}}
+	if e, ok := w.change(del); !ok || e.Type != registry.Removed || !endpoint.Equal(e.Endpoint, keyFields(a)) {
+		t.Fatalf("a delete sent %v %v, want removed %+v", e, ok, keyFields(a))
+	}
+	if len(w.sent) != 0 {
+		t.Fatalf("after the delete the watcher still holds %d keys", len(w.sent))
+	}
 }
 
 // A value under the prefix that is not a valid endpoint counts as absent: List
@@ -185,7 +257,8 @@ func TestWatchResumeAndCompaction(t *testing.T) {
 	}
 	h.gated.Store(false)
 	h.release <- struct{}{}
-	expectEvents(t, ch, removed(c), updated(a2), added(b))
+	// c's last value is compacted away: its removal carries its key fields.
+	expectEvents(t, ch, removed(keyFields(c)), updated(a2), added(b))
 	if n := h.resyncs.Load(); n != 1 {
 		t.Fatalf("compaction caused %d re-reads, want 1", n)
 	}
@@ -225,15 +298,26 @@ func TestSlowConsumerLosesNothing(t *testing.T) {
 	expectQuiet(t, ch)
 }
 
+// A re-read's differences: a key gone is Removed with its key fields only (its
+// last value is compacted away), a value whose sum changed is Updated, a new key
+// Added; an unchanged one sends nothing.
 func TestDiff(t *testing.T) {
+	l, err := newLayout("/p/")
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := ep("c", "s", "p", "10.0.0.1", 1)
+	a.Node, a.Weight = "n1", 7
 	b := ep("c", "s", "p", "10.0.0.2", 1)
 	c := ep("c", "s", "p", "10.0.0.3", 1)
+	d := ep("c", "s", "p", "10.0.0.4", 1)
 	b2 := b
 	b2.Node = "n"
-	got := diff(map[string]endpoint.Endpoint{"a": a, "b": b, "x": c},
-		map[string]endpoint.Endpoint{"b": b2, "x": c, "d": a})
-	want := []registry.Event{removed(a), updated(b2), added(a)}
+	key := func(e endpoint.Endpoint) string { return l.key(e.Key()) }
+	sent := map[string]uint64{key(a): 1, key(b): 2, key(c): 3}
+	cur := map[string]held{key(b): {ep: b2, sum: 4}, key(c): {ep: c, sum: 3}, key(d): {ep: d, sum: 5}}
+	got := diff(l, sent, cur)
+	want := []registry.Event{removed(keyFields(a)), updated(b2), added(d)}
 	if len(got) != len(want) {
 		t.Fatalf("diff = %v, want %v", got, want)
 	}
