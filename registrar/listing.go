@@ -36,18 +36,26 @@ func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse
 		s.mu.RUnlock()
 		return l.response()
 	}
-	src := s.entries
-	if !endpoint.Any(f.Service) {
-		src = s.byService[f.Service] // a scoped client's read of one service
+	scoped := !endpoint.Any(f.Service) // a scoped client's read of one service
+	n := len(s.entries)
+	if scoped {
+		n = len(s.byService[f.Service])
 	}
-	eps := make([]endpoint.Endpoint, 0, len(src))
-	wires := make([][]byte, 0, len(src))
-	size := 0
-	for _, e := range src {
+	eps, wires, size := make([]endpoint.Endpoint, 0, n), make([][]byte, 0, n), 0
+	take := func(e *entry) {
 		if f.Match(e.ep) {
 			eps = append(eps, e.ep)
 			wires = append(wires, e.wire)
 			size += protowire.SizeTag(fieldListEndpoints) + protowire.SizeBytes(len(e.wire))
+		}
+	}
+	if scoped {
+		for e := range s.byService[f.Service] {
+			take(e)
+		}
+	} else {
+		for _, e := range s.entries {
+			take(e)
 		}
 	}
 	l := &listing{at: s.current()}

@@ -53,13 +53,13 @@ func (s *state) scopedSnapshot(services map[string]struct{}) *snapshot {
 	defer s.mu.RUnlock()
 	remaining := 0
 	for svc := range services {
-		for _, e := range s.byService[svc] {
+		for e := range s.byService[svc] {
 			remaining += snapshotItemSize(e.wire)
 		}
 	}
 	var c chunker
 	for svc := range services {
-		for _, e := range s.byService[svc] {
+		for e := range s.byService[svc] {
 			c.add(e.wire, remaining)
 			remaining -= snapshotItemSize(e.wire)
 		}

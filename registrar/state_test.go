@@ -113,3 +113,42 @@ func TestFailedBatchIsRetriedNotLost(t *testing.T) {
 		t.Fatalf("retry batch %v, want b", retry)
 	}
 }
+
+// The service index holds exactly the visible entries, each under its service,
+// through additions, updates (which replace the entry) and removals.
+func TestServiceIndexFollowsEntries(t *testing.T) {
+	s, _ := newTestState(t)
+	a := ep("east", "web", "10.0.0.1", 80)
+	b := ep("east", "db", "10.0.0.2", 5432)
+	a2 := a
+	a2.Weight = 9
+	s.applyEvent(registry.Event{Type: registry.Added, Endpoint: a})
+	s.applyEvent(registry.Event{Type: registry.Added, Endpoint: b})
+	checkServiceIndex(t, s, 2)
+	s.applyEvent(registry.Event{Type: registry.Updated, Endpoint: a2})
+	checkServiceIndex(t, s, 2)
+	if got := s.listAll(endpoint.Filter{Service: "web"}); len(got.ProtoReflect().GetUnknown()) == 0 {
+		t.Fatal("a scoped listing of web is empty")
+	}
+	s.applyEvent(registry.Event{Type: registry.Removed, Endpoint: a2})
+	checkServiceIndex(t, s, 1)
+	if _, ok := s.byService["web"]; ok {
+		t.Fatal("the index keeps a service without endpoints")
+	}
+}
+
+func checkServiceIndex(t *testing.T, s *state, want int) {
+	t.Helper()
+	n := 0
+	for svc, m := range s.byService {
+		for e := range m {
+			if e.ep.Service != svc || s.entries[e.ep.Key()] != e {
+				t.Fatalf("index of %q holds %s, not the visible entry of its key", svc, e.ep.Key())
+			}
+			n++
+		}
+	}
+	if n != want || len(s.entries) != want {
+		t.Fatalf("index holds %d entries and the state %d, want %d", n, len(s.entries), want)
+	}
+}
