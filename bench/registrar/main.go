@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 10, "client connections the watchers share")
 	flag.IntVar(&o.registrations, "registrations", 1000, "registrations timed by fanout and fanout10k (20 s at -interval 20ms: the p99 is the 10th-worst)")
 	flag.DurationVar(&o.interval, "interval", 20*time.Millisecond, "time between fanout registrations")
-	flag.StringVar(&o.fanoutTrace, "fanout-trace", "", "write each fan-out registration's start (seconds after the first) and latency (ms) here, a line each, to see when the slow ones come (fanout10k overwrites fanout's)")
+	flag.StringVar(&o.fanoutTrace, "fanout-trace", "", "write each fan-out registration's start (seconds after the first) and latency (ms) here, a line each, then the registrar process's garbage collections as \"# gc S\" lines, to see when the slow ones come and what they meet (fanout10k overwrites fanout's)")
 	flag.IntVar(&o.snapshotLarge, "snapshot-endpoints", 100000, "endpoints of the large snapshot")
 	flag.IntVar(&o.stormWatchers, "storm-watchers", 1000, "watchers in the reconnect storm")
 	flag.IntVar(&o.bigWatchers, "big-watchers", 10000, "watchers of fanout10k and storm10k (over -snapshot-endpoints endpoints)")

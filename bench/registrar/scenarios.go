@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -131,13 +132,36 @@ func fanout(ctx context.Context, e *env, o options, c fanoutCase) ([]result, err
 }
 
 // writeFanoutTrace writes, a line per registration, when it began (seconds after
-// the first) and how long its event took to reach the last watcher (ms).
+// the first) and how long its event took to reach the last watcher (ms). Then, as
+// "# gc S" lines, when each of this process's garbage collections ended (seconds
+// after the first registration; the end of its mark) while the registrations ran: the
+// registrar runs in this process, and the slow registrations can be set against its
+// collections without aligning another tool's clock.
 func writeFanoutTrace(path string, seen, started []int64) error {
 	var b strings.Builder
 	for i := range started {
 		fmt.Fprintf(&b, "%.3f %.1f\n", float64(started[i]-started[0])/1e9, float64(seen[i]-started[i])/1e6)
 	}
+	for _, end := range collectionEnds(started[0], slices.Max(seen)) {
+		fmt.Fprintf(&b, "# gc %.3f\n", float64(end-started[0])/1e9)
+	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// collectionEnds returns when this process's garbage collections ended between from
+// and to (Unix nanoseconds), oldest first. The runtime keeps the last 256.
+func collectionEnds(from, to int64) []int64 {
+	var st debug.GCStats
+	st.Pause = make([]time.Duration, 0, 256) // asks for the pause history
+	debug.ReadGCStats(&st)
+	var ends []int64
+	for _, t := range st.PauseEnd {
+		if n := t.UnixNano(); n >= from && n <= to {
+			ends = append(ends, n)
+		}
+	}
+	slices.Sort(ends)
+	return ends
 }
 
 // registerPaced registers endpointOf(i) for every i of started, one call every
