@@ -29,7 +29,7 @@ type state struct {
 	// byService indexes entries by service, so a scoped watcher's snapshot reads
 	// only its services, not the whole fleet. Keyed by the entry, not its key: a
 	// pointer is an eighth of a key's size, and the collector scans one word, not
-	// four strings, per entry (at 100,000 endpoints, 19 MB became 3).
+	// four strings, per entry (at 100,000 endpoints, 19.6 MB became 4.6).
 	byService map[string]map[*entry]struct{}
 
 	backend map[endpoint.Key]endpoint.Endpoint
