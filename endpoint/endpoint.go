@@ -119,6 +119,11 @@ func (k Key) InstanceID() string {
 	return string(out[:])
 }
 
+// Endpoint is the endpoint with k's fields and nothing else: what a removal names.
+func (k Key) Endpoint() Endpoint {
+	return Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}
+}
+
 // String renders the key as cluster/service/protocol/address:port (IPv6 in brackets).
 func (k Key) String() string {
 	return k.Cluster + "/" + k.Service + "/" + k.Protocol + "/" + HostPort(k.Address, k.Port)

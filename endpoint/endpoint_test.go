@@ -284,3 +284,12 @@ func TestHostPort(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// A key's endpoint has the key's fields and nothing else.
+func TestKeyEndpoint(t *testing.T) {
+	k := Key{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80}
+	got := k.Endpoint()
+	if got.Key() != k || !Equal(got, Endpoint{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80}) {
+		t.Fatalf("Key.Endpoint() = %+v", got)
+	}
+}

@@ -322,7 +322,7 @@ func toEndpoint(p *registryv1.Endpoint, kind registry.OpKind) (endpoint.Endpoint
 	if err := k.Validate(); err != nil {
 		return e, err
 	}
-	return endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}, nil
+	return k.Endpoint(), nil
 }
 
 func (r *Registrar) accept(ctx context.Context, ops []registry.Op) (token.Version, error) {

@@ -197,7 +197,7 @@ func (w *watcher) previous(ev *clientv3.Event) endpoint.Endpoint {
 // so one that parses.
 func keyOnly(l layout, key string) endpoint.Endpoint {
 	k, _ := l.parse(key)
-	return endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}
+	return k.Endpoint()
 }
 
 // resync re-reads the range at the current revision and sends the differences

@@ -35,7 +35,7 @@ func TestWatchSkipsNoopRefresh(t *testing.T) {
 
 // keyFields is e with its key fields only.
 func keyFields(e endpoint.Endpoint) endpoint.Endpoint {
-	return endpoint.Endpoint{Cluster: e.Cluster, Service: e.Service, Protocol: e.Protocol, Address: e.Address, Port: e.Port}
+	return e.Key().Endpoint()
 }
 
 // Another writer's encoding of the same endpoint (here with a leading space) is no

@@ -151,7 +151,7 @@ func (r *driver) message(op registry.Op, h *headers, p *removalPlan, mem *slab) 
 		// key, port included, for readers that never saw the entry; readers of this
 		// package ignore it.
 		m.Header = h.removal(p)
-		m.Data = appendJSON(nil, endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port})
+		m.Data = appendJSON(nil, k.Endpoint())
 		return m
 	}
 	m.Header = h.register(op.Endpoint.TTL)

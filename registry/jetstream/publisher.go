@@ -91,7 +91,7 @@ func (p *Publisher) publish(ctx context.Context, ops []registry.Op) error {
 			m.Header = nats.Header{}
 			m.Header.Set(jetstream.MarkerReasonHeader, markerReasonRemove)
 			m.Header.Set(OpHeader, OpUnregister)
-			m.Data, _ = endpoint.Endpoint{Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol, Address: k.Address, Port: k.Port}.MarshalJSON()
+			m.Data, _ = k.Endpoint().MarshalJSON()
 		} else {
 			m.Data, _ = op.Endpoint.MarshalJSON()
 		}
