@@ -19,11 +19,19 @@ const defaultPageSize = 2000
 // endpoints, sorted.
 func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	start, end := r.layout.span(f)
-	state, _, err := r.snapshot(ctx, f, start, end)
+	out := []endpoint.Endpoint{}
+	// Without snapshot's map and sums, which only a watcher keeps: a scan visits each
+	// key once.
+	_, err := r.scan(ctx, start, end, func(kv *mvccpb.KeyValue) {
+		if ep, ok := r.decode(kv.Key, kv.Value); ok && f.Match(ep) {
+			out = append(out, ep)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	return sorted(state), nil
+	endpoint.Sort(out)
+	return out, nil
 }
 
 // held is an endpoint read from etcd and the sum of the value it was read from.
@@ -44,7 +52,7 @@ func (r *driver) snapshot(ctx context.Context, f endpoint.Filter, start, end str
 	return state, rev, err
 }
 
-// sorted returns the endpoints of state in endpoint order.
+// sorted returns the endpoints of state in endpoint order: a watcher's first events.
 func sorted(state map[string]held) []endpoint.Endpoint {
 	out := make([]endpoint.Endpoint, 0, len(state))
 	for _, h := range state {
