@@ -34,7 +34,7 @@ type script struct {
 	events []registry.Event
 	// hold keeps a watch's channel open after its events until ctx ends.
 	hold bool
-	// watchDone is closed when the driver's watch goroutine has closed its channel.
+	// watchDone is closed when the driver's watch goroutine is about to close its channel.
 	watchDone chan struct{}
 }
 
@@ -73,8 +73,11 @@ func (s *script) Watch(ctx context.Context, _ endpoint.Filter) (<-chan registry.
 	out := make(chan registry.Event)
 	s.watchDone = make(chan struct{})
 	go func() {
-		defer close(s.watchDone)
+		// Deferred calls run last-first: watchDone closes before out, because
+		// out's close is all a Front sees of the watch returning. In the other
+		// order Close could legitimately run between the two and fail the test.
 		defer close(out)
+		defer close(s.watchDone)
 		for _, ev := range s.events {
 			select {
 			case out <- ev:
@@ -256,11 +259,16 @@ func TestFrontKeepsWatchesConsistent(t *testing.T) {
 func TestFrontEndsWatches(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		end    func(cancel context.CancelFunc, f *registry.Front)
+		end    func(t *testing.T, cancel context.CancelFunc, f *registry.Front)
 		reason string
 	}{
-		{"context", func(cancel context.CancelFunc, _ *registry.Front) { cancel() }, "context"},
-		{"close", func(_ context.CancelFunc, f *registry.Front) { _ = f.Close() }, "closed"},
+		{"context", func(_ *testing.T, cancel context.CancelFunc, _ *registry.Front) { cancel() }, "context"},
+		{"close", func(t *testing.T, _ context.CancelFunc, f *registry.Front) {
+			// Close ends the live watch and must wait for it before closing the driver.
+			if err := f.Close(); err == nil || err.Error() != "driver close error" {
+				t.Errorf("Close = %v; the driver must be closed only after its watch returned", err)
+			}
+		}, "closed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &script{events: []registry.Event{{Type: registry.Synced}}, hold: true}
@@ -273,7 +281,7 @@ func TestFrontEndsWatches(t *testing.T) {
 				t.Fatal(err)
 			}
 			collect(t, ch, 1)
-			c.end(cancel, f)
+			c.end(t, cancel, f)
 			expectClosed(t, ch)
 			// The forwarder counts the end once the driver's channel is closed.
 			deadline := time.Now().Add(5 * time.Second)
