@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,12 +42,9 @@ func listServices(ctx context.Context, cc *grpc.ClientConn) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = stream.CloseSend() }()
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+	resp, err := ask(stream, &reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
-	}); err != nil {
-		return nil, err
-	}
-	resp, err := stream.Recv()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +55,15 @@ func listServices(ctx context.Context, cc *grpc.ClientConn) ([]string, error) {
 	return names, nil
 }
 
+// ask sends req and reads the answer. A Send that finds the stream already ended by
+// the server (a rejected call) returns io.EOF; the status is what Recv then returns.
+func ask(stream reflectionpb.ServerReflection_ServerReflectionInfoClient, req *reflectionpb.ServerReflectionRequest) (*reflectionpb.ServerReflectionResponse, error) {
+	if err := stream.Send(req); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return stream.Recv()
+}
+
 // describes asks reflection for the file that defines symbol.
 func describes(ctx context.Context, cc *grpc.ClientConn, symbol string) error {
 	stream, err := reflectionpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
@@ -63,12 +71,9 @@ func describes(ctx context.Context, cc *grpc.ClientConn, symbol string) error {
 		return err
 	}
 	defer func() { _ = stream.CloseSend() }()
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+	resp, err := ask(stream, &reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol},
-	}); err != nil {
-		return err
-	}
-	resp, err := stream.Recv()
+	})
 	if err != nil {
 		return err
 	}
