@@ -152,7 +152,9 @@ func (s *session) register(token string) error {
 	}
 	msg := &controllerv1.ControlMessage{MessageId: s.regID,
 		Payload: &controllerv1.ControlMessage_RegisterNodeRequest{RegisterNodeRequest: req}}
-	if err := s.send(msg); err != nil {
+	// io.EOF: the CP ended the stream already (a standby refuses it as it opens);
+	// why, with a standby's leader hint, is what the receive loop gets.
+	if err := s.send(msg); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("send registration: %w", err)
 	}
 	t := time.NewTimer(c.cfg.RegisterTimeout)
@@ -274,7 +276,7 @@ func (s *session) deregister(ctx context.Context) error {
 	msg := &controllerv1.ControlMessage{MessageId: s.c.newMsgID(),
 		Payload: &controllerv1.ControlMessage_DeregisterNodeRequest{
 			DeregisterNodeRequest: &controllerv1.DeregisterNodeRequest{NodeId: id}}}
-	if err := s.send(msg); err != nil {
+	if err := s.send(msg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: as in register
 		return fmt.Errorf("send deregistration: %w", err)
 	}
 	select {
