@@ -2,11 +2,17 @@ package client_test
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/registrar"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -137,4 +143,37 @@ func next(t *testing.T, ch <-chan registry.Event) registry.Event {
 		t.Fatal("no watch event within 20s")
 	}
 	return registry.Event{}
+}
+
+// A scoped watch the server refuses at once is reported with the server's status.
+// The client's first Send on such a stream finds it ended and gets io.EOF, which
+// says nothing; the status is what the stream's Recv returns.
+func TestScopedWatchReportsTheRefusal(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := grpc.NewServer() // no services: every call is Unimplemented
+	go func() { _ = bare.Serve(lis) }()
+	t.Cleanup(bare.Stop)
+	log := &syncbuf.Buffer{}
+	newClient(t, client.Options{Addresses: []string{lis.Addr().String()}, Scoped: true,
+		BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	const tries = 200
+	lost := func() []string {
+		var out []string
+		for l := range strings.Lines(log.String()) {
+			if strings.Contains(l, "registrar watch stream lost") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	eventually(t, 30*time.Second, strconv.Itoa(tries)+" refused watches", func() bool { return len(lost()) >= tries })
+	for _, l := range lost()[:tries] {
+		if !strings.Contains(l, "unimplemented") {
+			t.Fatalf("a refused watch was logged as %q, want the server's status (unimplemented)", l)
+		}
+	}
 }

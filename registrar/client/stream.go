@@ -157,10 +157,12 @@ func (c *driver) openWatch(ctx context.Context) (recv func() (*registrarv1.Endpo
 	}
 	req.Services, req.AllServices, req.ScopeId = names(set), set == nil, id
 	st, err := c.api.WatchEndpointsScoped(ctx)
-	if err == nil {
-		err = st.Send(req)
-	}
 	if err != nil {
+		return nil, nothing, err
+	}
+	// io.EOF: the server already ended the stream (refused it); the status that
+	// says why is what Recv returns, so the stream's reader gets it.
+	if err := st.Send(req); err != nil && !errors.Is(err, io.EOF) {
 		return nil, nothing, err
 	}
 	done := make(chan struct{})
