@@ -1,6 +1,8 @@
 package registrar
 
 import (
+	"maps"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -36,26 +38,17 @@ func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse
 		s.mu.RUnlock()
 		return l.response()
 	}
-	scoped := !endpoint.Any(f.Service) // a scoped client's read of one service
-	n := len(s.entries)
-	if scoped {
-		n = len(s.byService[f.Service])
+	src, n := maps.Values(s.entries), len(s.entries)
+	if !endpoint.Any(f.Service) { // a scoped client's read of one service
+		m := s.byService[f.Service]
+		src, n = maps.Keys(m), len(m)
 	}
 	eps, wires, size := make([]endpoint.Endpoint, 0, n), make([][]byte, 0, n), 0
-	take := func(e *entry) {
+	for e := range src {
 		if f.Match(e.ep) {
 			eps = append(eps, e.ep)
 			wires = append(wires, e.wire)
 			size += protowire.SizeTag(fieldListEndpoints) + protowire.SizeBytes(len(e.wire))
-		}
-	}
-	if scoped {
-		for e := range s.byService[f.Service] {
-			take(e)
-		}
-	} else {
-		for _, e := range s.entries {
-			take(e)
 		}
 	}
 	l := &listing{at: s.current()}
