@@ -49,7 +49,7 @@ func TestStandbyRefusalEndsTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	defer func() {
@@ -70,13 +70,7 @@ func TestStandbyRefusalEndsTheSession(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(ended()) < sessions {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions ended within 30s, want %d", len(ended()), sessions)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, ctx, func() bool { return len(ended()) >= sessions })
 	for _, l := range ended()[:sessions] {
 		if !strings.Contains(l, "standby") {
 			t.Fatalf("a standby's refusal ended the session as %q, want its status (standby)", l)
