@@ -198,3 +198,21 @@ func TestDebugMemory(t *testing.T) {
 		t.Fatalf("/debug/memory = %v, want heap, stacks and goroutines in use and 1 watcher", got)
 	}
 }
+
+// Kill stops the server's gRPC serving itself: Run must not report that as a
+// listener that failed under it ("serving stopped").
+func TestKillEndsRunWithoutError(t *testing.T) {
+	for range 30 {
+		ts := startServer(t, Config{})
+		ts.Kill()
+		select {
+		case err := <-ts.done:
+			close(ts.done)
+			if err != nil {
+				t.Fatalf("Run after Kill = %v, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return within 10s of Kill")
+		}
+	}
+}

@@ -186,8 +186,11 @@ func (s *Server) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case serveErr = <-serveDone:
-		// A listener failed under us: shut down rather than run deaf.
-		serveErr = fmt.Errorf("registrar: serving stopped: %w", serveErr)
+		// A listener failed under us: shut down rather than run deaf. Serve
+		// returns nil only when stopped, which before ctx ends is Kill's doing.
+		if serveErr != nil {
+			serveErr = fmt.Errorf("registrar: serving stopped: %w", serveErr)
+		}
 		cancel()
 	}
 	s.health.Shutdown()
