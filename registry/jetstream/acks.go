@@ -116,8 +116,9 @@ func (a *ackRouter) handle(m *nats.Msg) {
 }
 
 var (
-	ackSeq   = []byte(`"seq":`)
-	ackError = []byte(`"error"`)
+	ackSeq    = []byte(`"seq":`)
+	ackError  = []byte(`"error"`)
+	ackDomain = []byte(`"domain":"`)
 )
 
 // ErrWrongStream fails a write that another stream than the registry's stored: the
@@ -130,19 +131,8 @@ var ErrWrongStream = errors.New("written to another stream than the registry's")
 // docs/benchmarks/jetstream.md); the ack names the stream that stored the message,
 // and one that is not ours fails the write with ErrWrongStream.
 func parseAck(d []byte, stream string) (uint64, error) {
-	if ackFrom(d, stream) && !bytes.Contains(d, ackError) {
-		if k := bytes.Index(d, ackSeq); k >= 0 {
-			digits := d[k+len(ackSeq):]
-			n := 0
-			for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
-				n++
-			}
-			if n > 0 && n < len(digits) && (digits[n] == ',' || digits[n] == '}') {
-				if seq, err := strconv.ParseUint(string(digits[:n]), 10, 64); err == nil {
-					return seq, nil
-				}
-			}
-		}
+	if seq, ok := fastAckSeq(d, stream); ok {
+		return seq, nil
 	}
 	var resp struct {
 		Error  *jetstream.APIError `json:"error"`
@@ -162,13 +152,53 @@ func parseAck(d []byte, stream string) (uint64, error) {
 	return resp.Seq, nil
 }
 
-// ackFrom reports whether d starts as an ack of stream does: {"stream":"<stream>",
-// (stream names cannot hold a quote or a backslash, so no escaping to undo).
-func ackFrom(d []byte, stream string) bool {
+// fastAckSeq reads the sequence of an ack written as nats-server writes one:
+// {"stream":"<stream>",["domain":"<domain>",]"seq":<digits>, then the rest, which
+// must not name "seq" or "error" again. Anything else (another field first, a key
+// twice, a string that looks like a key) is left to the JSON decode, so that both
+// read every ack the same way.
+func fastAckSeq(d []byte, stream string) (uint64, bool) {
+	rest, ok := ackFrom(d, stream)
+	if !ok {
+		return 0, false
+	}
+	if after, ok := bytes.CutPrefix(rest, ackDomain); ok {
+		// Domain names hold no quote or backslash, so the first quote ends it.
+		end := bytes.IndexByte(after, '"')
+		if end < 0 || end+1 >= len(after) || after[end+1] != ',' {
+			return 0, false
+		}
+		rest = after[end+2:]
+	}
+	digits, ok := bytes.CutPrefix(rest, ackSeq)
+	if !ok {
+		return 0, false
+	}
+	n := 0
+	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+		n++
+	}
+	if n == 0 || n >= len(digits) || (digits[n] != ',' && digits[n] != '}') {
+		return 0, false
+	}
+	if tail := digits[n:]; bytes.Contains(tail, ackSeq) || bytes.Contains(tail, ackError) {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(string(digits[:n]), 10, 64)
+	return seq, err == nil
+}
+
+// ackFrom reports whether d starts as an ack of stream does, {"stream":"<stream>",
+// and returns what follows (stream names cannot hold a quote or a backslash, so no
+// escaping to undo).
+func ackFrom(d []byte, stream string) ([]byte, bool) {
 	const head = `{"stream":"`
 	if len(d) < len(head)+len(stream)+2 || string(d[:len(head)]) != head {
-		return false
+		return nil, false
 	}
 	rest := d[len(head):]
-	return string(rest[:len(stream)]) == stream && rest[len(stream)] == '"' && rest[len(stream)+1] == ','
+	if string(rest[:len(stream)]) != stream || rest[len(stream)] != '"' || rest[len(stream)+1] != ',' {
+		return nil, false
+	}
+	return rest[len(stream)+2:], true
 }
