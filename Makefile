@@ -2,7 +2,7 @@
 BIN := $(CURDIR)/.bin
 export PATH := $(BIN):/usr/local/go/bin:$(PATH)
 
-.PHONY: all build test generate check-generated lint tools bench
+.PHONY: all build test generate check-generated lint tools bench fuzz
 
 all: build
 
@@ -29,3 +29,6 @@ lint: tools
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+fuzz: ## Run every fuzz target for FUZZTIME (default 20s) each; see tools/fuzz.sh.
+	bash tools/fuzz.sh

@@ -127,3 +127,28 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecode checks what a watch or a scan accepts from the store: a key and value
+// decode only into the endpoint whose key maps back to exactly that key and whose
+// value is valid; anything else is an error, never a panic or an endpoint under
+// another key.
+func FuzzDecode(f *testing.F) {
+	f.Add("/p/web/prod/http/10.0.0.1/80", `{"service":"web","cluster":"prod","protocol":"http","address":"10.0.0.1","port":80}`)
+	f.Add("/p/web/prod/http/10.0.0.1/80", `{"service":"web","cluster":"prod","protocol":"http","address":"10.0.0.2","port":80}`)
+	f.Add("/p/web/prod/http/2001:db8::1/443", `{"service":"web","cluster":"prod","protocol":"http","address":"2001:db8::1","port":443,"annotations":{"k":"v"}}`)
+	f.Add("/p/web/prod/http/10.0.0.1/80", `{`)
+	f.Add("/q/web/prod/http/10.0.0.1/80", `{}`)
+	l, _ := newLayout("/p/")
+	f.Fuzz(func(t *testing.T, key, value string) {
+		ep, err := l.decode([]byte(key), []byte(value))
+		if err != nil {
+			return
+		}
+		if back := l.key(ep.Key()); back != key {
+			t.Fatalf("decode(%q) = %v, whose key is %q", key, ep.Key(), back)
+		}
+		if err := ep.Key().Validate(); err != nil {
+			t.Fatalf("decode(%q, %q) accepted an invalid key: %v", key, value, err)
+		}
+	})
+}
