@@ -54,6 +54,8 @@ type Elector struct {
 	log     *slog.Logger
 	value   string
 	leading atomic.Bool
+	// dropWatch is a test hook: the observer loses this many watch responses.
+	dropWatch atomic.Int32
 
 	mu     sync.Mutex
 	leader Info

@@ -138,3 +138,22 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestObserverRecoversFromALostEvent: an observer whose watch lost the event that
+// changed the leader finds the new one by itself, without waiting for another change.
+func TestObserverRecoversFromALostEvent(t *testing.T) {
+	c := embedetcd.New(t, embedetcd.Options{})
+	cli := client(t, c)
+	a := start(t, cli, "a")
+	waitFor(t, "a to lead", a.leading)
+	b := start(t, cli, "b")
+	eventually(t, "b to observe a", func() bool { l, ok := b.e.Leader(); return ok && l.ID == "a" })
+	leader.DropWatchEvents(b.e, 1)
+	a.cancel()
+	if err := waitFor(t, "a to return", a.done); err != nil {
+		t.Fatalf("a.Run after its context ended = %v, want nil", err)
+	}
+	a.done <- nil
+	waitFor(t, "b to lead", b.leading)
+	eventually(t, "b's observation to move on", func() bool { l, ok := b.e.Leader(); return ok && l.ID == "b" })
+}

@@ -10,7 +10,9 @@ import (
 
 // observe keeps Leader current until ctx ends: the leader is the holder of the
 // oldest key under the prefix, as concurrency.Election decides. It re-reads on
-// every change, which a campaign makes rarely.
+// every change, which a campaign makes rarely, and at least once a lease TTL: a
+// watch response lost on a shared stream would otherwise leave it wrong until the
+// next change.
 func (e *Elector) observe(ctx context.Context) {
 	for ctx.Err() == nil {
 		resp, err := e.o.Client.Get(ctx, e.o.Prefix+"/", clientv3.WithFirstCreate()...)
@@ -31,10 +33,7 @@ func (e *Elector) observe(ctx context.Context) {
 		wctx, cancel := context.WithCancel(ctx)
 		wch := e.o.Client.Watch(clientv3.WithRequireLeader(wctx), e.o.Prefix+"/",
 			clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-		select {
-		case <-ctx.Done():
-		case <-wch:
-		}
+		e.awaitChange(ctx, wch)
 		cancel()
 	}
 }
@@ -55,6 +54,27 @@ func (e *Elector) setLeader(info Info, ok bool, key string, rev int64) {
 		e.log.Info("leader observed", "leader", info.ID, "known", ok)
 		if e.o.OnLeader != nil {
 			e.o.OnLeader(info, ok)
+		}
+	}
+}
+
+// awaitChange returns at the watch's next response, after a lease TTL, or when ctx
+// ends.
+func (e *Elector) awaitChange(ctx context.Context, wch clientv3.WatchChan) {
+	reread := time.NewTimer(e.o.TTL)
+	defer reread.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reread.C:
+			return
+		case <-wch:
+			if e.dropWatch.Load() > 0 {
+				e.dropWatch.Add(-1)
+				continue
+			}
+			return
 		}
 	}
 }
