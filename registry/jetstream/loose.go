@@ -15,7 +15,7 @@ import (
 // can be used — an annotation key Switchboard would not write, a fractional TTL, a
 // null port — and drops only what cannot be used.
 
-// looseTTL reads a payload TTL: "never", a Go duration rounded up to whole seconds
+// looseTTL reads a payload TTL: "never", a Go duration cut down to whole seconds
 // (at least one), or unset for "" and null. A number is nanoseconds, as a Go
 // time.Duration marshals: CCM writes and reads that form too.
 type looseTTL endpoint.TTL
@@ -34,7 +34,7 @@ func (t *looseTTL) UnmarshalJSON(b []byte) error {
 		case ns < 0 || ns > float64(1<<62):
 			return fmt.Errorf("ttl %s: want a positive number of nanoseconds", b)
 		}
-		*t = looseTTL(roundUpToSecond(time.Duration(ns)))
+		*t = looseTTL(wholeSeconds(time.Duration(ns)))
 		return nil
 	}
 	var s string
@@ -46,13 +46,11 @@ func (t *looseTTL) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// roundUpToSecond rounds d > 0 up to whole seconds: the server keeps per-message TTLs
-// in whole seconds, so a writer's 1.5s lives 2s.
-func roundUpToSecond(d time.Duration) time.Duration {
-	if r := d % time.Second; r != 0 {
-		d += time.Second - r
-	}
-	return d
+// wholeSeconds cuts d > 0 down to whole seconds, at least one. nats-server keeps a
+// Nats-TTL in whole seconds, cut down (1.5s lives 1s), and refuses one under a
+// second; a payload's TTL is read as the header written with it would live.
+func wholeSeconds(d time.Duration) time.Duration {
+	return max(d.Truncate(time.Second), time.Second)
 }
 
 func parseLooseTTL(s string) (endpoint.TTL, error) {
@@ -67,7 +65,7 @@ func parseLooseTTL(s string) (endpoint.TTL, error) {
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("ttl %q: want a positive duration or \"never\"", s)
 	}
-	return endpoint.TTL(roundUpToSecond(d)), nil
+	return endpoint.TTL(wholeSeconds(d)), nil
 }
 
 // loosePayload is the JSON payload as read: endpoint's field names, with null allowed
@@ -100,7 +98,8 @@ func decodeLoose(data []byte) (endpoint.Endpoint, error) {
 }
 
 // validForRead holds a read entry to the rules that make it usable: the endpoint
-// rules, except that annotation keys may be anything and values any valid UTF-8.
+// read rules (ValidateRead), except that annotation keys may be anything and values
+// any valid UTF-8.
 func validForRead(e endpoint.Endpoint) error {
 	if err := validButAnnotations(e); err != nil {
 		return err
@@ -116,5 +115,5 @@ func validForRead(e endpoint.Endpoint) error {
 // validButAnnotations is validForRead without looking at the annotations.
 func validButAnnotations(e endpoint.Endpoint) error {
 	e.Annotations = nil
-	return e.Validate()
+	return e.ValidateRead()
 }

@@ -67,7 +67,7 @@ func (a lifetime) header() string {
 }
 
 // lifetimeOf reads a stored message's Nats-TTL the way the server does ("never", a Go
-// duration, or whole seconds). A value the server would not have stored counts as
+// duration of at least a second cut down to whole seconds, or whole seconds). A value the server would not have stored counts as
 // never: a removal sized too long costs a little space, one sized too short can bring
 // an entry back.
 func lifetimeOf(h nats.Header) lifetime {
@@ -79,7 +79,7 @@ func lifetimeOf(h nats.Header) lifetime {
 		return lifetime{never: true}
 	}
 	if d, err := time.ParseDuration(v); err == nil && d >= time.Second {
-		return lifetime{ttl: d}
+		return lifetime{ttl: d.Truncate(time.Second)}
 	}
 	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 {
 		return lifetime{ttl: time.Duration(s) * time.Second}

@@ -20,6 +20,10 @@ func TestLifetimeOf(t *testing.T) {
 		{"1h0m0s", lifetime{ttl: time.Hour}},
 		{"90", lifetime{ttl: 90 * time.Second}},
 		{"0.5s", lifetime{never: true}}, // the server refuses it; assume the worst
+		// The server keeps whole seconds, cut down: 1.5s lives 1s, as it does there.
+		{"1.5s", lifetime{ttl: time.Second}},
+		{"1.999s", lifetime{ttl: time.Second}},
+		{"2500ms", lifetime{ttl: 2 * time.Second}},
 		{"soon", lifetime{never: true}},
 	} {
 		h := nats.Header{}
@@ -42,5 +46,17 @@ func TestLifetimeOrder(t *testing.T) {
 				t.Errorf("%+v.longer(%+v) = %v, want %v", a, b, got, want)
 			}
 		}
+	}
+}
+
+// TestExpiresAtFractionalTTL: a watch expects a message with a fractional Nats-TTL to
+// go when the server removes it, a whole second cut down, not later: a registration
+// written after that must read as a new entry, not an update.
+func TestExpiresAtFractionalTTL(t *testing.T) {
+	const tm = int64(1_700_000_000_000_000_000)
+	h := nats.Header{}
+	h.Set(jetstream.MsgTTLHeader, "1.9s")
+	if got, want := expiresAt(h, tm, 0), tm+int64(time.Second); got != want {
+		t.Errorf("expiresAt(Nats-TTL 1.9s) = tm%+v, want tm+1s", time.Duration(got-tm))
 	}
 }
