@@ -39,7 +39,8 @@ func newSubCmd(a *app) *cobra.Command {
 		Short: "Subscribe to a name through a node and print messages as they arrive",
 		Long: `Subscribe to NAME (org/namespace/service, or org/namespace/service/instance) at the
 node at --node and print each message as it arrives, until interrupted (or after
---count messages). With an instance id, the subscriber is that instance: it gets the
+--count messages). It exits 0 then; when the node ends the subscription (it shuts
+down, or the connection breaks) it exits 1 with a line that says so. With an instance id, the subscriber is that instance: it gets the
 messages sent to it and its share of those sent to the service.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,10 +61,14 @@ messages sent to it and its share of those sent to the service.`,
 			for {
 				resp, err := st.Recv()
 				switch {
-				case errors.Is(err, io.EOF), status.Code(err) == codes.Canceled && cmd.Context().Err() != nil:
+				case status.Code(err) == codes.Canceled && cmd.Context().Err() != nil:
 					return nil
+				case errors.Is(err, io.EOF):
+					// Only --count or an interrupt ends a subscription well: a script
+					// must be able to tell that the node went away.
+					return fmt.Errorf("node %s ended the subscription to %s after %d messages", f.addr, name, seen)
 				case err != nil:
-					return fmt.Errorf("subscription to %s: %w", name, err)
+					return fmt.Errorf("node %s ended the subscription to %s after %d messages: %w", f.addr, name, seen, err)
 				}
 				for _, m := range resp.GetMessages() {
 					if err := printMessage(a, enc, output, m); err != nil {
