@@ -11,18 +11,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// checkOutput accepts the --output formats of the command being run: the drawings
-// for topology, table, json or yaml for the others.
+// checkOutput accepts the --output formats of the command being run: table, json or
+// yaml. topology has a --output of its own (a drawing) and checks it itself.
 func (o *ctlOptions) checkOutput(cmd *cobra.Command) error {
 	if cmd.Name() == "topology" {
-		switch o.output {
-		case "table": // not given: the default drawing
-			o.output = "dot"
-			return nil
-		case "dot", "mermaid":
-			return nil
-		}
-		return usagef("--output %q: topology draws dot or mermaid", o.output)
+		return nil
 	}
 	switch o.output {
 	case "table", "json", "yaml":

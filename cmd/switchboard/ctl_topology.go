@@ -10,7 +10,10 @@ import (
 )
 
 func ctlTopologyCmd(a *app, o *ctlOptions) *cobra.Command {
-	var all bool
+	var (
+		all    bool
+		output string
+	)
 	cmd := &cobra.Command{
 		Use:   "topology",
 		Short: "Draw the fabric: groups, gateways, links by state, segments (-o dot or mermaid)",
@@ -18,10 +21,10 @@ func ctlTopologyCmd(a *app, o *ctlOptions) *cobra.Command {
 and disconnected nodes marked), every link between nodes styled by its state
 (applied, pending, connecting, failed; deleted with --all), and the group pairs each
 segment connects. -o dot (the default) is Graphviz; -o mermaid a Mermaid flowchart.`,
-		Example: "  switchboard ctl topology | dot -Tsvg > fabric.svg\n  switchboard ctl topology -o mermaid",
+		Example: "  switchboard ctl topology | dot -Tsvg > fabric.svg\n  switchboard ctl topology -o mermaid > fabric.mmd",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := topograph.ParseFormat(o.output)
+			format, err := topograph.ParseFormat(output)
 			if err != nil {
 				return usageError{err}
 			}
@@ -35,6 +38,8 @@ segment connects. -o dot (the default) is Graphviz; -o mermaid a Mermaid flowcha
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "draw deleted links too")
+	// Its own --output, which shadows ctl's: a drawing, not table, json or yaml.
+	cmd.Flags().StringVarP(&output, "output", "o", string(topograph.DOT), "drawing format: dot (Graphviz) or mermaid")
 	return cmd
 }
 
