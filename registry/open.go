@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -32,6 +33,9 @@ type Backend struct {
 	// Init prepares the backend's storage (a stream, a table, a namespace) for
 	// `switchboard registry init`; nil when there is nothing to prepare.
 	Init func(ctx context.Context, cfg Config) error
+	// Plan lists, one line each, what Init would change, and changes nothing
+	// (`registry init --dry-run`); nil when the backend cannot say beforehand.
+	Plan func(ctx context.Context, cfg Config) ([]string, error)
 }
 
 // Config is what Open hands a backend: its parameters, and the logger to use.
@@ -101,6 +105,25 @@ func Init(ctx context.Context, name string, params map[string]string, logger *sl
 	}
 	return nil
 }
+
+// Plan lists what Init would change on backend name's storage, changing nothing.
+func Plan(ctx context.Context, name string, params map[string]string, logger *slog.Logger) ([]string, error) {
+	b, cfg, err := lookup(name, params, logger)
+	if err != nil {
+		return nil, err
+	}
+	if b.Plan == nil {
+		return nil, fmt.Errorf("%w: registry backend %q cannot list what init would change", ErrNoPlan, name)
+	}
+	changes, err := b.Plan(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s registry init: %w", name, err)
+	}
+	return changes, nil
+}
+
+// ErrNoPlan: the backend cannot say beforehand what its Init would change.
+var ErrNoPlan = errors.New("no dry run")
 
 // Lookup returns the backend called name.
 func Lookup(name string) (Backend, error) {

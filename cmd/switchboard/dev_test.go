@@ -108,8 +108,19 @@ func TestRegistryCommandsAgainstDev(t *testing.T) {
 	out, stop := startDev(t)
 	url := fieldAfter(waitFor(t, out, "NATS JetStream"), "NATS JetStream")
 	flags := []string{"--nats-url", url}
+	// A dry run names the change to dev's stream and makes none.
+	plan, errOut, code := run(t, append([]string{"registry", "init", "--dry-run", "--replicas", "1", "--max-age", "1h"}, flags...)...)
+	if code != 0 || !strings.Contains(plan, "max_age: ") || !strings.Contains(plan, "-> 1h0m0s") {
+		t.Fatalf("init --dry-run: exit %d, printed %q, %s", code, plan, errOut)
+	}
+	if again, _, _ := run(t, append([]string{"registry", "init", "--dry-run", "--replicas", "1", "--max-age", "1h"}, flags...)...); again != plan {
+		t.Fatalf("a second dry run printed %q after %q: the first changed the stream", again, plan)
+	}
 	if _, errOut, code := run(t, append([]string{"registry", "init", "--replicas", "1", "--max-age", "1h"}, flags...)...); code != 0 {
 		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	if plan, _, code := run(t, append([]string{"registry", "init", "--dry-run", "--replicas", "1", "--max-age", "1h"}, flags...)...); code != 0 || strings.TrimSpace(plan) != "no changes" {
+		t.Fatalf("init --dry-run after init: exit %d, printed %q, want no changes", code, plan)
 	}
 	watchOut := &syncbuf.Buffer{}
 	watch := newRootCmd(watchOut, watchOut)

@@ -221,9 +221,14 @@ func newInitCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	bf := addBackendFlags(cmd, defaultCLIBackend)
+	var dryRun bool
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what init would create or change, one line each, and change nothing (jetstream)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, err := registry.Lookup(bf.name); err != nil {
 			return usageError{err}
+		}
+		if dryRun {
+			return planInit(cmd.Context(), a, bf)
 		}
 		if err := registry.Init(cmd.Context(), bf.name, bf.params(), a.logger()); err != nil {
 			return err
@@ -232,6 +237,26 @@ func newInitCmd(a *app) *cobra.Command {
 		return err
 	}
 	return cmd
+}
+
+// planInit prints what init would change: "no changes", or a line each.
+func planInit(ctx context.Context, a *app, bf *backendFlags) error {
+	changes, err := registry.Plan(ctx, bf.name, bf.params(), a.logger())
+	if errors.Is(err, registry.ErrNoPlan) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		changes = []string{"no changes"}
+	}
+	for _, c := range changes {
+		if _, err := fmt.Fprintln(a.out, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noChangeFeed are the backends without a change feed, known before opening them

@@ -32,6 +32,7 @@ func init() {
 			_, err := Init(ctx, cfg)
 			return err
 		},
+		Plan: Plan,
 	})
 	registry.RegisterBackend(registry.Backend{
 		Name:        "nats",
@@ -122,23 +123,67 @@ func Init(ctx context.Context, cfg registry.Config) (*jetstream.StreamInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	nc, err := Connect(cfg)
+	nc, js, err := connectJS(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	want := o.Stream.withDefaults()
-	if s, err := js.Stream(ctx, want.Name); err == nil {
-		for _, c := range streamChanges(s.CachedInfo().Config, want.jetstreamConfig()) {
-			cfg.Logger.Info("changing stream setting", "stream", want.Name, "change", c)
-		}
+	// What it changes is logged; a stream it cannot read is left to EnsureStream to
+	// report.
+	changes, _ := planStream(ctx, js, o.Stream)
+	for _, c := range changes {
+		cfg.Logger.Info("changing stream setting", "stream", o.Stream.Name, "change", c)
 	}
 	info, err := EnsureStream(ctx, js, o.Stream)
 	return info, unavailable(deniedSince(nc, nil, err))
+}
+
+// Plan lists what Init would do to the stream, one line each, and changes nothing:
+// `switchboard registry init --dry-run`, for a stream that someone else created.
+func Plan(ctx context.Context, cfg registry.Config) ([]string, error) {
+	cfg = withDefaults(cfg, append(connParams(), streamParams()...))
+	o, err := options(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, js, err := connectJS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	changes, err := planStream(ctx, js, o.Stream)
+	return changes, unavailable(deniedSince(nc, nil, err))
+}
+
+// connectJS connects for Init and Plan, which use the connection once.
+func connectJS(cfg registry.Config) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := Connect(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// planStream names what EnsureStream(cfg) would change: the stream's creation, or
+// each setting of the existing stream that it would change.
+func planStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) ([]string, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return []string{fmt.Sprintf("create stream %s on %s.>", cfg.Name, cfg.Prefix)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
+	}
+	return streamChanges(s.CachedInfo().Config, cfg.jetstreamConfig()), nil
 }
 
 // withDefaults fills parameters the caller left out, as registry.Open does, so Init

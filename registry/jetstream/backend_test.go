@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,22 @@ func TestEnsureStream(t *testing.T) {
 		t.Fatalf("created stream config %+v does not match the spec", sc)
 	}
 	params["max-age"] = "2h"
+	plan, err := sbjs.Plan(ctx, registry.Config{Params: params})
+	if err != nil || len(plan) != 1 || plan[0] != "max_age: 1h0m0s -> 2h0m0s" {
+		t.Errorf("Plan with max-age 2h = %q, %v; want the max_age change alone", plan, err)
+	}
+	missing := maps.Clone(params)
+	missing["stream"], missing["subject-prefix"] = cfg.Name+"_NEW", cfg.Prefix+"new"
+	if plan, err := sbjs.Plan(ctx, registry.Config{Params: missing}); err != nil || len(plan) != 1 || !strings.HasPrefix(plan[0], "create stream "+cfg.Name+"_NEW") {
+		t.Errorf("Plan for a missing stream = %q, %v; want its creation", plan, err)
+	}
+	js0 := newJS(t, connect(t, srv.ClientURL()))
+	if s, err := js0.Stream(ctx, cfg.Name); err != nil || s.CachedInfo().Config.MaxAge != time.Hour {
+		t.Fatalf("after Plan the stream is %v, %v; want it unchanged (max age 1h)", s, err)
+	}
+	if _, err := js0.Stream(ctx, cfg.Name+"_NEW"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("Plan created the missing stream: %v", err)
+	}
 	if info, err = sbjs.Init(ctx, registry.Config{Params: params}); err != nil {
 		t.Fatal(err)
 	}
