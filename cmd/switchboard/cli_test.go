@@ -61,7 +61,7 @@ func TestRegistryExitCodes(t *testing.T) {
 		{"bad annotation", []string{"registry", "register", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--annotation", "novalue"}, 2, "--annotation"},
 		{"missing flags", []string{"registry", "register", "--registry-backend", "memory"}, 2, "required flag"},
 		{"unknown backend", []string{"registry", "lookup", "--registry-backend", "nope"}, 2, "unknown registry backend"},
-		{"bad output", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "yaml"}, 2, "--output"},
+		{"bad output", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "xml"}, 2, "--output"},
 		{"bad filter", []string{"registry", "lookup", "--registry-backend", "memory", "--address", "host"}, 2, "address"},
 		{"lookup ok", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "json"}, 0, ""},
 		{"unregister from memory", []string{"registry", "unregister", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080"}, 2, "switchboard dev"},
@@ -100,6 +100,10 @@ func TestRegistryCommandsAgainstDynamoDB(t *testing.T) {
 	out, errOut, code := run(t, append([]string{"registry", "lookup", "--service", "web", "-o", "json"}, flags...)...)
 	if code != 0 || !strings.Contains(out, `"address": "10.0.0.2"`) {
 		t.Fatalf("lookup: exit %d, out %q, err %q", code, out, errOut)
+	}
+	out, errOut, code = run(t, append([]string{"registry", "lookup", "--service", "web", "-o", "yaml"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "- cluster: prod\n") || !strings.Contains(out, "  address: 10.0.0.2\n") || !strings.Contains(out, "  port: 8080\n") {
+		t.Fatalf("lookup -o yaml: exit %d, out %q, err %q", code, out, errOut)
 	}
 	_, errOut, code = run(t, append([]string{"registry", "watch"}, flags...)...)
 	if code != 2 || !strings.Contains(errOut, "no change feed") {

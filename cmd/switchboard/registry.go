@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,11 +145,11 @@ func newLookupCmd(a *app) *cobra.Command {
 		Args:    cobra.NoArgs,
 	}
 	filterFlags(cmd, &f)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	bf := addBackendFlags(cmd, defaultCLIBackend)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if output != "table" && output != "json" {
-			return usagef("--output %q: want table or json", output)
+		if output != "table" && output != "json" && output != "yaml" {
+			return usagef("--output %q: want table, json or yaml", output)
 		}
 		if err := f.Validate(); err != nil {
 			return err
@@ -158,8 +159,11 @@ func newLookupCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			switch output {
+			case "json":
 				return writeJSON(a.out, eps)
+			case "yaml":
+				return writeYAML(a.out, eps)
 			}
 			return writeTable(a.out, eps)
 		})
@@ -312,6 +316,15 @@ func eventJSON(ev registry.Event) jsonEvent {
 		out.Endpoint = &e
 	}
 	return out
+}
+
+// writeYAML writes eps as YAML with the JSON form's field names, as ctl does.
+func writeYAML(w io.Writer, eps []endpoint.Endpoint) error {
+	var b bytes.Buffer
+	if err := writeJSON(&b, eps); err != nil {
+		return err
+	}
+	return jsonToYAML(w, b.Bytes())
 }
 
 func writeJSON(w io.Writer, eps []endpoint.Endpoint) error {
