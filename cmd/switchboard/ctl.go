@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 )
 
@@ -430,6 +431,9 @@ func ctlSubscriptionCmd(a *app, o *ctlOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if o.output != "table" {
+					return o.writeView(a.out, subscriptionsView(resp))
+				}
 				return o.print(a.out, resp, []string{"NAME", "COMPONENT ID", "LINK"}, len(resp.GetSubscriptions()), func(i int) []string {
 					s := resp.GetSubscriptions()[i]
 					id := "-"
@@ -444,6 +448,25 @@ func ctlSubscriptionCmd(a *app, o *ctlOptions) *cobra.Command {
 	list.Flags().StringVar(&node, "node", "", "node id, {group}/{node} (or the argument)")
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// subscriptionView is a live subscription as -o json and yaml show it: the name as
+// one string, as everywhere else, not the API's three components.
+type subscriptionView struct {
+	Name        string  `json:"name"`
+	ComponentID *uint64 `json:"componentId,omitempty"`
+	LinkID      string  `json:"linkId,omitempty"`
+}
+
+func subscriptionsView(resp *controllerv1.SubscriptionListResponse) any {
+	subs := make([]subscriptionView, 0, len(resp.GetSubscriptions()))
+	for _, s := range resp.GetSubscriptions() {
+		subs = append(subs, subscriptionView{Name: s.GetComponent_0() + "/" + s.GetComponent_1() + "/" + s.GetComponent_2(),
+			ComponentID: s.ComponentId, LinkID: s.GetLinkId()})
+	}
+	return struct {
+		Subscriptions []subscriptionView `json:"subscriptions"`
+	}{subs}
 }
 
 func (o *ctlOptions) mutate(ctx context.Context, out io.Writer, fn func(context.Context, controlplanev1.ControlPlaneServiceClient) (*controlplanev1.MutationResponse, error)) error {

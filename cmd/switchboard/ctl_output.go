@@ -24,6 +24,19 @@ func (o *ctlOptions) checkOutput(cmd *cobra.Command) error {
 	return usagef("--output %q: want table, json or yaml", o.output)
 }
 
+// writeView writes v, a view of a response shaped for people, as JSON or YAML.
+func (o *ctlOptions) writeView(out io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if o.output == "yaml" {
+		return jsonToYAML(out, b)
+	}
+	_, err = fmt.Fprintf(out, "%s\n", b)
+	return err
+}
+
 // writeStructured writes a response as JSON or YAML, with the field names of the
 // API's JSON form in both.
 func (o *ctlOptions) writeStructured(out io.Writer, m proto.Message) error {

@@ -190,6 +190,8 @@ func TestCtlAgainstControlPlane(t *testing.T) {
 	}
 	eventuallyCtl(t, nb, []string{"org/ns/svc", "applied"}, "route", "list", "cloud/n1")
 	eventuallyCtl(t, nb, []string{"org/ns/svc", l.LinkID}, "subscription", "list", "cloud/n1")
+	eventuallyCtl(t, nb, []string{`"name": "org/ns/svc"`, `"linkId": "` + l.LinkID + `"`}, "-o", "json", "subscription", "list", "cloud/n1")
+	eventuallyCtl(t, nb, []string{"- name: org/ns/svc"}, "-o", "yaml", "subscription", "list", "cloud/n1")
 	mustCtl(t, nb, "route", "remove", "org/ns/svc", "edge/n1")
 	eventuallyCtlLacks(t, nb, "org/ns/svc", "subscription", "list", "--node", "cloud/n1")
 	eventuallyCtlLacks(t, nb, "org/ns/svc", "route", "list", "--all", "--node", "cloud/n1")
