@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,5 +276,12 @@ func TestAPIModeDefaultSegment(t *testing.T) {
 		_, err = h.svc.RemoveSegmentLink(h.ctx, "", "cloud", "a")
 		h.must(err)
 		equalStrings(t, "links after removal", h.linkStrings(), []string{"b/n1->cloud/c1"})
+		// A link that is not there is named, whether its segment exists or not.
+		for _, seg := range []string{"", "nosuch"} {
+			_, err = h.svc.RemoveSegmentLink(h.ctx, seg, "cloud", "nosuch")
+			if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "link cloud <-> nosuch in segment") {
+				t.Errorf("removing a link that is not there (segment %q) = %v, want not found naming the link", seg, err)
+			}
+		}
 	})
 }

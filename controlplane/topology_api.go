@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
@@ -48,9 +49,29 @@ func (s *Service) AddSegmentLink(ctx context.Context, segment, a, b string) (Res
 // segment is DefaultSegment.
 func (s *Service) RemoveSegmentLink(ctx context.Context, segment, a, b string) (Result, error) {
 	segment = orDefault(segment)
+	l := store.NewSegmentLink(segment, a, b)
 	return s.mutateTopology(ctx, func(ctx context.Context) error {
-		return s.store.RemoveSegmentLink(ctx, store.NewSegmentLink(segment, a, b))
+		if err := s.hasSegmentLink(ctx, l); err != nil {
+			return err
+		}
+		return s.store.RemoveSegmentLink(ctx, l)
 	})
+}
+
+// hasSegmentLink fails with store.ErrNotFound naming the link when its segment does
+// not hold it: removing a link that is not there is a mistake worth saying (a typo in
+// a group's name), and "segment not found" would point at the wrong thing.
+func (s *Service) hasSegmentLink(ctx context.Context, l store.SegmentLink) error {
+	segs, err := s.store.ListSegments(ctx)
+	if err != nil {
+		return err
+	}
+	for _, seg := range segs {
+		if seg.Name == l.Segment && slices.Contains(seg.Links, l) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: link %s <-> %s in segment %q", store.ErrNotFound, l.GroupA, l.GroupB, l.Segment)
 }
 
 func orDefault(segment string) string {
