@@ -31,6 +31,7 @@ type devOptions struct {
 	cpSouthbound    string
 	cpMetrics       string
 	dataDir         string
+	reset           bool
 	fabric          devFabricOptions
 }
 
@@ -66,7 +67,8 @@ registrar' the registrar, 'switchboard ctl' the control plane.`,
 	cmd.Flags().StringVar(&o.cpNorthbound, "controlplane-northbound", "127.0.0.1:50051", "control plane management API address (switchboard ctl)")
 	cmd.Flags().StringVar(&o.cpSouthbound, "controlplane-southbound", "127.0.0.1:50052", "control plane address data-plane nodes connect to")
 	cmd.Flags().StringVar(&o.cpMetrics, "controlplane-metrics-listen", "127.0.0.1:50053", `HTTP address of the control plane's /healthz, /readyz and /metrics ("" disables)`)
-	cmd.Flags().StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory for the embedded servers' data")
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory for the embedded servers' data, kept across restarts")
+	cmd.Flags().BoolVar(&o.reset, "reset", false, "empty --data-dir first: start with an empty registry")
 	o.fabric.register(cmd)
 	return cmd
 }
@@ -113,8 +115,9 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	host, portStr, _ := net.SplitHostPort(o.natsListen) // checked above
 	port, _ := strconv.Atoi(portStr)
 	storeDir := filepath.Join(o.dataDir, "nats")
-	if err := os.MkdirAll(storeDir, 0o750); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
+	kept, err := prepareStoreDir(storeDir, o.reset)
+	if err != nil {
+		return err
 	}
 	ns, err := embednats.Start(ctx, embednats.Options{Host: host, Port: port, StoreDir: storeDir, Logger: a.loggerAtLeast(slog.LevelWarn).With("component", "nats")})
 	if err != nil {
@@ -139,7 +142,7 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	// of a terminal that shows stdout and stderr together.
 	var banner strings.Builder
 	fmt.Fprintf(&banner, "switchboard dev is running (Ctrl-C to stop)\n")
-	fmt.Fprintf(&banner, "  NATS JetStream  %s  (data in %s)\n", ns.ClientURL(), storeDir)
+	fmt.Fprintf(&banner, "  NATS JetStream  %s  (data in %s, %s)\n", ns.ClientURL(), storeDir, kept)
 	fmt.Fprintf(&banner, "  Registrar       %s  (health and metrics %s)\n", reg.srv.Addr(), httpURL(addrString(reg.srv.HealthAddr())))
 	fmt.Fprintf(&banner, "  Control plane   %s  (southbound %s, health and metrics %s)\n", cp.srv.NorthboundAddr(), cp.srv.SouthboundAddr(), httpURL(cp.srv.MetricsAddr()))
 	fab.printBanner(&banner)
@@ -150,6 +153,29 @@ func runDev(cmd *cobra.Command, a *app, o devOptions) error {
 	fabErr := fab.stop()
 	cpErr := stopControlPlane()
 	return errors.Join(fabErr, cpErr, stopRegistrar())
+}
+
+// prepareStoreDir creates the embedded NATS server's store directory, emptied first
+// with reset, and says for the banner whether the registry was kept from an earlier
+// run: a registration from yesterday that is still there surprises nobody told so.
+func prepareStoreDir(dir string, reset bool) (string, error) {
+	if reset {
+		if err := os.RemoveAll(dir); err != nil {
+			return "", fmt.Errorf("--reset: %w", err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	kept := err == nil && len(entries) > 0
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("--data-dir: %w", err)
+	}
+	switch {
+	case kept:
+		return "the registry kept from the last run; --reset empties it", nil
+	case reset:
+		return "emptied by --reset", nil
+	}
+	return "kept across restarts; --reset empties it", nil
 }
 
 // httpURL prints an HTTP listener's address as a URL, or "off" for none.

@@ -273,3 +273,46 @@ func httpGet(t *testing.T, url string) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDevKeepsItsRegistryUntilReset: dev's registry outlives dev, its banner says so,
+// and --reset starts it empty.
+func TestDevKeepsItsRegistryUntilReset(t *testing.T) {
+	dir := t.TempDir()
+	lookup := func(url string) string {
+		t.Helper()
+		out, errOut, code := run(t, "registry", "lookup", "--service", "kept", "--nats-url", url)
+		if code != 0 {
+			t.Fatalf("lookup: exit %d: %s", code, errOut)
+		}
+		return out
+	}
+	for i, c := range []struct {
+		args         []string
+		banner       string
+		registered   bool // the entry of the first run is there
+		registerHere bool
+	}{
+		{nil, "kept across restarts; --reset empties it", false, true},
+		{nil, "the registry kept from the last run; --reset empties it", true, false},
+		{[]string{"--reset"}, "emptied by --reset", false, false},
+	} {
+		out, stop := startDev(t, append([]string{"--data-dir", dir}, c.args...)...)
+		line := waitFor(t, out, "NATS JetStream")
+		if !strings.Contains(line, c.banner) {
+			t.Errorf("run %d: banner %q, want it to say %q", i, line, c.banner)
+		}
+		url := fieldAfter(line, "NATS JetStream")
+		if c.registerHere {
+			if _, errOut, code := run(t, "registry", "register", "--cluster", "prod", "--service", "kept", "--protocol", "http",
+				"--address", "10.0.0.9", "--port", "80", "--ttl", "never", "--nats-url", url); code != 0 {
+				t.Fatalf("register: exit %d: %s", code, errOut)
+			}
+		}
+		if got := strings.Contains(lookup(url), "10.0.0.9"); got != (c.registered || c.registerHere) {
+			t.Errorf("run %d: the first run's entry listed: %v, want %v", i, got, c.registered || c.registerHere)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("run %d: dev exited with %v", i, err)
+		}
+	}
+}
