@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -21,6 +22,17 @@ import (
 type backendFlags struct {
 	name  string
 	flags *pflag.FlagSet
+	// oneShot: the command makes a call or two and exits, so a registrar client
+	// keeps no watch stream and fails at once; timeout bounds the whole command.
+	oneShot bool
+	timeout time.Duration
+}
+
+// oneShotCommand marks cmd as one that makes a call or two and exits, and gives it
+// --timeout.
+func (b *backendFlags) oneShotCommand(cmd *cobra.Command) {
+	b.oneShot = true
+	cmd.Flags().DurationVar(&b.timeout, "timeout", 10*time.Second, "give up after this long")
 }
 
 func addBackendFlags(cmd *cobra.Command, defaultBackend string) *backendFlags {
@@ -121,6 +133,9 @@ func (b *backendFlags) params() map[string]string {
 			out[f.Name] = f.Value.String()
 		}
 	})
+	if _, set := out[client.ParamOneShot]; b.oneShot && b.name == "registrar" && !set {
+		out[client.ParamOneShot] = "true"
+	}
 	return out
 }
 

@@ -71,6 +71,7 @@ func newRegisterCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&ttl, "ttl", "", `how long the entry lives unless refreshed: a duration such as 30s, or "never" (default: the backend's)`)
 	cmd.Flags().StringArrayVar(&annotations, "annotation", nil, "annotation key=value (repeatable)")
 	bf := addBackendFlags(cmd, defaultCLIBackend)
+	bf.oneShotCommand(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var err error
 		if e.TTL, err = endpoint.ParseTTL(ttl); err != nil {
@@ -86,8 +87,8 @@ func newRegisterCmd(a *app) *cobra.Command {
 		if err := bf.refuseOneShotWrite("register"); err != nil {
 			return err
 		}
-		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
-			if err := r.Apply(cmd.Context(), []registry.Op{registry.Register(e)}); err != nil {
+		return withOneShotRegistry(cmd.Context(), a, bf, func(ctx context.Context, r registry.Registry) error {
+			if err := r.Apply(ctx, []registry.Op{registry.Register(e)}); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(a.out, "registered %s (instance %s)\n", e.Key(), e.InstanceID())
@@ -106,6 +107,7 @@ func newUnregisterCmd(a *app) *cobra.Command {
 	}
 	keyFlags(cmd, &e)
 	bf := addBackendFlags(cmd, defaultCLIBackend)
+	bf.oneShotCommand(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		e.Normalize()
 		if err := e.Key().Validate(); err != nil {
@@ -114,8 +116,8 @@ func newUnregisterCmd(a *app) *cobra.Command {
 		if err := bf.refuseOneShotWrite("unregister"); err != nil {
 			return err
 		}
-		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
-			if err := r.Apply(cmd.Context(), []registry.Op{registry.Unregister(e)}); err != nil {
+		return withOneShotRegistry(cmd.Context(), a, bf, func(ctx context.Context, r registry.Registry) error {
+			if err := r.Apply(ctx, []registry.Op{registry.Unregister(e)}); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(a.out, "unregistered %s\n", e.Key())
@@ -147,6 +149,7 @@ func newLookupCmd(a *app) *cobra.Command {
 	filterFlags(cmd, &f)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	bf := addBackendFlags(cmd, defaultCLIBackend)
+	bf.oneShotCommand(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if output != "table" && output != "json" && output != "yaml" {
 			return usagef("--output %q: want table, json or yaml", output)
@@ -154,8 +157,8 @@ func newLookupCmd(a *app) *cobra.Command {
 		if err := f.Validate(); err != nil {
 			return err
 		}
-		return withRegistry(cmd.Context(), a, bf, func(r registry.Registry) error {
-			eps, err := r.List(cmd.Context(), f)
+		return withOneShotRegistry(cmd.Context(), a, bf, func(ctx context.Context, r registry.Registry) error {
+			eps, err := r.List(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -278,6 +281,14 @@ func (b *backendFlags) refuseOneShotWrite(what string) error {
 		return nil
 	}
 	return usagef("--registry-backend %s: the %s backend lives inside this command and is gone when it exits, so %s would keep nothing; run 'switchboard dev' and use its JetStream (the default backend) or its registrar (--registry-backend registrar)", b.name, b.name, what)
+}
+
+// withOneShotRegistry is withRegistry for a command that makes one call and exits:
+// its --timeout bounds everything, opening the backend included.
+func withOneShotRegistry(ctx context.Context, a *app, bf *backendFlags, fn func(context.Context, registry.Registry) error) error {
+	ctx, cancel := context.WithTimeout(ctx, bf.timeout)
+	defer cancel()
+	return withRegistry(ctx, a, bf, func(r registry.Registry) error { return fn(ctx, r) })
 }
 
 func withRegistry(ctx context.Context, a *app, bf *backendFlags, fn func(registry.Registry) error) error {

@@ -21,6 +21,7 @@ const (
 	ParamTrustDomain = "registrar-server-trust-domain"
 	ParamNode        = "registrar-node"
 	ParamScoped      = "registrar-scoped"
+	ParamOneShot     = "registrar-one-shot"
 )
 
 func init() {
@@ -37,6 +38,7 @@ func init() {
 			{Name: ParamTrustDomain, Usage: "SPIFFE trust domain the registrar must belong to (default with --" + ParamSPIFFE + ": our own)"},
 			{Name: ParamNode, Usage: "node name this agent reports to the registrar (default: the host name)"},
 			{Name: ParamScoped, Default: "false", Usage: "hold only the services this process watches or writes, not the whole fleet: the registrar sends just those"},
+			{Name: ParamOneShot, Default: "false", Usage: "make single calls and keep no watch stream, failing at once when no registrar answers (register, unregister and lookup set it)"},
 		},
 		Open: open,
 	})
@@ -52,6 +54,9 @@ func open(ctx context.Context, cfg registry.Config) (registry.Driver, error) {
 		return nil, err
 	}
 	opts.Scoped = scoped
+	if opts.OneShot, err = cfg.Bool(ParamOneShot); err != nil {
+		return nil, err
+	}
 	files := tlsutil.Files{CA: cfg.String(ParamTLSCA), Cert: cfg.String(ParamTLSCert), Key: cfg.String(ParamTLSKey)}
 	socket, td := cfg.String(ParamSPIFFE), cfg.String(ParamTrustDomain)
 	var source io.Closer

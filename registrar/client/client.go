@@ -99,11 +99,13 @@ func newDriver(opts Options) (*driver, error) {
 		cache: newCache(time.Now), ctx: ctx, cancel: cancel,
 		interest: newInterest(), scopeKick: make(chan struct{}, 1),
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.run(ctx)
-	}()
+	if !opts.OneShot {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.run(ctx)
+		}()
+	}
 	return c, nil
 }
 
@@ -210,7 +212,8 @@ func (c *driver) send(ctx context.Context, ops []registry.Op) (token.Version, er
 	var v string
 	var err error
 	// Wait for a connection rather than fail during a failover; the deadline bounds it.
-	wait := grpc.WaitForReady(true)
+	// A one-shot caller is better told at once that nothing answers.
+	wait := grpc.WaitForReady(!c.opts.OneShot)
 	if ops[0].Kind == registry.OpRegister {
 		var resp *registrarv1.RegisterEndpointResponse
 		resp, err = c.api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: eps}, wait)
@@ -238,6 +241,10 @@ func (c *driver) callCtx(ctx context.Context) (context.Context, context.CancelFu
 // callError maps a gRPC status to the registry's errors: bad input matches
 // endpoint.ErrInvalid, and conditions worth retrying match registry.ErrUnavailable.
 func (c *driver) callError(what string, err error) error {
+	if c.opts.OneShot {
+		// The process ends with this one line: say where it went.
+		what += " to " + strings.Join(c.opts.Addresses, ",")
+	}
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.InvalidArgument:

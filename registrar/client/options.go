@@ -37,6 +37,11 @@ type Options struct {
 	// those (a watch of every service widens the set to all). A List of a service
 	// outside the set is asked of the registrar.
 	Scoped bool
+	// OneShot is for a process that makes a call or two and exits (`switchboard
+	// registry register`): no watch stream is kept, Watch is refused, and a call
+	// fails at once when no registrar answers instead of waiting for one within
+	// RequestTimeout. Its errors name the registrar's address.
+	OneShot bool
 	// DialOptions are added to the client's own.
 	DialOptions []grpc.DialOption
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/feed"
@@ -22,6 +23,9 @@ type watcher struct {
 // is never a partial one; a scoped client first widens its set to the watch's
 // service and waits for the snapshot of the new set.
 func (c *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+	if c.opts.OneShot {
+		return nil, errors.New("registrar client: a one-shot client keeps no watch stream")
+	}
 	w := &watcher{filter: f, Queue: feed.New()}
 	c.cache.mu.Lock()
 	c.cache.watchers[w] = struct{}{}
