@@ -2,6 +2,7 @@ package dns
 
 import (
 	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -17,7 +18,7 @@ const (
 
 // reply answers one query from z. It never returns nil: every query that reaches it
 // gets an answer, FORMERR for one that is not a single question.
-func (s *Server) reply(z *zone, req *dns.Msg, udp bool) *dns.Msg {
+func (s *Server) reply(z *zone, req *dns.Msg, udp bool, local net.Addr) *dns.Msg {
 	resp := new(dns.Msg)
 	switch {
 	case req.Opcode != dns.OpcodeQuery:
@@ -36,21 +37,21 @@ func (s *Server) reply(z *zone, req *dns.Msg, udp bool) *dns.Msg {
 	}
 	q := req.Question[0]
 	name := strings.ToLower(q.Name)
-	if !dns.IsSubDomain(z.domain, name) {
+	if !dns.IsSubDomain(z.domain, name) || q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		// The OPT record is echoed on a refusal too (RFC 6891 §7).
 		resp.Rcode = dns.RcodeRefused
+		s.fit(resp, opt, udp)
 		return resp
 	}
 	resp.Authoritative = true
-	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
-		resp.Rcode = dns.RcodeRefused
-		return resp
-	}
 	n, ok := z.names[name]
 	switch {
 	case !ok:
 		resp.Rcode = dns.RcodeNameError
-	case name == z.domain && (q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY):
-		resp.Answer = append(resp.Answer, s.soa(z))
+	case name == z.domain:
+		resp.Answer = s.apex(z, q.Qtype)
+	case name == z.nameServer():
+		resp.Answer = s.records(q.Name, &node{addrs: serverAddr(local)}, q.Qtype)
 	default:
 		resp.Answer = s.records(q.Name, n, q.Qtype)
 		if q.Qtype == dns.TypeSRV || q.Qtype == dns.TypeANY {
@@ -101,10 +102,40 @@ func (s *Server) hdr(name string, rrtype uint16) dns.RR_Header {
 	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: s.ttl}
 }
 
+// apex is the answer for the domain itself: its SOA and its NS record.
+func (s *Server) apex(z *zone, qtype uint16) []dns.RR {
+	var out []dns.RR
+	if qtype == dns.TypeSOA || qtype == dns.TypeANY {
+		out = append(out, s.soa(z))
+	}
+	if qtype == dns.TypeNS || qtype == dns.TypeANY {
+		out = append(out, &dns.NS{Hdr: s.hdr(z.domain, dns.TypeNS), Ns: z.nameServer()})
+	}
+	return out
+}
+
+// serverAddr is the name server's address: the one the question reached it on,
+// which is how that client reaches it (none when it listens on every address and
+// the transport does not say which).
+func serverAddr(local net.Addr) []record {
+	var ip net.IP
+	switch a := local.(type) {
+	case *net.UDPAddr:
+		ip = a.IP
+	case *net.TCPAddr:
+		ip = a.IP
+	}
+	addr, ok := netip.AddrFromSlice(ip)
+	if !ok || addr.IsUnspecified() {
+		return nil
+	}
+	return []record{{addr: addr.Unmap()}}
+}
+
 // soa is the zone's start of authority; its minimum TTL, the TTL of negative
 // answers, is the record TTL, so a name that appears is found within one TTL.
 func (s *Server) soa(z *zone) dns.RR {
-	return &dns.SOA{Hdr: s.hdr(z.domain, dns.TypeSOA), Ns: "ns." + z.domain, Mbox: "hostmaster." + z.domain,
+	return &dns.SOA{Hdr: s.hdr(z.domain, dns.TypeSOA), Ns: z.nameServer(), Mbox: "hostmaster." + z.domain,
 		Serial: z.serial, Refresh: 3600, Retry: 600, Expire: 86400, Minttl: s.ttl}
 }
 

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -59,7 +60,7 @@ func FuzzQuery(f *testing.F) {
 			return
 		}
 		for _, udp := range []bool{true, false} {
-			resp := s.reply(z, req, udp)
+			resp := s.reply(z, req, udp, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53})
 			if resp.Id != req.Id || !resp.Response {
 				t.Fatalf("answer id %d response %v, want id %d response true", resp.Id, resp.Response, req.Id)
 			}

@@ -13,6 +13,7 @@ type metrics struct {
 	truncated     prometheus.Counter
 	forwarded     *prometheus.CounterVec
 	names         prometheus.Gauge
+	leftOut       prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -25,7 +26,9 @@ func newMetrics() *metrics {
 			Help: "Questions outside the domain sent to the upstream resolver, by result (ok, error)."}, []string{"result"}),
 		names: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_dns_names",
 			Help: "Names in the served zone."}),
+		leftOut: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_dns_endpoints_left_out",
+			Help: "Endpoints some of whose names the zone leaves out: a service, cluster or protocol name longer than a DNS label (63 bytes), or a name longer than 255."}),
 	}
-	m.Set = metricset.Set{m.queries, m.truncated, m.forwarded, m.names}
+	m.Set = metricset.Set{m.queries, m.truncated, m.forwarded, m.names, m.leftOut}
 	return m
 }

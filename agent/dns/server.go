@@ -135,6 +135,7 @@ func (s *Server) Update(_ context.Context, eps []endpoint.Endpoint) (bool, error
 	z := newZone(s.opts.Domain, s.serial, eps)
 	s.zone.Store(z)
 	s.m.names.Set(float64(len(z.names)))
+	s.m.leftOut.Set(float64(z.leftOut))
 	return true, nil
 }
 
@@ -158,7 +159,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		resp = new(dns.Msg)
 		resp.SetRcode(req, dns.RcodeServerFailure)
 	default:
-		resp = s.reply(z, req, udp)
+		resp = s.reply(z, req, udp, w.LocalAddr())
 	}
 	s.m.queries.WithLabelValues(proto, dns.RcodeToString[resp.Rcode]).Inc()
 	if err := w.WriteMsg(resp); err != nil {

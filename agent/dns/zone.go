@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/miekg/dns"
+
 	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
@@ -19,7 +21,14 @@ type zone struct {
 	domain string           // lower-case, fully qualified
 	names  map[string]*node // lower-case FQDN → its records; empty for an empty non-terminal
 	serial uint32           // the SOA serial: grows with every change
+	// leftOut counts endpoints some of whose names could not be served: a label
+	// over 63 bytes or a name over 255 makes a name nobody can ask for.
+	leftOut int
 }
+
+// nameServer is the zone's NS target, answered with the server's own address. The
+// name is reserved: a service called "ns" keeps its other names.
+func (z *zone) nameServer() string { return "ns." + z.domain }
 
 // node is the records of one name.
 type node struct {
@@ -41,29 +50,60 @@ type srv struct {
 // folded to lower case: services "Web" and "web" answer as one name.
 func newZone(domain string, serial uint32, eps []endpoint.Endpoint) *zone {
 	z := &zone{domain: domain, serial: serial, names: map[string]*node{domain: {}}}
+	z.add(z.nameServer())
 	for _, e := range eps {
 		addr, err := netip.ParseAddr(e.Address)
 		if err != nil {
 			continue // the registry validates addresses; a foreign writer's bad one is skipped
 		}
-		addr = addr.Unmap()
-		svc, cl, proto := strings.ToLower(e.Service), strings.ToLower(e.Cluster), strings.ToLower(e.Protocol)
-		r := record{addr: addr, priority: e.Priority}
-		z.add(svc + "." + cl + "." + domain).addAddr(r)
-		z.add(svc + "." + domain).addAddr(r)
-		if e.Port <= 0 {
-			continue // no port, no SRV record
+		if !z.addEndpoint(e, addr.Unmap()) {
+			z.leftOut++
 		}
-		target := addrName(addr, domain)
-		z.add(target).addAddr(record{addr: addr})
-		s := srv{priority: e.Priority, weight: e.Weight, port: e.Port, target: target}
-		z.add("_" + svc + "._" + proto + "." + cl + "." + domain).addSRV(s)
-		z.add("_" + svc + "._" + proto + "." + domain).addSRV(s)
 	}
 	for _, n := range z.names {
 		n.sort()
 	}
 	return z
+}
+
+// addEndpoint adds e's names; it reports false when one of them cannot be a DNS name
+// and was left out (the others are served).
+func (z *zone) addEndpoint(e endpoint.Endpoint, addr netip.Addr) bool {
+	svc, cl, proto := strings.ToLower(e.Service), strings.ToLower(e.Cluster), strings.ToLower(e.Protocol)
+	r := record{addr: addr, priority: e.Priority}
+	all := true
+	addAddr := func(name string) {
+		if n := z.addName(name); n != nil {
+			n.addAddr(r)
+		} else {
+			all = false
+		}
+	}
+	addAddr(svc + "." + cl + "." + z.domain)
+	addAddr(svc + "." + z.domain)
+	if e.Port <= 0 {
+		return all // no port, no SRV record
+	}
+	target := addrName(addr, z.domain)
+	z.add(target).addAddr(record{addr: addr})
+	s := srv{priority: e.Priority, weight: e.Weight, port: e.Port, target: target}
+	for _, name := range []string{"_" + svc + "._" + proto + "." + cl + "." + z.domain, "_" + svc + "._" + proto + "." + z.domain} {
+		if n := z.addName(name); n != nil {
+			n.addSRV(s)
+		} else {
+			all = false
+		}
+	}
+	return all
+}
+
+// addName is add for a name built from registry names, which may be too long for
+// DNS (a registry name may have 253 bytes, a label 63): nil for such a name.
+func (z *zone) addName(name string) *node {
+	if _, ok := dns.IsDomainName(name); !ok {
+		return nil
+	}
+	return z.add(name)
 }
 
 // addrName is the host name of an address: its bytes in hex under addr.DOMAIN
