@@ -269,6 +269,10 @@ func parseConnConfig(conn *controllerv1.Connection) (json.RawMessage, string, er
 	if err := json.Unmarshal([]byte(raw), &fields); err != nil {
 		return nil, "", fmt.Errorf("config_json is not a JSON object: %w", err)
 	}
+	if fields == nil {
+		// JSON null decodes into a map without an error, and leaves it nil.
+		return nil, "", errors.New("config_json is not a JSON object: null")
+	}
 	endpoint := conn.GetEndpoint()
 	if endpoint == "" {
 		endpoint, _ = fields["endpoint"].(string)

@@ -12,8 +12,15 @@ import (
 
 func init() { subcommands = append(subcommands, newNodeCmd) }
 
+// nodeOptions are the node's flags; everything else is in its configuration file.
+type nodeOptions struct {
+	config       string
+	insecure     bool
+	peerIdentity string
+}
+
 func newNodeCmd(a *app) *cobra.Command {
-	var path string
+	var o nodeOptions
 	cmd := &cobra.Command{
 		Use:   "node --config FILE",
 		Short: "Run a reference data-plane node: links, routes and forwarding, driven by the control plane",
@@ -21,35 +28,78 @@ func newNodeCmd(a *app) *cobra.Command {
 links the control plane asks for (gRPC streams), forwards messages along the routes it
 installs, peers with the other nodes of its group (found through the registry), and
 serves local clients ('switchboard pub' and 'switchboard sub'). See docs/dataplane.md
-for the configuration file.`,
+for the configuration file.
+
+Security. With mTLS (tls with ca_file, or spiffe_socket), a node that dials this one is
+who its certificate says: its SPIFFE ID is mapped to a group and a node id by
+--peer-identity-pattern (default: the trust domain is the group, the last path segment
+the node, so spiffe://cloud/node/n1 is node n1 of group cloud). A dialer whose stream
+metadata claims another node or group, whose certificate has no such identity, or that
+presents a link id of another group, is refused with PERMISSION_DENIED, logged and
+counted (switchboard_node_peer_identity_denied_total). A message that comes in from
+another node keeps at most limits.max_hops hops.
+
+Without mTLS the node cannot tell who dials it, so it listens on loopback only: a
+listen address on another interface, in plaintext or with TLS but no ca_file, exits
+with status 2 unless --insecure (allow_insecure_remote: true in the file) says it is
+meant, and then logs a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if path == "" {
+			if o.config == "" {
 				return usagef("--config is required")
 			}
-			file, err := nodeconfig.Load(path)
-			if err != nil {
-				if errors.Is(err, nodeconfig.ErrInvalid) {
-					return usageError{err}
-				}
-				return err
-			}
-			// No component attribute: every line of the node names it (node=group/id),
-			// and its controller adds component=controller.
-			log := a.logger()
-			cfg, res, err := file.Build(cmd.Context(), log)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = res.Close() }()
-			n, err := node.New(cfg)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out, "node %s listening on %s\n", n.ID(), n.Addr())
-			return n.Run(cmd.Context())
+			return runNode(cmd, a, o)
 		},
 	}
-	cmd.Flags().StringVar(&path, "config", "", "node configuration file (YAML)")
+	cmd.Flags().StringVar(&o.config, "config", "", "node configuration file (YAML)")
+	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow a plaintext listener on a non-loopback address (logged as a warning): anyone who reaches it can join the group as any node")
+	cmd.Flags().StringVar(&o.peerIdentity, "peer-identity-pattern", "", "regular expression with the groups (?P<group>...) and (?P<node>...) that maps a peer node's SPIFFE ID to its group and node id, with mTLS (default "+node.DefaultPeerIdentity+"; overrides peer_identity_pattern in the file)")
 	return cmd
+}
+
+func runNode(cmd *cobra.Command, a *app, o nodeOptions) error {
+	file, err := loadNodeConfig(o)
+	if err != nil {
+		return err
+	}
+	// No component attribute: every line of the node names it (node=group/id),
+	// and its controller adds component=controller.
+	log := a.logger()
+	if file.UnauthenticatedRemote() {
+		log.Warn(fmt.Sprintf("listening on %s without authenticating who dials (--insecure): anyone who reaches it can join group %s as any node, and publish and subscribe to anything", file.Listen, file.Group))
+	}
+	cfg, res, err := file.Build(cmd.Context(), log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = res.Close() }()
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "node %s listening on %s\n", n.ID(), n.Addr())
+	return n.Run(cmd.Context())
+}
+
+// loadNodeConfig reads the file and applies the flags over it; what is wrong with the
+// file or the listener is bad input (exit 2).
+func loadNodeConfig(o nodeOptions) (*nodeconfig.File, error) {
+	file, err := nodeconfig.Load(o.config)
+	if err != nil {
+		if errors.Is(err, nodeconfig.ErrInvalid) {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	if o.peerIdentity != "" {
+		if _, err := node.ParsePeerIdentity(o.peerIdentity); err != nil {
+			return nil, usagef("--peer-identity-pattern: %v", err)
+		}
+		file.PeerIdentityPattern = o.peerIdentity
+	}
+	file.AllowInsecureRemote = file.AllowInsecureRemote || o.insecure
+	if err := file.CheckListen(); err != nil {
+		return nil, usageError{err}
+	}
+	return file, nil
 }

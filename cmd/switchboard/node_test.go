@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 // subProcess runs `switchboard sub` (the real binary) in the background; its lines
@@ -297,5 +298,105 @@ func TestDevNodesMoveOffTakenDefaultPorts(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "is running") {
 		t.Fatalf("dev started before refusing the taken ports:\n%s", out)
+	}
+}
+
+// nodeRun is what `switchboard node` did within a few seconds: it exited (code), or it
+// was still running (and was stopped).
+type nodeRun struct {
+	code           int
+	running        bool
+	stdout, stderr string
+}
+
+// runNodeBriefly runs `switchboard node` (the real binary) with args until it exits,
+// or until it prints that it listens, then stops it.
+func runNodeBriefly(t *testing.T, args ...string) nodeRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), append([]string{"node"}, args...)...)
+	var out, errOut syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			r := nodeRun{stdout: out.String(), stderr: errOut.String()}
+			if exit, ok := err.(*exec.ExitError); ok {
+				r.code = exit.ExitCode()
+			}
+			return r
+		case <-time.After(20 * time.Millisecond):
+		}
+		if strings.Contains(out.String(), "listening on") {
+			time.Sleep(200 * time.Millisecond) // for the warnings that follow
+			_ = cmd.Process.Signal(os.Interrupt)
+			<-done
+			return nodeRun{running: true, stdout: out.String(), stderr: errOut.String()}
+		}
+	}
+}
+
+// TestNodeRefusesPlaintextBeyondLoopback: without TLS the node cannot tell its peers
+// and clients apart, so a plaintext listener on a non-loopback address exits 2 naming
+// the address and the way out, unless --insecure (or allow_insecure_remote: true) says
+// it is meant — then it starts and warns. Loopback, and TLS, start without a word.
+func TestNodeRefusesPlaintextBeyondLoopback(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlstest.NewCA("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue("spiffe://b/node/n1", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(dir, "node", leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(name, extra string) string {
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte("node_id: n1\ngroup: b\n"+extra), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const warning = "without authenticating who dials"
+	plain := config("plain", "listen: 0.0.0.0:0\n")
+	r := runNodeBriefly(t, "--config", plain)
+	if r.running || r.code != 2 || !strings.Contains(r.stderr, "0.0.0.0:0") || !strings.Contains(r.stderr, "--insecure") {
+		t.Errorf("plaintext on 0.0.0.0: running %v, exit %d, stderr %q; want exit 2 naming the address and --insecure", r.running, r.code, r.stderr)
+	}
+	// A server certificate alone does not say who dials either.
+	serverOnly := config("server-only", fmt.Sprintf("listen: 0.0.0.0:0\ntls: {cert_file: %s, key_file: %s}\n", files.Cert, files.Key))
+	if r := runNodeBriefly(t, "--config", serverOnly); r.running || r.code != 2 || !strings.Contains(r.stderr, "without client certificates") {
+		t.Errorf("TLS without ca_file on 0.0.0.0: running %v, exit %d, stderr %q; want exit 2 naming the missing client CA", r.running, r.code, r.stderr)
+	}
+	for _, tc := range []struct {
+		what string
+		args []string
+	}{
+		{"--insecure", []string{"--config", plain, "--insecure"}},
+		{"allow_insecure_remote: true", []string{"--config", config("allowed", "listen: 0.0.0.0:0\nallow_insecure_remote: true\n")}},
+	} {
+		r := runNodeBriefly(t, tc.args...)
+		if !r.running || !strings.Contains(r.stderr, "level=WARN") || !strings.Contains(r.stderr, warning) {
+			t.Errorf("plaintext on 0.0.0.0 with %s: running %v (exit %d), stderr %q; want it running, with a warning", tc.what, r.running, r.code, r.stderr)
+		}
+	}
+	for _, tc := range []struct{ what, extra string }{
+		{"plaintext on loopback", "listen: 127.0.0.1:0\n"},
+		{"mTLS on 0.0.0.0", fmt.Sprintf("listen: 0.0.0.0:0\ntls: {ca_file: %s, cert_file: %s, key_file: %s}\n", files.CA, files.Cert, files.Key)},
+	} {
+		r := runNodeBriefly(t, "--config", config(strings.ReplaceAll(tc.what, " ", "-"), tc.extra))
+		if !r.running || strings.Contains(r.stderr, warning) {
+			t.Errorf("%s: running %v (exit %d), stderr %q; want it running without a warning", tc.what, r.running, r.code, r.stderr)
+		}
 	}
 }

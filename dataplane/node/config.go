@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,14 +61,22 @@ type Config struct {
 	// third of it.
 	RegistrationTTL time.Duration
 	// ServerTLS secures the listener (nil: plaintext); LinkTLS is the client side used
-	// to dial links and peers (nil: plaintext).
+	// to dial links and peers (nil: plaintext). When ServerTLS verifies client
+	// certificates, a node that dials this one is identified by its certificate (see
+	// PeerIdentity), not by what it says.
 	ServerTLS, LinkTLS *tls.Config
+	// PeerIdentity maps a peer node's SPIFFE ID to its group and node id: a regular
+	// expression with the named groups "group" and "node" (default
+	// DefaultPeerIdentity: the trust domain is the group, the last path segment the
+	// node). Used with mTLS only.
+	PeerIdentity *regexp.Regexp
 	// MaxMessageBytes bounds a message's payload.
 	MaxMessageBytes int
 	// QueueLen bounds each link's and peering's outgoing queue (messages);
 	// SubscriberQueueLen each local subscriber's.
 	QueueLen, SubscriberQueueLen int
-	// MaxHops is the hop count a published message starts with.
+	// MaxHops is the hop count a published message starts with, and the most a
+	// message that comes in from another node keeps.
 	MaxHops uint32
 	// LinkGrace is how long an accepted link whose stream broke keeps its state while
 	// its dialer reconnects.
@@ -89,6 +98,8 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
+var defaultPeerIdentity = regexp.MustCompile(DefaultPeerIdentity)
+
 func (c *Config) validate() error {
 	var errs []error
 	if c.NodeID == "" {
@@ -106,6 +117,11 @@ func (c *Config) validate() error {
 	}
 	if c.MaxMessageBytes < 0 || c.QueueLen < 0 || c.SubscriberQueueLen < 0 {
 		errs = append(errs, errors.New("limits and queue lengths must not be negative"))
+	}
+	if c.PeerIdentity != nil {
+		if err := checkPeerIdentity(c.PeerIdentity); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("node config: %w", errors.Join(errs...))
@@ -141,6 +157,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Tokens == nil {
 		c.Tokens = auth.Noop{}
+	}
+	if c.PeerIdentity == nil {
+		c.PeerIdentity = defaultPeerIdentity
 	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -82,7 +83,8 @@ type conn struct {
 	closed  bool
 	graceT  *time.Timer
 
-	dropped atomic.Uint64
+	dropped      atomic.Uint64
+	originWarned atomic.Bool
 }
 
 func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
@@ -455,6 +457,10 @@ func (c *conn) read(s stream, st *streamState) error {
 			cu := st.rx.received(f.seq, f.buf)
 			for i := range f.msgs {
 				r := &f.msgs[i]
+				if !c.originAllowed(r.origin) {
+					c.refuseOrigin(r.origin)
+					continue
+				}
 				c.n.receive(&r.m, r.name, r.bad, c, cu)
 			}
 			cu.release()
@@ -473,6 +479,38 @@ func (c *conn) read(s stream, st *streamState) error {
 			c.n.relinked(c, fr.Relink.GetLinkId())
 		}
 	}
+}
+
+// originAllowed reports whether a message from the far end may carry origin, the
+// node it was published at. A message published in this group reaches every node of
+// the group that takes it straight from its origin (one hop, over their peering), so
+// an origin in this group is allowed only over the peering of that very node: from
+// anyone else it is forged, or a copy that came back round a cycle of links. The
+// origins of other groups' messages cannot be checked here, nor can a message without
+// one claim anybody.
+func (c *conn) originAllowed(origin []byte) bool {
+	group, _, ok := bytes.Cut(origin, []byte("/"))
+	if !ok || string(group) != c.n.cfg.Group {
+		return true
+	}
+	// A peering's remote is fixed when the conn is made: no lock.
+	return c.kind.isPeer() && string(origin) == c.remote
+}
+
+// refuseOrigin drops a message whose origin the far end may not send, counted; the
+// first of a conn is logged.
+func (c *conn) refuseOrigin(origin []byte) {
+	c.drop(reasonOrigin, 1)
+	if c.originWarned.CompareAndSwap(false, true) {
+		c.n.cfg.Logger.Warn("dropping messages whose origin the sender may not give", "node", c.n.id, "link", c.label(), "origin", string(origin))
+	}
+}
+
+// remoteID is the far end's effective node id.
+func (c *conn) remoteID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.remote
 }
 
 // remoteSubscribe records the far end's interest and acks it. Over a peering it is an

@@ -148,6 +148,9 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 	if _, err := s.Header(); err != nil {
 		return false, err
 	}
+	if err := n.checkPeerServer(s.Context(), c); err != nil {
+		return false, err
+	}
 	if *first != nil {
 		*first <- nil
 		*first = nil
@@ -164,6 +167,23 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 		case <-time.After(time.Second):
 		}
 	})
+}
+
+// checkPeerServer holds the node a peering reached against the one the registry named:
+// with mTLS on, a registry entry cannot point a peering at another group's node, nor at
+// another node of the group.
+func (n *Node) checkPeerServer(ctx context.Context, c *conn) error {
+	if c.kind != peerOut || !n.peerAuth || n.cfg.LinkTLS == nil {
+		return nil
+	}
+	id, err := n.certIdentity(ctx)
+	if err == nil && id.id() != c.remote {
+		err = fmt.Errorf("certificate %s is node %s", id.spiffeID, id.id())
+	}
+	if err != nil {
+		return fmt.Errorf("peer %s at %s: %w", c.remote, c.endpoint, err)
+	}
+	return nil
 }
 
 // Disconnect closes conn for good.
@@ -203,6 +223,12 @@ func (n *Node) relinked(c *conn, link string) {
 		return
 	}
 	n.mu.Lock()
+	if err := n.checkLinkLocked(link, groupOf(c.remoteID())); err != nil {
+		n.mu.Unlock()
+		n.metrics.identityDenied.WithLabelValues(denyLink).Inc()
+		n.cfg.Logger.Warn("hand-over to another link refused", "node", n.id, "link", c.label(), "from", c.remoteID(), "why", err)
+		return
+	}
 	c.mu.Lock()
 	old := c.linkID
 	c.linkID = link

@@ -17,6 +17,7 @@ const (
 	reasonHops       = "hop_limit"    // its hop count ran out
 	reasonNoRoute    = "no_route"     // nobody reachable subscribes to its name
 	reasonMalformed  = "malformed"    // a peer sent a message with a bad name
+	reasonOrigin     = "bad_origin"   // its origin names a node of this group that did not send it
 	reasonUnacked    = "unacked"      // sent over a stream that broke before the far end acknowledged it
 	reasonUnsub      = "unsubscribed" // queued for a local subscriber that left
 )
@@ -101,7 +102,9 @@ func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *c
 		return
 	}
 	// The copy is ours now: spend one hop on it before anyone else sees it, and
-	// note the segments of the link it came in by, for the peers it may go to.
+	// note the segments of the link it came in by, for the peers it may go to. No
+	// node may give a message more hops than a message published here gets.
+	m.ttl = min(m.ttl, n.cfg.MaxHops)
 	if m.ttl > 0 {
 		m.ttl--
 	}

@@ -11,11 +11,13 @@ import (
 type metrics struct {
 	in, out, drop *prometheus.CounterVec
 	connectFails  *prometheus.CounterVec
-	published     prometheus.Counter
-	forwarded     prometheus.Counter
-	unroutable    prometheus.Counter
-	delivered     prometheus.Counter
-	local         *connMetrics
+	// identityDenied counts dialers refused for who they are (identity.go).
+	identityDenied *prometheus.CounterVec
+	published      prometheus.Counter
+	forwarded      prometheus.Counter
+	unroutable     prometheus.Counter
+	delivered      prometheus.Counter
+	local          *connMetrics
 }
 
 // connMetrics are one link's counters, resolved once.
@@ -37,9 +39,11 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 		out: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "messages_out_total",
 			Help: "Messages sent per link."}, []string{"link"}),
 		drop: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "messages_dropped_total",
-			Help: "Message copies dropped, per link and reason (queue_full, link_broken, link_closed, hop_limit, no_route, malformed)."}, []string{"link", "reason"}),
+			Help: "Message copies dropped, per link and reason (queue_full, link_broken, link_closed, unacked, unsubscribed, hop_limit, no_route, malformed, bad_origin)."}, []string{"link", "reason"}),
 		connectFails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "link_connect_failures_total",
 			Help: "Attempts to open a link's or peering's stream that failed (refused, TLS handshake, ...); the log has the reason."}, []string{"link"}),
+		identityDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "peer_identity_denied_total",
+			Help: "Link and peering streams refused for who the dialer is, per reason (no_identity, metadata_mismatch, link_assignment); the log has the identity."}, []string{"reason"}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "published_total",
 			Help: "Messages local clients published."}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "forwarded_total",
@@ -50,7 +54,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 			Help: "Messages sent to local subscribers."}),
 	}
 	m.local = m.forConn("local")
-	reg.MustRegister(m.in, m.out, m.drop, m.connectFails, m.published, m.forwarded, m.unroutable, m.delivered, stateCollector{n})
+	reg.MustRegister(m.in, m.out, m.drop, m.connectFails, m.identityDenied, m.published, m.forwarded, m.unroutable, m.delivered, stateCollector{n})
 	return m
 }
 

@@ -33,11 +33,14 @@ type Node struct {
 	hlis    net.Listener // health and metrics; nil when not served
 	srv     *grpc.Server
 	dialOpt []grpc.DialOption
-	rr      atomic.Uint64
-	seq     atomic.Uint64
-	killed  atomic.Bool
-	running atomic.Bool
-	wg      sync.WaitGroup
+	// peerAuth: the listener verifies client certificates, so a dialer is who its
+	// certificate says (identity.go).
+	peerAuth bool
+	rr       atomic.Uint64
+	seq      atomic.Uint64
+	killed   atomic.Bool
+	running  atomic.Bool
+	wg       sync.WaitGroup
 
 	// annMu orders changes of what the node offers (its group peers, the control
 	// plane's announcements), so that an offer and its withdrawal never swap.
@@ -54,6 +57,7 @@ type Node struct {
 	nextLocal  uint64
 	locals     map[uint64]*localSub
 	offers     map[dataplane.Name]*offer
+	linkOwners linkOwners
 }
 
 // route is a control-plane route: a name sent over a conn.
@@ -86,6 +90,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(cfg.Metrics, n)
+	n.peerAuth = verifiesClients(cfg.ServerTLS)
+	if cfg.ServerTLS != nil && !n.peerAuth {
+		cfg.Logger.Warn("TLS without client certificates: the node cannot tell the nodes that dial it apart, and takes them at their word", "node", n.id)
+	}
 	n.lis = cfg.Listener
 	if n.lis == nil {
 		lis, err := net.Listen("tcp", cfg.Listen)

@@ -1,6 +1,9 @@
 package node
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -29,29 +32,19 @@ func first(md metadata.MD, key string) string {
 // failover) finds its routes and queue still there.
 func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
 	n := ls.n
-	md, _ := metadata.FromIncomingContext(s.Context())
-	linkID, from, group := first(md, mdLinkID), first(md, mdNode), first(md, mdGroup)
-	if from == "" {
-		return status.Error(codes.InvalidArgument, "link stream without the dialer's node id (metadata sb-node)")
+	h, err := n.identify(s.Context())
+	if err != nil {
+		return err
 	}
-	var c *conn
-	switch {
-	case linkID != "":
-		c = n.acceptLink(linkID, from, first(md, mdEndpoint), md.Get(mdSegments))
-	case group == n.cfg.Group:
-		c = n.newConn(peerIn, "", from, from)
-		n.addConn(c)
-	default:
-		return status.Errorf(codes.PermissionDenied, "node %s of group %s: only nodes of group %s may peer without a control-plane link", from, group, n.cfg.Group)
-	}
-	if c == nil {
-		return status.Error(codes.Unavailable, "node is stopping")
+	c, err := n.acceptConn(s.Context(), h)
+	if err != nil {
+		return err
 	}
 	if err := s.SendHeader(nil); err != nil {
 		return err
 	}
 	st := c.attach()
-	err := c.serve(s, st, nil)
+	err = c.serve(s, st, nil)
 	if !c.detach(st.gen) || c.ctx.Err() != nil {
 		// A newer stream took over, or the conn closed: this stream's error is moot.
 		return nil //nolint:nilerr // the stream ends either way; its error is not the caller's
@@ -62,36 +55,64 @@ func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
 		n.removeConn(c)
 		return nil
 	}
-	n.cfg.Logger.Debug("accepted link broke; waiting for its dialer", "node", n.id, "link", linkID, "from", from, "err", err)
+	n.cfg.Logger.Debug("accepted link broke; waiting for its dialer", "node", n.id, "link", h.linkID, "from", h.node, "err", err)
 	c.startGrace(n.cfg.LinkGrace, func() { n.removeConn(c) })
 	return nil
 }
 
-// acceptLink finds or creates the accepted conn of link linkID and claims the link
-// for the dialer, from.
-func (n *Node) acceptLink(linkID, from, dialed string, segments []string) *conn {
+// acceptConn finds or makes the conn an accepted stream serves: a control-plane link
+// (with a link id), or a peering from a node of the group.
+func (n *Node) acceptConn(ctx context.Context, h hello) (*conn, error) {
+	switch {
+	case h.linkID != "":
+		c, err := n.acceptLink(h)
+		switch {
+		case errors.Is(err, errStopping):
+			return nil, status.Error(codes.Unavailable, err.Error())
+		case err != nil:
+			return nil, n.deny(ctx, h, denyLink, err.Error())
+		}
+		return c, nil
+	case h.group == n.cfg.Group:
+		c := n.newConn(peerIn, "", h.node, h.node)
+		n.addConn(c)
+		return c, nil
+	}
+	return nil, n.deny(ctx, h, denyLink, fmt.Sprintf("node %s of group %s: only nodes of group %s may peer without a control-plane link", h.node, h.group, n.cfg.Group))
+}
+
+var errStopping = errors.New("node is stopping")
+
+// acceptLink finds or creates the accepted conn of link h.linkID and claims the link
+// for the dialer. An error other than errStopping says why the dialer may not present
+// the link.
+func (n *Node) acceptLink(h hello) (*conn, error) {
 	n.mu.Lock()
 	if n.ctx.Err() != nil {
 		n.mu.Unlock()
-		return nil
+		return nil, errStopping
 	}
-	c := n.inLinks[linkID]
+	if err := n.checkLinkLocked(h.linkID, h.group); err != nil {
+		n.mu.Unlock()
+		return nil, err
+	}
+	c := n.inLinks[h.linkID]
 	if c == nil {
-		c = n.newConn(linkIn, linkID, from, from)
+		c = n.newConn(linkIn, h.linkID, h.node, h.node)
 		n.nextConn++
 		c.id = n.nextConn
 		n.conns[c.id] = c
-		n.inLinks[linkID] = c
+		n.inLinks[h.linkID] = c
 	}
 	c.mu.Lock()
-	c.remote, c.endpoint, c.dialed = from, from, dialed
+	c.remote, c.endpoint, c.dialed = h.node, h.node, h.endpoint
 	c.mu.Unlock()
-	c.setSegments(segments)
+	c.setSegments(h.segments)
 	n.mu.Unlock()
 	if n.ctrl != nil {
-		_ = n.ctrl.ClaimLink(dataplane.Claim{LinkID: linkID, Endpoint: dialed, RemoteNodeID: from})
+		_ = n.ctrl.ClaimLink(dataplane.Claim{LinkID: h.linkID, Endpoint: h.endpoint, RemoteNodeID: h.node})
 	}
-	return c
+	return c, nil
 }
 
 // startGrace removes the conn after d unless a stream attaches first.

@@ -16,28 +16,14 @@ import (
 	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
-	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
-// nodeTLS issues a node's certificate from ca and returns its server and client TLS.
-func nodeTLS(t *testing.T, ca *tlstest.CA, name string) (server, client *tls.Config) {
+// nodeTLS issues node id of group its certificate from ca, with its SPIFFE ID, and
+// returns its server and client TLS.
+func nodeTLS(t *testing.T, ca *tlstest.CA, group, id string) (server, client *tls.Config) {
 	t.Helper()
-	leaf, err := ca.Issue("", "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ca.WriteFiles(t.TempDir(), name, leaf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if server, err = tlsutil.ServerConfig(files, ""); err != nil {
-		t.Fatal(err)
-	}
-	if client, err = tlsutil.ClientConfig(files, "", ""); err != nil {
-		t.Fatal(err)
-	}
-	return server, client
+	return svid(t, ca, nodeSVID(group, id))
 }
 
 // TestLinksOverMTLS: nodes whose certificates one CA signed link over mTLS and carry
@@ -62,7 +48,7 @@ func TestLinksOverMTLS(t *testing.T) {
 			if c.Group == "c" {
 				ca = other
 			}
-			c.ServerTLS, c.LinkTLS = nodeTLS(t, ca, c.Group+"-"+c.NodeID)
+			c.ServerTLS, c.LinkTLS = nodeTLS(t, ca, c.Group, c.NodeID)
 			clients[c.Group+"/"+c.NodeID] = c.LinkTLS
 			c.HealthListen = "127.0.0.1:0"
 			c.DialTimeout = time.Second

@@ -221,12 +221,14 @@ func (o *deliveryOut) appendWire(b []byte) []byte {
 	return b
 }
 
-// rxMsg is a message of a received batch: its wire form and its name (or why the
-// name is bad: the message is dropped, counted as malformed).
+// rxMsg is a message of a received batch: its wire form, its name (or why the name is
+// bad: the message is dropped, counted as malformed) and its origin (in the batch's
+// buffer), which the receiving conn checks.
 type rxMsg struct {
-	m    msg
-	name dataplane.Name
-	bad  error
+	m      msg
+	name   dataplane.Name
+	bad    error
+	origin []byte
 }
 
 // maxNameCache bounds a stream's cache of decoded names; it starts over when full.
@@ -374,6 +376,7 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 			if !utf8.Valid(s) {
 				return fmt.Errorf("%w: the origin is not UTF-8", errWire)
 			}
+			r.origin = s
 		}
 		switch {
 		case strip && cut < 0:

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -43,6 +44,12 @@ type File struct {
 	Registration Registration `yaml:"registration"`
 	Limits       Limits       `yaml:"limits"`
 	LinkGrace    Duration     `yaml:"link_grace"`
+	// PeerIdentityPattern maps a peer node's SPIFFE ID to its group and node id (with
+	// mTLS); empty: node.DefaultPeerIdentity.
+	PeerIdentityPattern string `yaml:"peer_identity_pattern"`
+	// AllowInsecureRemote lets the listener be plaintext on a non-loopback address
+	// (CheckListen), as --insecure does.
+	AllowInsecureRemote bool `yaml:"allow_insecure_remote"`
 }
 
 // TLS names PEM files, or a SPIFFE Workload API socket instead of them.
@@ -177,7 +184,53 @@ func (f *File) check() []error {
 	if !f.TLS.empty() && f.TLS.SPIFFESocket == "" && f.TLS.CertFile == "" {
 		bad("tls: the listener needs cert_file and key_file (or spiffe_socket)")
 	}
+	if f.PeerIdentityPattern != "" {
+		if _, err := node.ParsePeerIdentity(f.PeerIdentityPattern); err != nil {
+			bad("peer_identity_pattern: %v", err)
+		}
+	}
 	return errs
+}
+
+// ErrInsecureListen is matched by CheckListen's error.
+var ErrInsecureListen = errors.New("insecure listener")
+
+// UnauthenticatedRemote reports whether the node would serve links, peerings and
+// local clients beyond loopback without knowing who dials it: in plaintext, or with a
+// server certificate but no client CA (ca_file) or SPIFFE socket to verify dialers
+// by. Anyone who reaches the port could then join the group as any node, and publish
+// and subscribe to anything.
+func (f *File) UnauthenticatedRemote() bool {
+	clientAuth := f.TLS.CAFile != "" || f.TLS.SPIFFESocket != ""
+	return !clientAuth && !isLoopback(f.Listen)
+}
+
+// CheckListen refuses a listener beyond loopback that does not authenticate its
+// dialers, unless AllowInsecureRemote says it is meant.
+func (f *File) CheckListen() error {
+	if !f.UnauthenticatedRemote() || f.AllowInsecureRemote {
+		return nil
+	}
+	what := "plaintext"
+	if !f.TLS.empty() {
+		what = "TLS without client certificates (no ca_file or spiffe_socket)"
+	}
+	return fmt.Errorf("%w: listen %s is %s on a non-loopback address; configure mTLS (cert_file, key_file and ca_file, or spiffe_socket), listen on 127.0.0.1, or pass --insecure (allow_insecure_remote: true) to accept this",
+		ErrInsecureListen, f.Listen, what)
+}
+
+// isLoopback reports whether host:port only accepts connections from this machine.
+// Names other than localhost are not resolved: what they resolve to can change.
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Resources are what Build opened; Close releases them.
@@ -210,6 +263,11 @@ func (f *File) Build(ctx context.Context, log *slog.Logger) (node.Config, *Resou
 		return node.Config{}, nil, err
 	}
 	var err error
+	if f.PeerIdentityPattern != "" {
+		if cfg.PeerIdentity, err = node.ParsePeerIdentity(f.PeerIdentityPattern); err != nil {
+			return fail(fmt.Errorf("%w: peer_identity_pattern: %w", ErrInvalid, err))
+		}
+	}
 	if cfg.ServerTLS, cfg.LinkTLS, err = f.TLS.configs(ctx, res); err != nil {
 		return fail(fmt.Errorf("tls: %w", err))
 	}

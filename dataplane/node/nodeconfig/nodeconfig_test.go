@@ -43,6 +43,8 @@ func TestParseBad(t *testing.T) {
 		{"node_id: n1\ngroup: g\nlisten: x:1\nregistration: {type: magic}\n", `registration.type "magic"`},
 		{"node_id: n1\ngroup: g\nlisten: x:1\ntls: {cert_file: c.pem}\n", "cert_file and key_file go together"},
 		{"node_id: n1\ngroup: g\nlisten: x:1\nlimits: {queue_len: -1}\n", "must not be negative"},
+		{"node_id: n1\ngroup: g\nlisten: x:1\npeer_identity_pattern: '^spiffe://(?P<group>[^/]+)/'\n", "named groups"},
+		{"node_id: n1\ngroup: g\nlisten: x:1\npeer_identity_pattern: '('\n", "peer_identity_pattern"},
 	} {
 		_, err := Parse([]byte(tc.doc))
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
@@ -64,4 +66,36 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error %v is not ErrInvalid", err)
 		}
 	})
+}
+
+// TestCheckListen: a listener beyond loopback that cannot tell who dials it
+// (plaintext, or TLS without a client CA) is refused unless allow_insecure_remote
+// says it is meant; loopback, and mTLS, are fine.
+func TestCheckListen(t *testing.T) {
+	tlsFiles := "tls: {ca_file: ca.pem, cert_file: n.pem, key_file: n-key.pem}\n"
+	for _, tc := range []struct {
+		doc     string
+		refused bool
+	}{
+		{"listen: 0.0.0.0:46357\n", true},
+		{"listen: 10.0.0.5:46357\n", true},
+		{"listen: node.example.com:46357\n", true},
+		{"listen: 0.0.0.0:46357\nallow_insecure_remote: true\n", false},
+		{"listen: 127.0.0.1:46357\n", false},
+		{"listen: '[::1]:46357'\n", false},
+		{"listen: localhost:46357\n", false},
+		{"listen: 0.0.0.0:46357\n" + tlsFiles, false},
+		{"listen: 0.0.0.0:46357\ntls: {cert_file: n.pem, key_file: n-key.pem}\n", true},
+		{"listen: 0.0.0.0:46357\ntls: {cert_file: n.pem, key_file: n-key.pem}\nallow_insecure_remote: true\n", false},
+		{"listen: 0.0.0.0:46357\ntls: {spiffe_socket: unix:///run/spire.sock}\n", false},
+	} {
+		f, err := Parse([]byte("node_id: n1\ngroup: g\n" + tc.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.CheckListen()
+		if refused := errors.Is(err, ErrInsecureListen); refused != tc.refused || (refused && !strings.Contains(err.Error(), "allow_insecure_remote")) {
+			t.Errorf("%q: CheckListen() = %v, want refused %v", tc.doc, err, tc.refused)
+		}
+	}
 }
