@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // DefaultNodePattern takes an agent's node from its identity: the last path
-// segment of a SPIFFE ID or URI (spiffe://example.org/agent/node-1 → node-1), or
-// the whole DNS name or common name.
+// segment of a SPIFFE ID (spiffe://example.org/agent/node-1 → node-1), or the whole
+// DNS name or common name.
 const DefaultNodePattern = `(?P<node>[^/]+)$`
 
 // Authorizer decides what a caller may write. By default an identity may write
@@ -24,36 +25,61 @@ const DefaultNodePattern = `(?P<node>[^/]+)$`
 // Unregistering and overwriting follow the same rule as registering: the node
 // that owns an endpoint now is the one that may change it.
 type Authorizer struct {
-	node   *regexp.Regexp
-	policy *Policy
+	from        IdentitySource
+	trustDomain spiffeid.TrustDomain
+	node        *regexp.Regexp
+	policy      *Policy
 }
 
-// NewAuthorizer builds an Authorizer. nodePattern is a regular expression with a
-// group named "node" (empty: DefaultNodePattern); policy may be nil.
-func NewAuthorizer(nodePattern string, policy *Policy) (*Authorizer, error) {
-	if nodePattern == "" {
-		nodePattern = DefaultNodePattern
-	}
-	re, err := regexp.Compile(nodePattern)
+// AuthorizerConfig configures an Authorizer.
+type AuthorizerConfig struct {
+	// IdentityFrom is the part of a client certificate that is its identity; empty
+	// is IdentitySPIFFE.
+	IdentityFrom IdentitySource
+	// TrustDomain (e.g. "example.org") is the one whose SPIFFE IDs are identities;
+	// required with IdentitySPIFFE, since any other trust domain the CA signs for
+	// could otherwise name the same nodes.
+	TrustDomain string
+	// NodePattern is a regular expression with a group named "node" that takes an
+	// identity's node (empty: DefaultNodePattern).
+	NodePattern string
+	// Policy grants identities more than their own node; nil grants nothing.
+	Policy *Policy
+}
+
+// NewAuthorizer builds an Authorizer.
+func NewAuthorizer(cfg AuthorizerConfig) (*Authorizer, error) {
+	from, err := ParseIdentitySource(string(cfg.IdentityFrom))
 	if err != nil {
-		return nil, fmt.Errorf("node identity pattern %q: %w", nodePattern, err)
+		return nil, err
+	}
+	a := &Authorizer{from: from, policy: cfg.Policy}
+	if from == IdentitySPIFFE {
+		if a.trustDomain, err = spiffeid.TrustDomainFromString(cfg.TrustDomain); err != nil {
+			return nil, fmt.Errorf("identities from SPIFFE IDs need the trust domain they belong to: %q: %w", cfg.TrustDomain, err)
+		}
+	}
+	if a.node, err = compileNodePattern(cfg.NodePattern); err != nil {
+		return nil, err
+	}
+	if a.policy == nil {
+		a.policy = &Policy{}
+	}
+	return a, nil
+}
+
+func compileNodePattern(pattern string) (*regexp.Regexp, error) {
+	if pattern == "" {
+		pattern = DefaultNodePattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("node identity pattern %q: %w", pattern, err)
 	}
 	if re.SubexpIndex("node") < 0 {
-		return nil, fmt.Errorf("node identity pattern %q: needs a group named node, as in (?P<node>…)", nodePattern)
+		return nil, fmt.Errorf("node identity pattern %q: needs a group named node, as in (?P<node>…)", pattern)
 	}
-	if policy == nil {
-		policy = &Policy{}
-	}
-	return &Authorizer{node: re, policy: policy}, nil
-}
-
-// nodeOf is the node an identity may write for, "" when the pattern finds none.
-func (a *Authorizer) nodeOf(identity string) string {
-	m := a.node.FindStringSubmatch(identity)
-	if m == nil {
-		return ""
-	}
-	return m[a.node.SubexpIndex("node")]
+	return re, nil
 }
 
 // denial is a refused write: the rule that refused it, and why.
@@ -89,27 +115,27 @@ func (a *Authorizer) check(w caller, op registry.Op, cur *endpoint.Endpoint) *de
 	return nil
 }
 
-// callerOf reads the caller's identity from its verified client certificate: the
-// SPIFFE ID or first URI SAN, else the first DNS SAN, else the common name. ok is
-// false when the connection carries no client certificate.
-func callerOf(ctx context.Context) (identity string, ok bool) {
+// peerCert is the client certificate the TLS handshake verified; ok is false when
+// the connection carries none.
+func peerCert(ctx context.Context) (cert *x509.Certificate, ok bool) {
 	p, found := peer.FromContext(ctx)
 	if !found {
-		return "", false
+		return nil, false
 	}
 	info, isTLS := p.AuthInfo.(credentials.TLSInfo)
 	if !isTLS || len(info.State.PeerCertificates) == 0 {
-		return "", false
+		return nil, false
 	}
-	return certIdentity(info.State.PeerCertificates[0]), true
+	return info.State.PeerCertificates[0], true
 }
 
-func certIdentity(c *x509.Certificate) string {
-	switch {
-	case len(c.URIs) > 0:
-		return c.URIs[0].String()
-	case len(c.DNSNames) > 0:
-		return c.DNSNames[0]
+// callerOf is who makes a call: its identity ("" when its certificate names none
+// the authorizer accepts) and node. ok is false without a client certificate.
+func (a *Authorizer) callerOf(ctx context.Context) (w caller, ok bool) {
+	cert, ok := peerCert(ctx)
+	if !ok {
+		return caller{}, false
 	}
-	return c.Subject.CommonName
+	id := a.identityOf(cert)
+	return caller{identity: id, node: a.nodeOf(id)}, true
 }

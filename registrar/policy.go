@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -18,7 +19,7 @@ import (
 // (--write-policy FILE). Its YAML form:
 //
 //	grants:                      # identities that may write whole services or clusters
-//	  - identity: spiffe://example.org/platform/deployer   # exact, or a prefix ending in *
+//	  - identity: spiffe://example.org/platform/deployer   # exact, or a prefix ending in *; or dns:NAME, cn:NAME
 //	    services: [web, api]     # "*" for every service
 //	    clusters: [east]         # optional; empty or "*" for every cluster
 //	readers:                     # optional; who may list and watch (default: every authenticated identity)
@@ -84,9 +85,35 @@ func ParsePolicy(raw []byte) (*Policy, error) {
 func checkIdentityPattern(p string) error {
 	switch {
 	case p == "":
-		return errors.New("empty: name an identity (SPIFFE ID, URI, DNS name or common name), or a prefix ending in *")
+		return errors.New("empty: name an identity (spiffe://trust-domain/path, dns:NAME or cn:NAME), or a prefix ending in *")
 	case strings.Contains(strings.TrimSuffix(p, "*"), "*"):
 		return fmt.Errorf("%q: * may only end a pattern", p)
+	}
+	return checkIdentityKind(p)
+}
+
+// checkIdentityKind refuses a pattern that no identity could match, such as a bare
+// host name (identities are SPIFFE IDs, dns:NAME or cn:NAME) or a SPIFFE ID
+// go-spiffe would not parse: such a grant would silently grant nothing.
+func checkIdentityKind(p string) error {
+	body, prefix := strings.CutSuffix(p, "*")
+	switch {
+	case p == "*":
+		return nil
+	case strings.HasPrefix(body, dnsPrefix), strings.HasPrefix(body, cnPrefix):
+		if !prefix && (body == dnsPrefix || body == cnPrefix) {
+			return fmt.Errorf("%q: names no one: add the name", p)
+		}
+		return nil
+	case !strings.HasPrefix(body, "spiffe://"):
+		return fmt.Errorf("%q: not an identity: write a SPIFFE ID (spiffe://trust-domain/path), dns:NAME or cn:NAME, or a prefix of one ending in *", p)
+	}
+	id := body
+	if prefix {
+		id += "x" // some ID the prefix begins must parse
+	}
+	if _, err := spiffeid.FromString(id); err != nil {
+		return fmt.Errorf("%q: not a SPIFFE ID: %w", p, err)
 	}
 	return nil
 }

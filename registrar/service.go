@@ -345,22 +345,30 @@ func (r *Registrar) writeCheck(ctx context.Context) func(int, registry.Op, *endp
 	if a == nil {
 		return nil
 	}
-	id, ok := callerOf(ctx)
-	if !ok {
-		return func(i int, op registry.Op, _ *endpoint.Endpoint) error {
-			r.m.denied.WithLabelValues("no_identity").Inc()
-			return status.Errorf(codes.PermissionDenied, "endpoints[%d]: writes need a client certificate that names the writer (rule: identity)", i)
-		}
+	who, ok := a.callerOf(ctx)
+	switch {
+	case !ok:
+		return r.refuseAll("writes need a client certificate that names the writer")
+	case who.identity == "":
+		return r.refuseAll("the client certificate names no identity: the registrar takes " + a.wants())
 	}
-	who := caller{identity: id, node: a.nodeOf(id)}
 	return func(i int, op registry.Op, cur *endpoint.Endpoint) error {
 		d := a.check(who, op, cur)
 		if d == nil {
 			return nil
 		}
 		r.m.denied.WithLabelValues(d.reason).Inc()
-		r.log.Warn("refused a write", "identity", id, "op", op.Kind.String(), "endpoint", op.Endpoint.Key().String(), "reason", d.reason)
+		r.log.Warn("refused a write", "identity", who.identity, "op", op.Kind.String(), "endpoint", op.Endpoint.Key().String(), "reason", d.reason)
 		return status.Errorf(codes.PermissionDenied, "endpoints[%d]: %s", i, d.msg)
+	}
+}
+
+// refuseAll is the check of a caller without an identity: it may write nothing.
+func (r *Registrar) refuseAll(why string) func(int, registry.Op, *endpoint.Endpoint) error {
+	return func(i int, op registry.Op, _ *endpoint.Endpoint) error {
+		r.m.denied.WithLabelValues("no_identity").Inc()
+		r.log.Warn("refused a write", "op", op.Kind.String(), "endpoint", op.Endpoint.Key().String(), "reason", "no_identity", "why", why)
+		return status.Errorf(codes.PermissionDenied, "endpoints[%d]: %s (rule: identity)", i, why)
 	}
 }
 
@@ -370,12 +378,15 @@ func (r *Registrar) mayRead(ctx context.Context) error {
 	if a == nil || len(a.policy.Readers) == 0 {
 		return nil
 	}
-	id, ok := callerOf(ctx)
-	if ok && a.policy.mayRead(id) {
+	who, ok := a.callerOf(ctx)
+	if ok && who.identity != "" && a.policy.mayRead(who.identity) {
 		return nil
 	}
 	r.m.denied.WithLabelValues("not_a_reader").Inc()
-	return status.Errorf(codes.PermissionDenied, "identity %q may not read: the write policy's readers do not include it", id)
+	if who.identity == "" {
+		return status.Errorf(codes.PermissionDenied, "the client certificate names no identity, and the write policy names its readers: the registrar takes %s", a.wants())
+	}
+	return status.Errorf(codes.PermissionDenied, "identity %q may not read: the write policy's readers do not include it", who.identity)
 }
 
 func (r *Registrar) readyErr() error {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,7 @@ type registrarFlags struct {
 	tlsClientCA   string
 	spiffeSocket  string
 	trustDomain   string
+	identityFrom  string
 	nodePattern   string
 	writePolicy   string
 	anyWriter     bool
@@ -70,18 +72,21 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.IntVar(&f.history, "history-size", 16384, "recent changes kept for resuming agents; one further behind gets a full snapshot")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown keeps trying to persist queued writes")
 	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address; without TLS, 127.0.0.1 unless --insecure")
-	fl.StringVar(&f.healthListen, "health-listen", ":8081", `HTTP address for /healthz, /readyz and /metrics ("" disables)`)
+	fl.StringVar(&f.healthListen, "health-listen", "127.0.0.1:8081", `HTTP address for /healthz, /readyz and /metrics ("" disables)`)
 	fl.BoolVar(&f.debugMemory, "debug-memory", false, "also serve GET /debug/memory on the health address: heap and goroutine stacks after a forced GC, and the open watch streams (each call runs a full GC)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate (PEM); enables TLS")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "server key (PEM)")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) agents' certificates must chain to: requires mTLS")
 	fl.StringVar(&f.spiffeSocket, "spiffe-socket", "", "SPIFFE Workload API socket, e.g. unix:///run/spire/agent.sock: mTLS with SVIDs")
-	fl.StringVar(&f.trustDomain, "authorized-trust-domain", "", "SPIFFE trust domain agents must belong to (default with --spiffe-socket: our own)")
+	fl.StringVar(&f.trustDomain, "authorized-trust-domain", "",
+		"SPIFFE trust domain agents must belong to (default: with --spiffe-socket our own; with --tls-client-ca the one the CA certificate names)")
+	fl.StringVar(&f.identityFrom, "identity-from", string(registrar.IdentitySPIFFE),
+		"with mTLS: what in an agent's certificate is its identity: spiffe (its SPIFFE ID, of the trust domain), dns (its first DNS SAN, as dns:NAME) or cn (its common name, as cn:NAME)")
 	fl.StringVar(&f.nodePattern, "node-identity-pattern", registrar.DefaultNodePattern,
-		"with mTLS: regular expression whose group \"node\" takes an agent's node from its identity (SPIFFE ID or URI, DNS name, common name); an agent writes only its node's endpoints")
+		"with mTLS: regular expression whose group \"node\" takes an agent's node from its identity (the SPIFFE ID, or the DNS name or common name); an agent writes only its node's endpoints")
 	fl.StringVar(&f.writePolicy, "write-policy", "", "with mTLS: YAML file granting identities whole services or clusters, and naming who may read (see docs/security.md)")
 	fl.BoolVar(&f.anyWriter, "allow-any-writer", false, "with mTLS: let every authenticated identity write any endpoint (no per-node rule)")
-	fl.BoolVar(&f.insecure, "insecure", false, "allow plaintext gRPC on a non-loopback --listen address (without TLS the registrar cannot tell agents apart)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow plaintext gRPC, or TLS without client certificates, on a non-loopback --listen address (the registrar then cannot tell agents apart)")
 	bf := addBackendFlags(cmd, "memory")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if f.cluster == "" {
@@ -93,6 +98,11 @@ move to another replica) and persists every queued write before it exits.`,
 		if err := checkListens("listen", f.listen, "health-listen", f.healthListen); err != nil {
 			return err
 		}
+		from, err := registrar.ParseIdentitySource(f.identityFrom)
+		if err != nil {
+			return usagef("--identity-from: %v", err)
+		}
+		f.identityFrom = string(from)
 		f.listenGiven = cmd.Flags().Changed("listen")
 		return runRegistrar(cmd.Context(), a, bf, f)
 	}
@@ -101,20 +111,15 @@ move to another replica) and persists every queued write before it exits.`,
 
 func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlags) error {
 	log := a.logger()
-	tlsConf, closeTLS, err := registrarTLS(ctx, f)
+	st, err := registrarTLS(ctx, log, f)
 	if err != nil {
 		return err
 	}
-	defer closeTLS()
-	if tlsConf == nil {
-		if f.listen, err = plaintextListen("listen", f.listen, f.listenGiven, f.insecure); err != nil {
-			return err
-		}
-		if !isLoopbackAddr(f.listen) {
-			log.Warn(insecureWarning(f.listen))
-		}
+	defer st.close()
+	if f.listen, err = registrarListen(log, f, st.conf); err != nil {
+		return err
 	}
-	authz, err := registrarAuthorizer(f, tlsConf)
+	authz, err := registrarAuthorizer(f, st)
 	if err != nil {
 		return err
 	}
@@ -124,7 +129,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 	}
 	defer backend.Close()
 	srv, err := registrar.NewServer(registrar.ServerConfig{
-		Listen: f.listen, HealthListen: f.healthListen, DebugMemory: f.debugMemory, TLS: tlsConf,
+		Listen: f.listen, HealthListen: f.healthListen, DebugMemory: f.debugMemory, TLS: st.conf,
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
 			SyncInterval: f.syncInterval, BackstopInterval: f.backstop, BatchInterval: f.batchInterval, BatchSize: f.batchSize,
@@ -138,23 +143,53 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 	if h := srv.HealthAddr(); h != nil {
 		health = h.String()
 	}
-	log.Info("registrar listening", "grpc", srv.Addr().String(), "health", health, "backend", bf.name, "tls", tlsConf != nil)
+	log.Info("registrar listening", "grpc", srv.Addr().String(), "health", health, "backend", bf.name, "tls", st.conf != nil)
 	if _, err := fmt.Fprintf(a.out, "registrar %s: gRPC on %s, health on %s\n", f.cluster, srv.Addr(), health); err != nil {
 		return err
 	}
 	return srv.Run(ctx)
 }
 
+// registrarListen applies the rule that a registrar that cannot tell its callers
+// apart serves loopback only: without client certificates, anyone who reaches the
+// port could register or remove any node's endpoints. In plaintext an address the
+// user did not give becomes its loopback form; with TLS, whose user means to serve
+// beyond the machine, such an address is refused rather than moved.
+func registrarListen(log *slog.Logger, f registrarFlags, conf *tls.Config) (string, error) {
+	if conf == nil {
+		addr, err := plaintextListen("listen", f.listen, f.listenGiven, f.insecure)
+		if err == nil && !isLoopbackAddr(addr) {
+			log.Warn(insecureWarning(addr))
+		}
+		return addr, err
+	}
+	if clientAuth(conf) || isLoopbackAddr(f.listen) {
+		return f.listen, nil
+	}
+	if !f.insecure {
+		return "", usagef("--listen %s: TLS without client certificates (--tls-cert/--tls-key without --tls-client-ca) on a non-loopback address: "+
+			"the registrar cannot tell agents apart, so anyone who reaches it could register or remove any node's endpoints; "+
+			"require client certificates with --tls-client-ca or --spiffe-socket, listen on 127.0.0.1, or accept the risk with --insecure", f.listen)
+	}
+	log.Warn(fmt.Sprintf("serving TLS without client certificates on %s (--insecure): any client that reaches it can register and remove any node's endpoints", f.listen))
+	return f.listen, nil
+}
+
+// clientAuth reports whether conf makes every client present a certificate that is
+// checked: by the CA pool, or by the SPIFFE verifier (which asks for any
+// certificate and verifies it itself).
+func clientAuth(conf *tls.Config) bool {
+	return conf != nil && (conf.ClientAuth == tls.RequireAnyClientCert || conf.ClientAuth == tls.RequireAndVerifyClientCert)
+}
+
 // registrarAuthorizer builds the write policy: with mTLS, each agent writes its own
 // node's endpoints unless --allow-any-writer; without mTLS there is no identity to
 // check (and the registrar listens on loopback unless --insecure).
-func registrarAuthorizer(f registrarFlags, tlsConf *tls.Config) (*registrar.Authorizer, error) {
-	// Client certificates are required and checked: by the CA pool, or by the
-	// SPIFFE verifier (which asks for any certificate and verifies it itself).
-	mtls := tlsConf != nil && (tlsConf.ClientAuth == tls.RequireAnyClientCert || tlsConf.ClientAuth == tls.RequireAndVerifyClientCert)
+func registrarAuthorizer(f registrarFlags, st serverTLS) (*registrar.Authorizer, error) {
+	mtls := clientAuth(st.conf)
 	switch {
-	case !mtls && (f.writePolicy != "" || f.anyWriter):
-		return nil, usagef("--write-policy and --allow-any-writer need mTLS: without client certificates there is no identity to authorize")
+	case !mtls && (f.writePolicy != "" || f.anyWriter || f.identityFrom != string(registrar.IdentitySPIFFE)):
+		return nil, usagef("--write-policy, --allow-any-writer and --identity-from need mTLS: without client certificates there is no identity to authorize")
 	case !mtls || f.anyWriter:
 		return nil, nil
 	}
@@ -166,42 +201,99 @@ func registrarAuthorizer(f registrarFlags, tlsConf *tls.Config) (*registrar.Auth
 		}
 		policy = p
 	}
-	a, err := registrar.NewAuthorizer(f.nodePattern, policy)
+	a, err := registrar.NewAuthorizer(registrar.AuthorizerConfig{
+		IdentityFrom: registrar.IdentitySource(f.identityFrom), TrustDomain: st.trustDomain,
+		NodePattern: f.nodePattern, Policy: policy,
+	})
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--node-identity-pattern: %w", err)}
+		return nil, usageError{fmt.Errorf("--node-identity-pattern, --identity-from, --authorized-trust-domain: %w", err)}
 	}
 	return a, nil
 }
 
+// serverTLS is the gRPC server's TLS, and the SPIFFE trust domain its clients are
+// held to ("" when they are not).
+type serverTLS struct {
+	conf        *tls.Config
+	trustDomain string
+	close       func()
+}
+
 // registrarTLS builds the server's TLS from the flags: SVIDs from the Workload API,
-// or certificate files, or none.
-func registrarTLS(ctx context.Context, f registrarFlags) (*tls.Config, func(), error) {
+// or certificate files, or none. With client certificates it logs whom it accepts.
+func registrarTLS(ctx context.Context, log *slog.Logger, f registrarFlags) (serverTLS, error) {
 	files := tlsutil.Files{CA: f.tlsClientCA, Cert: f.tlsCert, Key: f.tlsKey}
-	noop := func() {}
+	var (
+		st  serverTLS
+		err error
+	)
 	switch {
 	case f.spiffeSocket != "" && files != (tlsutil.Files{}):
-		return nil, noop, usagef("--spiffe-socket and --tls-* files are alternatives: use one")
+		err = usagef("--spiffe-socket and --tls-* files are alternatives: use one")
 	case f.spiffeSocket != "":
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		src, err := tlsutil.NewSource(sctx, f.spiffeSocket)
-		if err != nil {
-			return nil, noop, err
-		}
-		conf, err := src.ServerConfig(f.trustDomain)
-		if err != nil {
-			_ = src.Close()
-			return nil, noop, usageError{fmt.Errorf("--authorized-trust-domain: %w", err)}
-		}
-		return conf, func() { _ = src.Close() }, nil
+		st, err = spiffeTLS(ctx, f)
 	case files != (tlsutil.Files{}):
-		conf, err := tlsutil.ServerConfig(files, f.trustDomain)
-		if err != nil {
-			return nil, noop, usageError{fmt.Errorf("--tls-cert, --tls-key, --tls-client-ca: %w", err)}
-		}
-		return conf, noop, nil
+		st, err = filesTLS(log, f, files)
 	case f.trustDomain != "":
-		return nil, noop, usageError{errors.New("--authorized-trust-domain needs mTLS: set --spiffe-socket or --tls-cert, --tls-key and --tls-client-ca")}
+		err = usageError{errors.New("--authorized-trust-domain needs mTLS: set --spiffe-socket or --tls-cert, --tls-key and --tls-client-ca")}
 	}
-	return nil, noop, nil
+	if st.close == nil {
+		st.close = func() {}
+	}
+	if err == nil && clientAuth(st.conf) {
+		log.Info("registrar requires client certificates", "identity_from", f.identityFrom, "trust_domain", st.trustDomain, "node_identity_pattern", f.nodePattern)
+	}
+	return st, err
+}
+
+func spiffeTLS(ctx context.Context, f registrarFlags) (serverTLS, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	src, err := tlsutil.NewSource(sctx, f.spiffeSocket)
+	if err != nil {
+		return serverTLS{}, err
+	}
+	conf, err := src.ServerConfig(f.trustDomain)
+	if err != nil {
+		_ = src.Close()
+		return serverTLS{}, usageError{fmt.Errorf("--authorized-trust-domain: %w", err)}
+	}
+	td := f.trustDomain
+	if td == "" {
+		td = src.TrustDomain().Name()
+	}
+	return serverTLS{conf: conf, trustDomain: td, close: func() { _ = src.Close() }}, nil
+}
+
+func filesTLS(log *slog.Logger, f registrarFlags, files tlsutil.Files) (serverTLS, error) {
+	td, err := filesTrustDomain(log, f)
+	if err != nil {
+		return serverTLS{}, err
+	}
+	conf, err := tlsutil.ServerConfig(files, td)
+	if err != nil {
+		return serverTLS{}, usageError{fmt.Errorf("--tls-cert, --tls-key, --tls-client-ca: %w", err)}
+	}
+	return serverTLS{conf: conf, trustDomain: td}, nil
+}
+
+// filesTrustDomain is the trust domain clients of a file-based mTLS registrar must
+// belong to: --authorized-trust-domain, else, when identities are SPIFFE IDs, the
+// one the client CA's certificate names. A CA may sign for several trust domains,
+// and an agent's node is read from its ID's path alone, so without a trust domain
+// spiffe://other.org/agent/node-1 would act as node-1.
+func filesTrustDomain(log *slog.Logger, f registrarFlags) (string, error) {
+	if f.trustDomain != "" || f.tlsClientCA == "" || f.identityFrom != string(registrar.IdentitySPIFFE) {
+		return f.trustDomain, nil
+	}
+	td, err := tlsutil.BundleTrustDomain(f.tlsClientCA)
+	if errors.Is(err, tlsutil.ErrNoTrustDomain) {
+		return "", usagef("--tls-client-ca %s: agents' identities are SPIFFE IDs, and the CA certificate names no trust domain (no spiffe:// URI SAN): "+
+			"name it with --authorized-trust-domain, or take identities from DNS names or common names with --identity-from dns|cn", f.tlsClientCA)
+	}
+	if err != nil {
+		return "", usageError{fmt.Errorf("--tls-client-ca: %w; name the trust domain with --authorized-trust-domain", err)}
+	}
+	log.Info("trust domain taken from the client CA certificate (--authorized-trust-domain to choose another)", "trust_domain", td.Name(), "ca", f.tlsClientCA)
+	return td.Name(), nil
 }

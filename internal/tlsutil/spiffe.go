@@ -33,6 +33,10 @@ func NewSource(ctx context.Context, socket string) (*Source, error) {
 	return &Source{src: src, own: svid.ID.TrustDomain()}, nil
 }
 
+// TrustDomain is the trust domain of this workload's SVID: the one peers are held
+// to when a config is asked for with an empty trust domain.
+func (s *Source) TrustDomain() spiffeid.TrustDomain { return s.own }
+
 // Close stops watching the Workload API.
 func (s *Source) Close() error { return s.src.Close() }
 

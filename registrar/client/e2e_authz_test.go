@@ -41,7 +41,8 @@ grants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := registrar.NewAuthorizer(`^spiffe://mesh\.test/node/(?P<node>[^/]+)$`, policy)
+	authz, err := registrar.NewAuthorizer(registrar.AuthorizerConfig{TrustDomain: "mesh.test",
+		NodePattern: `^spiffe://mesh\.test/node/(?P<node>[^/]+)$`, Policy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +96,60 @@ grants:
 	if got := keysOf(list(t, a, endpoint.Filter{})); !slices.Equal(got, want) {
 		t.Fatalf("agent a sees %v, want %v", got, want)
 	}
+}
+
+// The authorizer holds identities to its trust domain, and reads them with
+// go-spiffe, even when the TLS handshake admits any certificate the CA signed (a
+// server made with tlsutil.ServerConfig(files, "")): none of these may act as node-b.
+func TestE2EIdentitiesOutsideTheTrustDomainWriteNothing(t *testing.T) {
+	env := newEtcd(t)
+	ca, err := tlstest.NewCA("shared CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverConf, err := tlsutil.ServerConfig(issue(t, ca, "spiffe://mesh.test/registrar", "server"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := registrar.NewAuthorizer(registrar.AuthorizerConfig{TrustDomain: "mesh.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := prometheus.NewRegistry()
+	s := runServerConfig(t, registrar.ServerConfig{Listen: "127.0.0.1:0", TLS: serverConf, Metrics: metrics,
+		Registrar: registrar.Config{Cluster: "east", Backend: env.backend(t), BatchInterval: 10 * time.Millisecond,
+			Authorizer: authz, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	as := func(names tlstest.Names) registry.Registry {
+		leaf, err := ca.IssueNames(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ca.WriteFiles(t.TempDir(), "client", leaf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openRegistrar(t, map[string]string{client.ParamAddress: s.Addr().String(), client.ParamTLSCA: f.CA,
+			client.ParamTLSCert: f.Cert, client.ParamTLSKey: f.Key, client.ParamTrustDomain: "mesh.test"})
+	}
+	own := ep("east", "web", "10.0.0.2", 80)
+	own.Node = "node-b"
+	apply(t, as(tlstest.Names{URIs: []string{"spiffe://mesh.test/agent/node-b"}}), registry.Register(own))
+	for name, names := range map[string]tlstest.Names{
+		"another trust domain": {URIs: []string{"spiffe://evil.test/agent/node-b"}},
+		"a query":              {URIs: []string{"spiffe://mesh.test/agent/node-a?x=/node-b"}},
+		"DNS SAN only":         {DNSNames: []string{"node-b"}},
+		"common name only":     {CommonName: "node-b"},
+	} {
+		before := counterValue(t, metrics, "registrar_denied_writes_total", "reason", "no_identity")
+		err := as(names).Apply(testCtx(t), []registry.Op{registry.Unregister(own)})
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "names no identity") || !strings.Contains(err.Error(), "trust domain mesh.test") {
+			t.Errorf("%s: unregister node-b's endpoint: %v, want PermissionDenied naming the identity rule", name, err)
+		}
+		if got := counterValue(t, metrics, "registrar_denied_writes_total", "reason", "no_identity"); got != before+1 {
+			t.Errorf("%s: registrar_denied_writes_total{reason=\"no_identity\"} went from %v to %v, want one more", name, before, got)
+		}
+	}
+	eventually(t, 10*time.Second, "etcd holds node-b's endpoint", func() bool { return slices.Equal(env.stored(t), []string{own.Key().String()}) })
 }
 
 // counterValue reads one series of a counter from what g gathers.

@@ -41,7 +41,19 @@ type Leaf struct {
 }
 
 // NewCA makes a CA valid for a day.
-func NewCA(name string) (*CA, error) {
+func NewCA(name string) (*CA, error) { return newCA(name, nil) }
+
+// NewCAWithID makes a CA like NewCA whose certificate also carries id as its URI
+// SAN, as a SPIRE CA carries its trust domain's ID (spiffe://example.org).
+func NewCAWithID(name, id string) (*CA, error) {
+	u, err := url.Parse(id)
+	if err != nil {
+		return nil, fmt.Errorf("CA id %q: %w", id, err)
+	}
+	return newCA(name, []*url.URL{u})
+}
+
+func newCA(name string, uris []*url.URL) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -49,6 +61,7 @@ func NewCA(name string) (*CA, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name},
+		URIs:                  uris,
 		NotBefore:             time.Now().Add(-time.Minute),
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		IsCA:                  true,
@@ -69,31 +82,57 @@ func NewCA(name string) (*CA, error) {
 // Issue signs a leaf for both client and server use. spiffeID, when set, becomes the
 // URI SAN (spiffe://domain/path); hosts become DNS or IP SANs.
 func (ca *CA) Issue(spiffeID string, hosts ...string) (*Leaf, error) {
+	n := Names{CommonName: "switchboard test leaf"}
+	if spiffeID != "" {
+		n.URIs = []string{spiffeID}
+	}
+	for _, h := range hosts {
+		if net.ParseIP(h) != nil {
+			n.IPs = append(n.IPs, h)
+		} else {
+			n.DNSNames = append(n.DNSNames, h)
+		}
+	}
+	return ca.IssueNames(n)
+}
+
+// Names are the names IssueNames puts in a leaf, and the only ones it puts there.
+type Names struct {
+	CommonName string
+	URIs       []string // URI SANs, e.g. spiffe://example.org/agent/node-1
+	DNSNames   []string
+	IPs        []string
+}
+
+// IssueNames signs a leaf for both client and server use that carries exactly the
+// names n: for tests of how a peer's names are read.
+func (ca *CA) IssueNames(n Names) (*Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "switchboard test leaf"},
+		Subject:      pkix.Name{CommonName: n.CommonName},
+		DNSNames:     n.DNSNames,
 		NotBefore:    time.Now().Add(-time.Minute),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	if spiffeID != "" {
-		u, err := url.Parse(spiffeID)
+	for _, s := range n.URIs {
+		u, err := url.Parse(s)
 		if err != nil {
-			return nil, fmt.Errorf("spiffe id %q: %w", spiffeID, err)
+			return nil, fmt.Errorf("URI SAN %q: %w", s, err)
 		}
-		tmpl.URIs = []*url.URL{u}
+		tmpl.URIs = append(tmpl.URIs, u)
 	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
+	for _, s := range n.IPs {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("IP SAN %q: not an IP address", s)
 		}
+		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
