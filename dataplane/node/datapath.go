@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -85,7 +86,7 @@ func (n *Node) dialLoop(c *conn, first chan<- error) {
 		start := time.Now()
 		opened, err := n.runStream(c, client, &first)
 		if !opened && c.ctx.Err() == nil {
-			n.connectFailed(c, err, attempt == 0)
+			n.connectFailed(c, err)
 		}
 		if first != nil {
 			first <- err
@@ -110,15 +111,42 @@ func (n *Node) dialLoop(c *conn, first chan<- error) {
 
 // connectFailed reports a stream that could not be opened: the reason (a refused
 // connection, a TLS handshake a wrong CA fails, ...) is what an operator needs, so
-// it is logged at warn, not only retried.
-// The first failure of a series is a warning; the retries that follow, debug lines.
-func (n *Node) connectFailed(c *conn, err error, first bool) {
+// it is logged at warn, not only retried. The first failure of a series is a
+// warning; the retries that follow, the node's own and the control plane's new
+// Connects for the same link alike, are debug lines, until a stream opens.
+func (n *Node) connectFailed(c *conn, err error) {
 	n.metrics.connectFails.WithLabelValues(c.label()).Inc()
 	level := slog.LevelDebug
-	if first {
+	if n.failing.add(c.label()) {
 		level = slog.LevelWarn
 	}
 	n.cfg.Logger.Log(n.ctx, level, "link stream could not be opened", "node", n.id, "link", c.label(), "endpoint", c.endpoint, "err", err)
+}
+
+// syncSet is a set of strings safe for concurrent use.
+type syncSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+// add puts s in the set; it reports whether s was new.
+func (s *syncSet) add(k string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[k]; ok {
+		return false
+	}
+	if s.m == nil {
+		s.m = map[string]struct{}{}
+	}
+	s.m[k] = struct{}{}
+	return true
+}
+
+func (s *syncSet) remove(k string) {
+	s.mu.Lock()
+	delete(s.m, k)
+	s.mu.Unlock()
 }
 
 // backoff is the full-jitter wait before redial attempt k.
@@ -151,6 +179,7 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 	if err := n.checkPeerServer(s.Context(), c); err != nil {
 		return false, err
 	}
+	n.failing.remove(c.label()) // a new series of failures warns again
 	if *first != nil {
 		*first <- nil
 		*first = nil

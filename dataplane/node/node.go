@@ -42,6 +42,11 @@ type Node struct {
 	running  atomic.Bool
 	wg       sync.WaitGroup
 
+	// failing are the links (by label) whose last attempt to open a stream failed:
+	// the first failure of a series is a warning, the retries after it, even those
+	// of a new Connect for the same link, debug lines (connectFailed).
+	failing syncSet
+
 	// annMu orders changes of what the node offers (its group peers, the control
 	// plane's announcements), so that an offer and its withdrawal never swap.
 	annMu sync.Mutex
