@@ -31,6 +31,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"::1","port":0,"priority":255,"ttl":"never"}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
+	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"::1","port":1,"priority":1,"node":"n\u0085","annotations":{"a":"x\ny"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := DecodeJSON(b)
 		if err != nil {
@@ -45,7 +46,19 @@ func FuzzDecodeJSON(f *testing.F) {
 		if err != nil || !Equal(back, e) {
 			t.Fatalf("JSON round trip of %s: %+v, %v", out, back, err)
 		}
-		p, err := FromProto(e.ToProto())
+		// A request is held to the write rules: the proto form converts intact, and
+		// FromProto accepts it exactly when Validate does.
+		p, err := FromProtoUnchecked(e.ToProto())
+		if err != nil || !Equal(p, e) || p.ValidateRead() != nil {
+			t.Fatalf("proto round trip of %+v: %+v, %v", e, p, err)
+		}
+		if e.Validate() != nil {
+			if _, err := FromProto(e.ToProto()); err == nil {
+				t.Fatalf("FromProto accepted %+v, which Validate refuses", e)
+			}
+			return
+		}
+		p, err = FromProto(e.ToProto())
 		if err != nil || !Equal(p, e) {
 			t.Fatalf("proto round trip of %+v: %+v, %v", e, p, err)
 		}

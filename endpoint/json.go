@@ -37,13 +37,15 @@ func (e *Endpoint) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// DecodeJSON parses and validates one endpoint in the JSON payload form.
+// DecodeJSON parses and validates one endpoint in the JSON payload form. The payload
+// is what a backend stores, so it is validated as a read (ValidateRead): what another
+// writer stored stays readable.
 func DecodeJSON(b []byte) (Endpoint, error) {
 	var e Endpoint
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Endpoint{}, err
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateRead(); err != nil {
 		return Endpoint{}, err
 	}
 	return e, nil

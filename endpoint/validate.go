@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -69,13 +70,26 @@ func validName(s string) bool {
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
-// Validate checks every field and returns the first broken rule as a *FieldError.
-func (e Endpoint) Validate() error {
+// Validate checks every field against the rules for what Switchboard writes and
+// returns the first broken rule as a *FieldError. Every entry point (the registry's
+// Apply, the registrar, the agent's manifest, the CLI) calls it before anything is
+// stored.
+func (e Endpoint) Validate() error { return e.validate(true) }
+
+// ValidateRead checks an entry read back from storage. Read liberally, write
+// strictly: the entry is held to Validate's rules, except that its node and annotation
+// values may carry the control characters Validate refuses (HasControl), which another
+// writer, or an earlier release, may have stored. Such a value stays readable; whatever
+// writes it into a file must escape or refuse it, as package agent/render does.
+func (e Endpoint) ValidateRead() error { return e.validate(false) }
+
+// validate checks e by the write rules when strict, else by the read rules.
+func (e Endpoint) validate(strict bool) error {
 	if err := e.Key().Validate(); err != nil {
 		return err
 	}
-	if e.Node != "" && (len(e.Node) > maxNameLen || strings.ContainsFunc(e.Node, isSpaceOrControl) || !utf8.ValidString(e.Node)) {
-		return &FieldError{"node", e.Node, fmt.Sprintf("must be at most %d printable characters without spaces", maxNameLen)}
+	if err := validateNode(e.Node, strict); err != nil {
+		return err
 	}
 	if e.Priority < 1 || e.Priority > 255 {
 		return &FieldError{"priority", fmt.Sprint(e.Priority), "must be 1..255"}
@@ -83,7 +97,7 @@ func (e Endpoint) Validate() error {
 	if e.Weight < 0 || e.Weight > 65535 {
 		return &FieldError{"weight", fmt.Sprint(e.Weight), "must be 0..65535"}
 	}
-	if err := validateAnnotations(e.Annotations); err != nil {
+	if err := validateAnnotations(e.Annotations, strict); err != nil {
 		return err
 	}
 	if err := e.TTL.check(); err != nil {
@@ -145,7 +159,23 @@ func validateAddress(s string) error {
 	return nil
 }
 
-func validateAnnotations(m map[string]string) error {
+func validateNode(n string, strict bool) error {
+	if n == "" {
+		return nil
+	}
+	// The read rules are those before C1 controls were refused, so that nothing an
+	// earlier release stored becomes unreadable.
+	bad := isSpaceOrC0
+	if strict {
+		bad = isSpaceOrControl
+	}
+	if len(n) > maxNameLen || strings.ContainsFunc(n, bad) || !utf8.ValidString(n) {
+		return &FieldError{"node", n, fmt.Sprintf("must be at most %d printable characters without spaces", maxNameLen)}
+	}
+	return nil
+}
+
+func validateAnnotations(m map[string]string, strict bool) error {
 	if len(m) > maxAnnotations {
 		return &FieldError{"annotations", fmt.Sprintf("%d entries", len(m)), fmt.Sprintf("at most %d are allowed", maxAnnotations)}
 	}
@@ -156,11 +186,31 @@ func validateAnnotations(m map[string]string) error {
 		if len(v) > maxAnnotationVal || !utf8.ValidString(v) {
 			return &FieldError{"annotations[" + k + "]", truncate(v), fmt.Sprintf("value must be valid UTF-8 of at most %d bytes", maxAnnotationVal)}
 		}
+		if strict && HasControl(v) {
+			return &FieldError{"annotations[" + k + "]", truncate(v), "value must not contain control characters (U+0000-U+001F, U+007F-U+009F)"}
+		}
 	}
 	return nil
 }
 
-func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+// HasControl reports whether s holds a control character (Unicode category Cc:
+// U+0000-U+001F, U+007F-U+009F). One can end a line, a statement or a block of the
+// file a value is rendered into, so our writes refuse them in names and annotation
+// values. Written over bytes: it runs for every value of every endpoint rendered.
+func HasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		// U+0080-U+009F are 0xC2 0x80-0x9F in UTF-8; 0xC2 is never a continuation byte.
+		if c < 0x20 || c == 0x7f || c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f {
+			return true
+		}
+	}
+	return false
+}
+
+func isSpaceOrC0(r rune) bool { return r <= ' ' || r == 0x7f }
+
+func isSpaceOrControl(r rune) bool { return r == ' ' || unicode.IsControl(r) }
 
 func truncate(s string) string {
 	if len(s) > 32 {

@@ -150,7 +150,7 @@ func decode(id string, a map[string]string) (decoded, error) {
 	if e.Annotations, err = decodeAnnotations(a); err != nil {
 		return decoded{}, err
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateRead(); err != nil {
 		return decoded{}, err
 	}
 	if got := e.InstanceID(); got != id {

@@ -88,8 +88,8 @@ func encode(e endpoint.Endpoint, now time.Time) map[string]types.AttributeValue 
 }
 
 // decode turns an item back into an endpoint and reports its expiry in epoch
-// milliseconds (0: none). The endpoint is validated: items come from whatever
-// wrote to the table.
+// milliseconds (0: none). The endpoint is validated by the read rules: items come
+// from whatever wrote to the table.
 func decode(item map[string]types.AttributeValue) (endpoint.Endpoint, int64, error) {
 	var (
 		d   decoder
@@ -112,7 +112,7 @@ func decode(item map[string]types.AttributeValue) (endpoint.Endpoint, int64, err
 	if d.err != nil {
 		return endpoint.Endpoint{}, 0, d.err
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateRead(); err != nil {
 		return endpoint.Endpoint{}, 0, err
 	}
 	return e, exp, nil
