@@ -45,6 +45,7 @@ type Discovery struct {
 	synced  sync.Once
 	ready   chan struct{}
 	release func() // stops following the outputs' demand (demand.go)
+	warned  *warnedSet
 }
 
 // NewDiscovery returns a Discovery over src; Run starts it.
@@ -60,7 +61,7 @@ func NewDiscovery(src registry.Registry, outputs []Output, o DiscoveryOptions) *
 	}
 	view, release := narrowed(src, outputs)
 	m := mirror.New(view, mirror.Options{PollInterval: o.PollInterval, Logger: o.Logger})
-	return &Discovery{mirror: m, outputs: outputs, opts: o, log: o.Logger, trigger: make(chan struct{}, 1), ready: make(chan struct{}), release: release}
+	return &Discovery{mirror: m, outputs: outputs, opts: o, log: o.Logger, trigger: make(chan struct{}, 1), ready: make(chan struct{}), release: release, warned: newWarnedSet()}
 }
 
 // Trigger renders every output again soon, e.g. after a template was edited.
@@ -120,6 +121,7 @@ func (d *Discovery) updateAll(ctx context.Context) bool {
 	for _, o := range d.outputs {
 		wrote, err := o.Update(ctx, eps)
 		d.opts.Metrics.output(o.Name(), wrote, err)
+		d.reportRefused(o)
 		switch {
 		case err != nil:
 			ok = false

@@ -17,6 +17,7 @@ type Metrics struct {
 	applyFail   prometheus.Gauge
 	outputs     *prometheus.CounterVec
 	outputLast  *prometheus.GaugeVec
+	refused     *prometheus.CounterVec
 	mirrorState prometheus.Gauge
 }
 
@@ -41,10 +42,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Updates of rendered and file_sd outputs by result (written, unchanged, error)."}, []string{"output", "result"}),
 		outputLast: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_agent_output_last_success_timestamp_seconds",
 			Help: "When the output last rendered without error."}, []string{"output"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_render_refused_values_total",
+			Help: "Values with control characters a template would have printed (or names and annotation keys holding them), per rendering; each left its endpoint out."}, []string{"output"}),
 		mirrorState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_discovery_endpoints",
 			Help: "Endpoints in the agent's copy of the registry."}),
 	}
-	reg.MustRegister(m.entries, m.healthy, m.registered, m.checks, m.writes, m.applyFail, m.outputs, m.outputLast, m.mirrorState)
+	reg.MustRegister(m.entries, m.healthy, m.registered, m.checks, m.writes, m.applyFail, m.outputs, m.outputLast, m.refused, m.mirrorState)
 	return m
 }
 
@@ -101,6 +104,12 @@ func (m *Metrics) output(name string, wrote bool, err error) {
 		m.outputs.WithLabelValues(name, "unchanged").Inc()
 	}
 	m.outputLast.WithLabelValues(name).SetToCurrentTime()
+}
+
+func (m *Metrics) refusedValues(output string, n int) {
+	if m != nil && n > 0 {
+		m.refused.WithLabelValues(output).Add(float64(n))
+	}
 }
 
 func (m *Metrics) discovered(n int) {

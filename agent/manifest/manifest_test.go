@@ -182,3 +182,22 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("Load = %v, %v", m, err)
 	}
 }
+
+// TestParseRefusesControlCharactersInAnnotations: a manifest is the agent's own write,
+// held to the write rules: a YAML escape or block scalar that puts a newline into an
+// annotation value is refused, naming the entry and the annotation.
+func TestParseRefusesControlCharactersInAnnotations(t *testing.T) {
+	const head = "entries:\n  - cluster: prod\n    service: web\n    protocol: http\n    address: 10.0.0.1\n"
+	for name, doc := range map[string]string{
+		"escaped newline": head + "    annotations: {team: \"edge\\n}\\nserver {\"}\n",
+		"block scalar":    head + "    annotations:\n      team: |\n        edge;\n        }\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(doc))
+			want := "entries[0]: invalid endpoint: annotations[team]"
+			if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Parse = %v\nwant an error containing %q", err, want)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ type Output struct {
 	spec           Spec
 	tmpl           *Template
 	commandTimeout time.Duration
+	refused        []Refusal
 }
 
 // NewOutput loads the template; a template that does not parse is an error naming the
@@ -43,14 +44,16 @@ func (o *Output) Name() string { return "render:" + o.spec.Out }
 // the error is returned and the output file is left as it was. It reports whether the
 // file was written.
 func (o *Output) Update(ctx context.Context, eps []endpoint.Endpoint) (bool, error) {
+	o.refused = nil
 	if err := o.reload(); err != nil {
 		return false, err
 	}
-	var buf bytes.Buffer
-	if err := o.tmpl.execute(&buf, eps); err != nil {
+	out, refused, err := o.tmpl.Render(eps)
+	o.refused = refused
+	if err != nil {
 		return false, err
 	}
-	wrote, err := atomicfile.WriteIfChanged(o.spec.Out, buf.Bytes())
+	wrote, err := atomicfile.WriteIfChanged(o.spec.Out, out)
 	if err != nil || !wrote {
 		return false, err
 	}
@@ -61,6 +64,10 @@ func (o *Output) Update(ctx context.Context, eps []endpoint.Endpoint) (bool, err
 	}
 	return true, nil
 }
+
+// Refused lists the endpoints the last Update left out of the file, and why (see
+// Template.Render).
+func (o *Output) Refused() []Refusal { return o.refused }
 
 func (o *Output) reload() error {
 	src, err := os.ReadFile(o.spec.Template)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"text/template"
 
@@ -29,8 +30,8 @@ func Load(path string) (*Template, error) {
 // Parse parses template source; path names the template in errors, which text/template
 // reports as "template: PATH:LINE: …".
 func Parse(path string, src []byte) (*Template, error) {
-	// The functions are bound per Execute; parsing only needs their names.
-	t, err := template.New(path).Option("missingkey=error").Funcs(funcs(nil)).Parse(string(src))
+	// The functions are bound per execution; parsing only needs their names.
+	t, err := template.New(path).Option("missingkey=error").Funcs(newPass(nil, nil, false).funcs()).Parse(string(src))
 	if err != nil {
 		return nil, err
 	}
@@ -40,34 +41,52 @@ func Parse(path string, src []byte) (*Template, error) {
 // Path is the template's file name.
 func (t *Template) Path() string { return t.path }
 
-// Execute renders the template over eps, which must be sorted as endpoint.Sort does.
+// Execute renders the template over eps (see Render) and writes the result to w.
 // Nothing is written to w when execution fails part way.
 func (t *Template) Execute(w io.Writer, eps []endpoint.Endpoint) error {
-	var buf bytes.Buffer
-	if err := t.execute(&buf, eps); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
-}
-
-func (t *Template) execute(buf *bytes.Buffer, eps []endpoint.Endpoint) error {
-	// Clone so that concurrent renders of one template each bind their own data.
-	c, err := t.t.Clone()
+	out, _, err := t.Render(eps)
 	if err != nil {
 		return err
 	}
-	return c.Funcs(funcs(eps)).Execute(buf, nil)
+	_, err = w.Write(out)
+	return err
 }
 
-// funcs returns the template functions over one snapshot of endpoints.
-func funcs(eps []endpoint.Endpoint) template.FuncMap {
-	return template.FuncMap{
-		"registrations": func(cluster, protocol, service, ip string) ([]endpoint.Endpoint, error) {
-			return Lookup(eps, endpoint.Filter{Cluster: cluster, Protocol: protocol, Service: service, Address: ip})
-		},
-		"hostport": func(address string, port int) string { return endpoint.HostPort(address, port) },
+// Render renders the template over eps, which must be sorted as endpoint.Sort does. It
+// leaves out every endpoint with a value that holds control characters and that the
+// template would print (see the package documentation), and says which and why.
+func (t *Template) Render(eps []endpoint.Endpoint) ([]byte, []Refusal, error) {
+	leaveOut := map[endpoint.Key]Refusal{}
+	for n := 1; ; n++ {
+		p := newPass(eps, leaveOut, n > maxGuidedPasses)
+		out, err := t.run(p)
+		if !p.widen(err) {
+			return out, sortedRefusals(leaveOut), err
+		}
 	}
+}
+
+// run executes the template once; its output is nil when it failed.
+func (t *Template) run(p *pass) ([]byte, error) {
+	// Clone so that concurrent renders of one template each bind their own data.
+	c, err := t.t.Clone()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := c.Funcs(p.funcs()).Execute(&buf, nil); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// funcs returns the template functions over the pass's snapshot of endpoints.
+func (p *pass) funcs() template.FuncMap {
+	fm := maps.Clone(helpers)
+	fm["registrations"] = p.registrations
+	fm["index"] = index
+	fm["hostport"] = func(address string, port int) string { return endpoint.HostPort(address, port) }
+	return fm
 }
 
 // Lookup returns the endpoints of eps that match f, in eps's order (address, then

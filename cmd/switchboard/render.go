@@ -72,7 +72,10 @@ when changed). In the template, registrations CLUSTER PROTOCOL SERVICE IP return
 matching endpoints sorted by address then port (empty or "*" matches any); each has
 .Cluster .Service .Protocol .Address .Port .Node .Priority .Weight .Annotations .TTL
 and .InstanceID, and hostport ADDRESS PORT joins an address and port (IPv6 in
-brackets). 'switchboard agent --render' keeps a file current.`,
+brackets). quote, json, shellquote, nginx and haproxy write a value escaped for
+those languages. An endpoint whose node or annotation value holds control
+characters is left out where the template would print that value (raw VALUE
+prints it as stored). 'switchboard agent --render' keeps a file current.`,
 		Example: `  switchboard registry render upstream.tmpl --out /etc/nginx/conf.d/upstream.conf
 
   # upstream.tmpl
@@ -103,14 +106,23 @@ brackets). 'switchboard agent --render' keeps a file current.`,
 }
 
 // renderTarget parses the template and returns what renders it: to stdout, or to out
-// through render.Output (atomic, only when changed).
+// through render.Output (atomic, only when changed). Endpoints left out for a value
+// the template would print with control characters are logged.
 func renderTarget(a *app, tmpl, out string) (func(context.Context, []endpoint.Endpoint) error, error) {
 	if out == "" {
 		t, err := render.Load(tmpl)
 		if err != nil {
 			return nil, err
 		}
-		return func(_ context.Context, eps []endpoint.Endpoint) error { return t.Execute(a.out, eps) }, nil
+		return func(_ context.Context, eps []endpoint.Endpoint) error {
+			data, refused, err := t.Render(eps)
+			warnRefused(a, refused)
+			if err != nil {
+				return err
+			}
+			_, err = a.out.Write(data)
+			return err
+		}, nil
 	}
 	if tmpl == out {
 		return nil, fmt.Errorf("--out %s would overwrite the template", out)
@@ -121,6 +133,14 @@ func renderTarget(a *app, tmpl, out string) (func(context.Context, []endpoint.En
 	}
 	return func(ctx context.Context, eps []endpoint.Endpoint) error {
 		_, err := o.Update(ctx, eps)
+		warnRefused(a, o.Refused())
 		return err
 	}, nil
+}
+
+func warnRefused(a *app, refused []render.Refusal) {
+	for _, r := range refused {
+		a.logger().Warn("endpoint left out: a value the template would print holds control characters (use raw in the template to write it as stored, or an escaping helper)",
+			"endpoint", r.Endpoint.String(), "field", r.Field, "value", r.Value)
+	}
 }
