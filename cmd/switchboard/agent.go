@@ -54,6 +54,9 @@ when their content changes; a failing template keeps the last good output.
 With --xds-listen it serves the registry to Envoy and proxyless gRPC clients over xDS
 (one cluster per service and protocol, a listener per service for xds:///SERVICE),
 and with --dns-listen it answers A, AAAA and SRV questions about it (--dns-domain).
+--xds-tls-cert, --xds-tls-key and --xds-tls-client-ca (or --xds-spiffe-socket) serve
+xDS over mTLS; a server that listens beyond loopback without client certificates (DNS
+has none) is warned about at start.
 
 SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
 --metrics-listen.`,
@@ -103,9 +106,12 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	if bf.name == "" && (len(cfg.Outputs) > 0 || f.discovery.enabled()) {
 		return usagef("--render, --prometheus-sd, --xds-listen and --dns-listen read the registry: set --registry-backend")
 	}
-	if cfg.Servers, err = f.discovery.servers(cfg.Logger); err != nil {
+	servers, release, err := f.discovery.servers(ctx, cfg.Logger)
+	defer release()
+	if err != nil {
 		return err
 	}
+	cfg.Servers = servers
 	if bf.name != "" {
 		r, err := bf.open(ctx, cfg.Logger)
 		if err != nil {
