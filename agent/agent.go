@@ -65,6 +65,8 @@ type Agent struct {
 	mu       sync.Mutex
 	pending  *reload // the latest Reload or ReloadFailed not yet applied
 	statuses []EntryStatus
+	// notReady says why the agent is not ready yet (Ready); empty once it is.
+	notReady string
 }
 
 type reload struct {
@@ -149,6 +151,15 @@ type CheckStatus struct {
 	Check     string
 	Healthy   bool
 	LastError string
+}
+
+// Ready reports whether the agent does what its manifest asks: the manifest is
+// applied, every check has a first result, and the registry took the last write of
+// every entry. When it is not, why says what it waits for.
+func (a *Agent) Ready() (ready bool, why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.notReady == "", a.notReady
 }
 
 // Status returns the state of every entry, in manifest order, as of the loop's last

@@ -14,6 +14,7 @@ type entry struct {
 	m        manifest.Entry
 	trackers []*check.Tracker
 	lastErr  []error
+	seen     []bool             // each check has produced a result
 	stop     context.CancelFunc // stops the entry's check goroutines
 
 	// registered: the last successful write for the key registered it. maybe: a
@@ -29,7 +30,8 @@ type entry struct {
 }
 
 func newEntry(m manifest.Entry) *entry {
-	e := &entry{m: m, trackers: make([]*check.Tracker, len(m.Checks)), lastErr: make([]error, len(m.Checks))}
+	e := &entry{m: m, trackers: make([]*check.Tracker, len(m.Checks)), lastErr: make([]error, len(m.Checks)),
+		seen: make([]bool, len(m.Checks))}
 	for i, c := range m.Checks {
 		e.trackers[i] = check.NewTracker(c.Rise, c.Fall)
 	}

@@ -163,7 +163,7 @@ func (l *loop) observe(r result) {
 		return
 	}
 	spec := r.e.m.Checks[r.i]
-	r.e.lastErr[r.i] = r.err
+	r.e.lastErr[r.i], r.e.seen[r.i] = r.err, true
 	l.opts.Metrics.checkResult(spec.Kind, r.err == nil)
 	if !r.e.trackers[r.i].Observe(r.err == nil) {
 		return
@@ -206,9 +206,37 @@ func (l *loop) publishStatus() {
 		st[i] = e.status()
 		l.opts.Metrics.entryState(e.m.Endpoint, st[i].Healthy, e.registered)
 	}
+	notReady := l.waitingFor()
 	l.mu.Lock()
-	l.statuses = st
+	l.statuses, l.notReady = st, notReady
 	l.mu.Unlock()
+}
+
+// waitingFor says what keeps the agent from being ready ("" when nothing does): a
+// manifest that did not apply, checks without a first result, entries whose last
+// registry write failed.
+func (l *loop) waitingFor() string {
+	if l.applyErr != nil {
+		return "manifest: " + l.applyErr.Error()
+	}
+	unseen, failing := 0, 0
+	for _, e := range l.entries {
+		for _, seen := range e.seen {
+			if !seen {
+				unseen++
+			}
+		}
+		if e.failures > 0 {
+			failing++
+		}
+	}
+	switch {
+	case unseen > 0:
+		return fmt.Sprintf("checks: %d have no result yet", unseen)
+	case failing > 0:
+		return fmt.Sprintf("registry: the last write of %d entries failed", failing)
+	}
+	return ""
 }
 
 // shutdown removes every entry this agent may have registered, with a fresh deadline:

@@ -34,7 +34,7 @@ type Config struct {
 	// Agent options; Publisher, Logger and Metrics are filled in by Run.
 	Agent     Options
 	Discovery DiscoveryOptions
-	// HTTP, when set, serves /metrics and /healthz; Run closes it.
+	// HTTP, when set, serves /metrics, /healthz and /readyz; Run closes it.
 	HTTP net.Listener
 	// Reload makes Run load ManifestPath again and re-render the outputs (SIGHUP).
 	Reload <-chan struct{}
@@ -94,12 +94,30 @@ func Run(ctx context.Context, cfg Config) error {
 		g.spawn(cancel, func() error { return s.Serve(ctx) })
 	}
 	if cfg.HTTP != nil {
-		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg)) })
+		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg, readiness(ag, disc))) })
 	}
 	if cfg.Reload != nil {
 		g.spawn(cancel, func() error { reloadLoop(ctx, cfg, ag, disc, log); return nil })
 	}
 	return g.wait()
+}
+
+// readiness is the agent's /readyz: its own Ready, then, with outputs or servers,
+// a first complete copy of the registry.
+func readiness(ag *Agent, disc *Discovery) func() (bool, string) {
+	return func() (bool, string) {
+		if ok, why := ag.Ready(); !ok {
+			return false, why
+		}
+		if disc != nil {
+			select {
+			case <-disc.Ready():
+			default:
+				return false, "registry: the first copy for the outputs and servers is not complete"
+			}
+		}
+		return true, ""
+	}
 }
 
 func reloadLoop(ctx context.Context, cfg Config, ag *Agent, disc *Discovery, log *slog.Logger) {

@@ -76,7 +76,7 @@ SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
 	fl.DurationVar(&f.pollInterval, "poll-interval", 10*time.Second, "how often to list a registry backend that has no change feed")
 	fl.DurationVar(&f.resync, "resync-interval", 5*time.Minute, "re-publish entries without a TTL this often while healthy, in case the registry lost them")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
-	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics and /healthz (empty: off)")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics, /healthz and /readyz (empty: off)")
 	f.discovery.register(fl)
 	_ = cmd.MarkFlagFilename("manifest", "yaml", "yml")
 	bf := addBackendFlags(cmd, "")
