@@ -39,9 +39,10 @@ and tracing; --northbound-listen, --southbound-listen and --metrics-listen overr
 its addresses.
 
 Secure by default: an endpoint without TLS listens on loopback only. A plaintext
-endpoint on any other address, or a northbound endpoint without
+endpoint on any other address, a northbound endpoint without
 northbound.authorization (roles for client-certificate identities and bearer
-tokens), is refused unless --insecure (allow_insecure_remote: true) says it is meant.
+tokens), or a southbound endpoint without registration_auth (shared_secret or
+spire) is refused unless --insecure (allow_insecure_remote: true) says it is meant.
 
 SIGHUP re-reads northbound.authorization.token_file: a token removed from the file
 stops working. Every successful northbound mutation is logged with audit=true.`,
@@ -56,7 +57,7 @@ stops working. Every successful northbound mutation is logged with audit=true.`,
 	cmd.Flags().StringVar(&o.northbound, "northbound-listen", "", "management API address (switchboard ctl); overrides northbound.endpoint (default 127.0.0.1:50051)")
 	cmd.Flags().StringVar(&o.southbound, "southbound-listen", "", "address data-plane nodes connect to; overrides southbound.endpoint (default 127.0.0.1:50052)")
 	cmd.Flags().StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:50053", "address for /healthz, /readyz and /metrics (empty: none)")
-	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow plaintext endpoints, and a northbound API without authorization, on non-loopback addresses (logged as a warning)")
+	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow plaintext endpoints, a northbound API without authorization and a southbound endpoint without registration_auth on non-loopback addresses (logged as a warning)")
 	return cmd
 }
 

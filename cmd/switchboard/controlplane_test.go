@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
+	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
 
 // TestControlPlaneListenFlags: the listen flags move the ports without a config file,
@@ -69,6 +75,118 @@ func runCPCommandArgs(t *testing.T, body string, args ...string) (*syncbuf.Buffe
 		case <-time.After(30 * time.Second):
 			t.Fatal("controlplane did not stop")
 			return nil
+		}
+	}
+}
+
+// TestControlPlaneRefusesUnauthenticatedRemoteSouthbound runs the real binary: a
+// southbound endpoint with TLS and no registration_auth defaults to every interface,
+// where anyone could register as any node, so start-up is refused (exit 2, naming the
+// address and what to configure) before anything listens. With registration auth it
+// gets past the check; with --insecure too, and then serves and says so at warn level.
+func TestControlPlaneRefusesUnauthenticatedRemoteSouthbound(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlstest.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue("", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(dir, "server", leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Start-up that gets past the check fails next on this port, before it listens.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	southTLS := fmt.Sprintf("southbound:\n  tls: {cert_file: %s, key_file: %s}\n", files.Cert, files.Key)
+	noAuth := write("noauth.yaml", fmt.Sprintf("northbound:\n  endpoint: %s\n", taken.Addr())+southTLS)
+	r := runBinary(t, "", nil, "controlplane", "--config", noAuth, "--metrics-listen", "")
+	for _, want := range []string{"southbound endpoint 0.0.0.0:50052 has no registration_auth", "registration_auth (type shared_secret or spire)", "--insecure"} {
+		if r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Fatalf("TLS southbound without registration_auth: exit %d, want 2 and %q; stderr:\n%s", r.code, want, r.stderr)
+		}
+	}
+	withAuth := write("auth.yaml", fmt.Sprintf("northbound:\n  endpoint: %s\n", taken.Addr())+southTLS+
+		"registration_auth:\n  type: shared_secret\n  secrets: {cloud: "+strings.Repeat("s", 32)+"}\n")
+	for _, args := range [][]string{{"--config", withAuth}, {"--config", noAuth, "--insecure"}} {
+		r := runBinary(t, "", nil, append([]string{"controlplane", "--metrics-listen", ""}, args...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, taken.Addr().String()+" is in use") {
+			t.Fatalf("%v: exit %d, want the start-up to get past the check; stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+	allowed := write("allowed.yaml", "northbound:\n  endpoint: 127.0.0.1:0\n"+
+		fmt.Sprintf("southbound:\n  endpoint: 0.0.0.0:0\n  tls: {cert_file: %s, key_file: %s}\n", files.Cert, files.Key))
+	p := startCPBinary(t, "--config", allowed, "--metrics-listen", "", "--insecure")
+	if p.south == "" {
+		t.Fatalf("with --insecure: exit %d, want it serving; stderr:\n%s", p.code, p.stderr)
+	}
+	if log := p.stderr.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "southbound endpoint 0.0.0.0:0 has no registration_auth") {
+		t.Fatalf("with --insecure: no warning naming the address and the risk:\n%s", log)
+	}
+}
+
+// cpBinary is a running `switchboard controlplane` (the real binary).
+type cpBinary struct {
+	stdout, stderr *syncbuf.Buffer
+	south          string // the southbound address it printed; "" when it exited first
+	code           int
+}
+
+// startCPBinary runs the binary's controlplane command until the test ends, and
+// returns once it prints its southbound address or exits.
+func startCPBinary(t *testing.T, args ...string) *cpBinary {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"controlplane"}, args...)...)
+	cmd.Dir = t.TempDir()
+	p := &cpBinary{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		var exit *exec.ExitError
+		if err := cmd.Wait(); errors.As(err, &exit) {
+			p.code = exit.ExitCode()
+		}
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	for {
+		for _, line := range strings.Split(p.stdout.String(), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "southbound" {
+				p.south = f[1]
+				return p
+			}
+		}
+		select {
+		case <-done:
+			return p
+		case <-deadline:
+			t.Fatalf("switchboard controlplane %s: neither serving nor exited within 30s; stderr:\n%s", strings.Join(args, " "), p.stderr)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,7 +41,7 @@ type Options struct {
 // Authorizer decides who may call which northbound method.
 type Authorizer struct {
 	enabled    bool
-	identities map[string]Role
+	identities map[config.Identity]Role
 	tokenFile  string
 	tokens     atomic.Pointer[Tokens]
 	reloadMu   sync.Mutex // one reload at a time, so Diff compares neighbours
@@ -51,7 +52,7 @@ type Authorizer struct {
 
 // New builds an Authorizer and reads the token file, if one is configured.
 func New(o Options) (*Authorizer, error) {
-	a := &Authorizer{enabled: o.Config.Enabled(), identities: map[string]Role{}, tokenFile: o.Config.TokenFile, log: o.Logger, audit: o.Audit}
+	a := &Authorizer{enabled: o.Config.Enabled(), identities: map[config.Identity]Role{}, tokenFile: o.Config.TokenFile, log: o.Logger, audit: o.Audit}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -59,12 +60,8 @@ func New(o Options) (*Authorizer, error) {
 		a.audit = a.log
 	}
 	a.audit = a.audit.With("audit", true)
-	for id, name := range o.Config.Identities {
-		role, err := ParseRole(name)
-		if err != nil {
-			return nil, fmt.Errorf("identity %s: %w", id, err)
-		}
-		a.identities[id] = role
+	if err := a.bind(o.Config.Identities); err != nil {
+		return nil, err
 	}
 	if a.tokenFile != "" {
 		t, err := LoadTokens(a.tokenFile)
@@ -195,7 +192,7 @@ func (a *Authorizer) authorize(ctx context.Context, method string) (Caller, Role
 	}
 	ids := certIdentities(ctx)
 	if len(ids) > 0 {
-		caller.Who = ids[0]
+		caller.Who = ids[0].String()
 	}
 	need, known := MethodRoles[method]
 	if !known && openMethods[method] {
@@ -224,12 +221,8 @@ func (a *Authorizer) authorize(ctx context.Context, method string) (Caller, Role
 		caller.Who, caller.Via, caller.Role = "token:"+tok.Name, "token", tok.Role
 	case len(ids) > 0:
 		caller.Via = "certificate"
-		// The strongest binding among the certificate's names wins, and is the
-		// name the caller is known by.
-		for _, id := range ids {
-			if r, ok := a.identities[id]; ok && r > caller.Role {
-				caller.Who, caller.Role = id, r
-			}
+		if id, r := a.strongest(ids); r != NoRole {
+			caller.Who, caller.Role = id.String(), r
 		}
 	default:
 		return caller, need, a.deny(method, caller, codes.Unauthenticated, "unauthenticated",
@@ -273,10 +266,9 @@ func bearer(ctx context.Context) (string, bool, error) {
 	return strings.TrimSpace(token), true, nil
 }
 
-// certIdentities lists the names in the verified client certificate, in the forms
-// the authorization section binds: URI SANs, "dns:" SANs, then "cn:". Only a chain
+// certIdentities lists the names in the verified client certificate. Only a chain
 // the TLS handshake verified counts, so nothing here comes from an unchecked claim.
-func certIdentities(ctx context.Context) []string {
+func certIdentities(ctx context.Context) []config.Identity {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil
@@ -285,26 +277,63 @@ func certIdentities(ctx context.Context) []string {
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
 		return nil
 	}
-	leaf := ti.State.VerifiedChains[0][0]
-	var ids []string
+	return LeafIdentities(ti.State.VerifiedChains[0][0])
+}
+
+// LeafIdentities lists a certificate's names, each with the field it comes from: URI
+// SANs, then DNS SANs, then the common name.
+func LeafIdentities(leaf *x509.Certificate) []config.Identity {
+	var ids []config.Identity
 	for _, u := range leaf.URIs {
-		ids = append(ids, u.String())
+		ids = append(ids, config.Identity{Kind: config.IdentityURI, Name: u.String()})
 	}
 	for _, d := range leaf.DNSNames {
-		ids = append(ids, "dns:"+d)
+		ids = append(ids, config.Identity{Kind: config.IdentityDNS, Name: d})
 	}
 	if cn := leaf.Subject.CommonName; cn != "" {
-		ids = append(ids, "cn:"+cn)
+		ids = append(ids, config.Identity{Kind: config.IdentityCN, Name: cn})
 	}
 	return ids
+}
+
+// bind parses the authorization section's identity -> role bindings. Each binding
+// keeps its kind, so it matches only names read from that certificate field.
+func (a *Authorizer) bind(bindings map[string]string) error {
+	for s, name := range bindings {
+		id, err := config.ParseIdentity(s)
+		if err != nil {
+			return err
+		}
+		role, err := ParseRole(name)
+		if err != nil {
+			return fmt.Errorf("identity %s: %w", s, err)
+		}
+		a.identities[id] = role
+	}
+	return nil
+}
+
+// strongest is the strongest role bound to one of ids and the identity that has it;
+// NoRole when none has one. Identities compare by kind and name: a binding never
+// matches a name from another certificate field.
+func (a *Authorizer) strongest(ids []config.Identity) (config.Identity, Role) {
+	var best config.Identity
+	var role Role
+	for _, id := range ids {
+		if r, ok := a.identities[id]; ok && r > role {
+			best, role = id, r
+		}
+	}
+	return best, role
 }
 
 // Identities lists the bound certificate identities by role, for the start-up log.
 func (a *Authorizer) Identities() map[string][]string {
 	out := map[string][]string{}
-	for _, id := range slices.Sorted(maps.Keys(a.identities)) {
+	ids := slices.SortedFunc(maps.Keys(a.identities), func(x, y config.Identity) int { return strings.Compare(x.String(), y.String()) })
+	for _, id := range ids {
 		r := a.identities[id].String()
-		out[r] = append(out[r], id)
+		out[r] = append(out[r], id.String())
 	}
 	return out
 }

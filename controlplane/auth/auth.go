@@ -14,6 +14,23 @@ type Authenticator interface {
 	Close() error
 }
 
+// IdentityVerifier is an Authenticator that also says who the credentials proved the
+// caller to be, so that the control plane can tell whether a second registration of
+// a node comes from the same holder.
+type IdentityVerifier interface {
+	// VerifyIdentity is Verify that returns the proven identity.
+	VerifyIdentity(ctx context.Context, credentials, group, nodeID string) (string, error)
+}
+
+// VerifyIdentity verifies with a and returns the identity it proved: "" when a proves
+// none (Noop), or does not say.
+func VerifyIdentity(ctx context.Context, a Authenticator, credentials, group, nodeID string) (string, error) {
+	if v, ok := a.(IdentityVerifier); ok {
+		return v.VerifyIdentity(ctx, credentials, group, nodeID)
+	}
+	return "", a.Verify(ctx, credentials, group, nodeID)
+}
+
 // TokenProvider produces the credentials a data-plane node sends when it registers.
 type TokenProvider interface {
 	// Token returns fresh credentials for identity "{group}/{nodeID}". An error means

@@ -16,7 +16,14 @@
 //     nonce (format in token.go). A verifier accepts it once, within a time window.
 //   - SPIFFE: the node presents a JWT-SVID fetched from the SPIFFE Workload API for
 //     the control plane's audience; the control plane validates it against trust
-//     bundles and requires the SPIFFE ID's trust domain to equal the claimed group.
+//     bundles and requires the SPIFFE ID to name the node (SPIFFENode: the trust
+//     domain is the group, the last path segment the node id). A verifier accepts a
+//     token once within its lifetime, so the provider asks for a new one each time
+//     (with a random extra audience, past the Workload API's cache).
+//
+// Verifiers that implement IdentityVerifier also say who the credentials proved the
+// node to be; the control plane compares that when a second registration claims a
+// connected node's id.
 //
 // Every denial matches one of the sentinel errors below with errors.Is, so callers
 // can branch on the cause and operators read a precise reason.

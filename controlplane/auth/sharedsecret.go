@@ -133,7 +133,22 @@ func checkSecret(secret string) error {
 // "{group}/{nodeID}", MAC under the group's secret (hmac.Equal), issued-at inside
 // [now-Window, now+MaxSkew], nonce not accepted before. The nonce is remembered only
 // after everything else passed.
-func (s *SharedSecret) Verify(_ context.Context, credentials, group, nodeID string) error {
+func (s *SharedSecret) Verify(ctx context.Context, credentials, group, nodeID string) error {
+	_, err := s.VerifyIdentity(ctx, credentials, group, nodeID)
+	return err
+}
+
+// VerifyIdentity is Verify that returns the identity proven: "shared_secret:" and
+// the token's "{group}/{nodeID}". A group's secret is the group's, not a node's, so
+// every holder of it proves the same identity for a node.
+func (s *SharedSecret) VerifyIdentity(_ context.Context, credentials, group, nodeID string) (string, error) {
+	if err := s.verify(credentials, group, nodeID); err != nil {
+		return "", err
+	}
+	return TypeSharedSecret + ":" + Identity(group, nodeID), nil
+}
+
+func (s *SharedSecret) verify(credentials, group, nodeID string) error {
 	if err := checkClaim(credentials, group); err != nil {
 		return err
 	}

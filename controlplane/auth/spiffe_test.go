@@ -9,6 +9,9 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,20 +105,33 @@ func TestSPIFFEVerify(t *testing.T) {
 }
 
 // workloadAPI is a minimal SPIFFE Workload API server: it hands out JWT-SVIDs signed
-// by one authority and serves that authority's bundle, like a SPIRE agent would.
+// by one authority and serves that authority's bundle, like a SPIRE agent would. As
+// a SPIRE agent does, it caches each JWT-SVID by SPIFFE ID and audience set and hands
+// the same token out again while more than half its lifetime is left.
 type workloadAPI struct {
 	workload.UnimplementedSpiffeWorkloadAPIServer
 	t    *testing.T
 	auth *authority
 	path string
+
+	mu    sync.Mutex
+	cache map[string]string // sorted audiences -> token
 }
 
 func (w *workloadAPI) FetchJWTSVID(_ context.Context, req *workload.JWTSVIDRequest) (*workload.JWTSVIDResponse, error) {
 	id := spiffeid.RequireFromPath(w.auth.td, "/"+w.path).String()
-	return &workload.JWTSVIDResponse{Svids: []*workload.JWTSVID{{
-		SpiffeId: id,
-		Svid:     w.auth.svid(w.t, w.path, req.Audience, time.Now().Add(5*time.Minute)),
-	}}}, nil
+	key := strings.Join(slices.Sorted(slices.Values(req.Audience)), "\x00")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cache == nil {
+		w.cache = map[string]string{}
+	}
+	tok, ok := w.cache[key]
+	if !ok {
+		tok = w.auth.svid(w.t, w.path, req.Audience, time.Now().Add(5*time.Minute))
+		w.cache[key] = tok
+	}
+	return &workload.JWTSVIDResponse{Svids: []*workload.JWTSVID{{SpiffeId: id, Svid: tok}}}, nil
 }
 
 func (w *workloadAPI) FetchJWTBundles(_ *workload.JWTBundlesRequest, s grpc.ServerStreamingServer[workload.JWTBundlesResponse]) error {

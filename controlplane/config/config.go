@@ -36,8 +36,8 @@ type Config struct {
 	// CheckListeners allows only on loopback unless AllowInsecureRemote is set.
 	NorthboundAuthorization Authorization
 	// AllowInsecureRemote (`allow_insecure_remote`, or the command's --insecure) lets a
-	// plaintext endpoint, or a northbound endpoint without authorization, listen on a
-	// non-loopback address.
+	// plaintext endpoint, a northbound endpoint without authorization, or a
+	// southbound endpoint without registration auth listen on a non-loopback address.
 	AllowInsecureRemote bool
 }
 
@@ -49,8 +49,9 @@ const (
 
 // Authorization is the `northbound.authorization` section.
 type Authorization struct {
-	// Identities maps a client-certificate identity to its role: "spiffe://…" (or any
-	// URI SAN), "dns:NAME" (a DNS SAN) or "cn:NAME" (the subject's common name).
+	// Identities maps a client-certificate identity to its role: "spiffe://…" (a URI
+	// SAN; "uri:URI" for one of another form), "dns:NAME" (a DNS SAN) or "cn:NAME"
+	// (the subject's common name). Each matches its own field only (ParseIdentity).
 	Identities map[string]string
 	// TokenFile holds the bearer tokens' hashes, one "ROLE NAME sha256:HEX" per line;
 	// it is re-read on SIGHUP.
@@ -188,6 +189,10 @@ type RegistrationAuth struct {
 	// Audience is the JWT-SVID audience nodes request and the CP checks (spire).
 	Audience string
 }
+
+// Enabled reports whether nodes must prove who they are to register (any type but
+// noop).
+func (a RegistrationAuth) Enabled() bool { return a.Type != "" && a.Type != AuthNoop }
 
 // Reconciler tunes the link and route reconcilers.
 type Reconciler struct {

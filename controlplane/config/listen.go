@@ -12,9 +12,11 @@ import (
 var ErrInsecureListen = errors.New("insecure listener")
 
 // CheckListeners refuses endpoints that anyone on the network could use without
-// credentials: a plaintext endpoint on a non-loopback address, and a northbound
-// endpoint without authorization on a non-loopback address. AllowInsecureRemote
-// permits both; Insecurities lists what it then permits, for the start-up warning.
+// credentials: a plaintext endpoint on a non-loopback address, a northbound
+// endpoint without authorization on one, and a southbound endpoint without
+// registration auth on one (TLS alone proves who the control plane is, not who the
+// node is). AllowInsecureRemote permits all three; Insecurities lists what it then
+// permits, for the start-up warning.
 func (c *Config) CheckListeners() error {
 	if c.AllowInsecureRemote {
 		return nil
@@ -51,6 +53,12 @@ func (c *Config) Insecurities() []Insecurity {
 		out = append(out, Insecurity{
 			What: fmt.Sprintf("northbound endpoint %s has no authorization: anyone who reaches it can change the topology", c.Northbound.Endpoint),
 			Fix:  "northbound.authorization (identities or token_file)",
+		})
+	}
+	if !c.RegistrationAuth.Enabled() && !IsLoopback(c.Southbound.Endpoint) {
+		out = append(out, Insecurity{
+			What: fmt.Sprintf("southbound endpoint %s has no registration_auth: anyone who reaches it can register as any node", c.Southbound.Endpoint),
+			Fix:  "registration_auth (type shared_secret or spire)",
 		})
 	}
 	return out

@@ -1,11 +1,9 @@
 package config
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,25 +116,6 @@ func (d *decoder) identityList(n *yaml.Node, path, role string, out map[string]s
 		}
 		out[id] = role
 	})
-}
-
-// ValidIdentity checks a client-certificate identity as the authorization section
-// writes it. The kinds are spelled out so that a DNS SAN can never be mistaken for a
-// common name, or either for a URI.
-func ValidIdentity(id string) error {
-	kind, name, ok := strings.Cut(id, ":")
-	switch {
-	case !ok:
-	case kind == "dns" || kind == "cn":
-		if name != "" && strings.TrimSpace(name) == name {
-			return nil
-		}
-	case strings.HasPrefix(name, "//"):
-		if u, err := url.Parse(id); err == nil && u.Scheme != "" && u.Host != "" {
-			return nil
-		}
-	}
-	return fmt.Errorf("%q is not an identity: want a URI SAN such as spiffe://example.org/ops, dns:NAME or cn:NAME", id)
 }
 
 func checkHostPort(s string) string {

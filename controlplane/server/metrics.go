@@ -40,7 +40,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Namespace: ns, Name: "reconcile_errors_total", Help: "Reconciles that failed, by queue and kind (retry: requeued without consuming a retry; rejected_transition: the store refused a status change).",
 		}, []string{"queue", "kind"}),
 		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "registrations_total", Help: "Registration handshakes by outcome.",
+			Namespace: ns, Name: "registrations_total", Help: "Registration handshakes by outcome (accepted, denied, refused: the node id is held by a live session of another identity, invalid, timeout).",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.duration, m.errors, m.registrations,

@@ -40,7 +40,8 @@ type Options struct {
 	// global one).
 	Metrics *prometheus.Registry
 	// Auth replaces the authenticator Config.RegistrationAuth describes (tests verify
-	// SPIFFE tokens against a fixed bundle this way).
+	// SPIFFE tokens against a fixed bundle this way); what the listeners may expose is
+	// still judged by Config.RegistrationAuth.
 	Auth auth.Authenticator
 	// RequestTimeout bounds each request to a node; nodestream.DefaultTimeout (90 s)
 	// when zero.

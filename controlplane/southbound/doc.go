@@ -29,6 +29,14 @@
 //     keeps the node; the old one's end is not a crash. Both ends log it at warn
 //     level; two processes with one id keep displacing each other at their reconnect
 //     backoff, and the warnings repeat until one is fixed.
+//
+// A newer stream takes a node id whose session is live only if its caller proves the
+// same identity as the session's (claims.go): the same verified client certificate
+// identity and registration-auth identity, or — when neither side proved one — the
+// same peer host. Any other caller gets the id only once the session fails to answer
+// a connection list request within the probe timeout (5 s); while it answers, the
+// caller is refused with ALREADY_EXISTS. Every replacement and refusal is logged at
+// warn level with both peers and identities.
 //   - RESOURCE_EXHAUSTED when a send to the node missed the send deadline (10 s by
 //     default, nodestream.WithSendTimeout): the node stopped reading. It is evicted —
 //     disconnected like a crash — so no reconciler waits on it, and is rebuilt when it

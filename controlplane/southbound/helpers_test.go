@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -73,6 +74,24 @@ func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duratio
 // newFixtureWith is newFixture over the given command handler.
 func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Duration, streams *nodestream.Handler) *fixture {
 	t.Helper()
+	return serveFixture(t, fixtureOptions{auth: a, registerTimeout: registerTimeout, streams: streams})
+}
+
+// fixtureOptions are what tests vary; zero values are newFixture's.
+type fixtureOptions struct {
+	auth            auth.Authenticator
+	registerTimeout time.Duration
+	probeTimeout    time.Duration
+	streams         *nodestream.Handler
+	// creds secures the server; f.conn is then not made, and tests dial with f.dial.
+	creds credentials.TransportCredentials
+}
+
+func serveFixture(t *testing.T, o fixtureOptions) *fixture {
+	t.Helper()
+	if o.streams == nil {
+		o.streams = nodestream.New(30 * time.Second)
+	}
 	st := memory.New()
 	topo, err := config.Parse([]byte("topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n"))
 	if err != nil {
@@ -82,9 +101,9 @@ func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Dur
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, svc: svc, st: st, streams: streams, logs: &logBuffer{}}
+	f := &fixture{t: t, svc: svc, st: st, streams: o.streams, logs: &logBuffer{}}
 	srv := New(Options{
-		Service: svc, Streams: f.streams, Auth: a, RegisterTimeout: registerTimeout, Logger: f.logs.logger(),
+		Service: svc, Streams: f.streams, Auth: o.auth, RegisterTimeout: o.registerTimeout, ProbeTimeout: o.probeTimeout, Logger: f.logs.logger(),
 		Enqueue: func(r controlplane.Result) {
 			f.mu.Lock()
 			f.queued = append(f.queued, r)
@@ -96,10 +115,14 @@ func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Dur
 		},
 		OnRegistration: func(o string) { f.mu.Lock(); f.outcomes = append(f.outcomes, o); f.mu.Unlock() },
 	})
-	gs := grpc.NewServer(grpc.WaitForHandlers(true), grpc.StreamInterceptor(
+	var sopts []grpc.ServerOption
+	if o.creds != nil {
+		sopts = append(sopts, grpc.Creds(o.creds))
+	}
+	gs := grpc.NewServer(append(sopts, grpc.WaitForHandlers(true), grpc.StreamInterceptor(
 		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 			return handler(srv, hookedStream{ss, f})
-		}))
+		}))...)
 	srv.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -107,16 +130,31 @@ func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Dur
 	}
 	go func() { _ = gs.Serve(lis) }()
 	f.addr = lis.Addr().String()
-	f.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		f.conn.Close()
 		srv.Closing()
 		gs.Stop()
 	})
+	if o.creds == nil {
+		f.conn = f.dial("127.0.0.1", insecure.NewCredentials())
+	}
 	return f
+}
+
+// dial connects to the fixture from the local address ip (any of 127.0.0.0/8 on
+// Linux, so that tests can show callers from different addresses).
+func (f *fixture) dial(ip string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	f.t.Helper()
+	local := &net.TCPAddr{IP: net.ParseIP(ip)}
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: local}
+			return d.DialContext(ctx, "tcp", addr)
+		}))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 func (f *fixture) lastOutcome() string {
@@ -138,9 +176,15 @@ type node struct {
 // open starts a stream and reads the CP's greeting.
 func (f *fixture) open() *node {
 	f.t.Helper()
+	return f.openOn(f.conn)
+}
+
+// openOn is open over conn.
+func (f *fixture) openOn(conn *grpc.ClientConn) *node {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	f.t.Cleanup(cancel)
-	stream, err := controllerv1.NewControllerServiceClient(f.conn).OpenControlChannel(ctx)
+	stream, err := controllerv1.NewControllerServiceClient(conn).OpenControlChannel(ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}

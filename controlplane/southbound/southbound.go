@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,8 @@ const (
 	OutcomeDenied   = "denied"
 	OutcomeInvalid  = "invalid"
 	OutcomeTimeout  = "timeout"
+	// OutcomeRefused: the node id is held by a live session of another identity.
+	OutcomeRefused = "refused"
 )
 
 // MetadataMTLSRequired is the ConnectionDetails metadata key by which a node says that
@@ -45,6 +48,9 @@ type Options struct {
 	Enqueue func(controlplane.Result)
 	// RegisterTimeout bounds the handshake; DefaultRegisterTimeout when zero.
 	RegisterTimeout time.Duration
+	// ProbeTimeout bounds the wait for a live session's answer when a caller that does
+	// not prove the same identity claims its node id; DefaultProbeTimeout when zero.
+	ProbeTimeout time.Duration
 	// OnRegistration observes each handshake's outcome (metrics); may be nil.
 	OnRegistration func(outcome string)
 	Logger         *slog.Logger
@@ -55,6 +61,10 @@ type Server struct {
 	controllerv1.UnimplementedControllerServiceServer
 	o       Options
 	closing atomic.Bool
+	claims  nodeLocks
+
+	mu       sync.Mutex
+	sessions map[string]*session // the registered session of each node id
 }
 
 type controlStream = grpc.BidiStreamingServer[controllerv1.ControlMessage, controllerv1.ControlMessage]
@@ -67,6 +77,9 @@ func New(o Options) *Server {
 	if o.RegisterTimeout <= 0 {
 		o.RegisterTimeout = DefaultRegisterTimeout
 	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -76,7 +89,7 @@ func New(o Options) *Server {
 	if o.OnRegistration == nil {
 		o.OnRegistration = func(string) {}
 	}
-	return &Server{o: o}
+	return &Server{o: o, sessions: map[string]*session{}}
 }
 
 // Register adds the service to gs.
@@ -109,6 +122,7 @@ type session struct {
 	id     uint64
 	st     *nodestream.Stream
 	peer   string // the node's address, for logs
+	who    holder // what the node proved when it registered
 }
 
 func peerAddr(ctx context.Context) string {
@@ -154,34 +168,24 @@ func (s *Server) awaitRegistration(stream controlStream) (*controllerv1.ControlM
 
 // register verifies the node's credentials, then saves it, hands its stream to the
 // command handler, answers, and queues the reconcilers. Nothing is saved for a node
-// that is denied.
+// that is denied, or refused because another identity's live session holds its id.
 func (s *Server) register(stream controlStream, msg *controllerv1.ControlMessage) (*session, error) {
 	ctx := stream.Context()
 	req := msg.GetRegisterNodeRequest()
 	nodeID := controlplane.NodeID(req.GetGroupName(), req.GetNodeId())
-	if err := s.o.Auth.Verify(ctx, req.GetCredentials(), req.GetGroupName(), req.GetNodeId()); err != nil {
+	proven, err := auth.VerifyIdentity(ctx, s.o.Auth, req.GetCredentials(), req.GetGroupName(), req.GetNodeId())
+	if err != nil {
 		s.o.OnRegistration(OutcomeDenied)
-		s.o.Logger.Warn("registration denied", "node", nodeID, "reason", err)
+		s.o.Logger.Warn("registration denied", "node", nodeID, "peer", peerAddr(ctx), "reason", err)
 		return nil, status.Errorf(codes.PermissionDenied, "registration of %q denied: %v", nodeID, err)
 	}
-	reg, err := s.o.Service.NodeRegistered(ctx, registration(req))
+	sess, res, err := s.claim(ctx, stream, nodeID, req, callerOf(ctx, proven))
 	if err != nil {
-		s.o.OnRegistration(OutcomeInvalid)
-		return nil, toStatus(fmt.Errorf("register %q: %w", nodeID, err))
+		return nil, err
 	}
-	sess := &session{nodeID: reg.NodeID, id: reg.Session, peer: peerAddr(ctx)}
-	if s.o.Streams.Connected(reg.NodeID) {
-		// Either the node reconnected before its old stream broke (once), or two
-		// processes share the node id and will keep displacing each other, each
-		// reconnecting with backoff: say so loudly enough to be found.
-		s.o.Logger.Warn("node registered while its previous stream is still open: the previous stream is closed "+
-			"as replaced; if this repeats, two processes use the same node id",
-			"node", reg.NodeID, "session", reg.Session, "peer", sess.peer)
-	}
-	sess.st = s.o.Streams.Add(reg.NodeID, stream.Send)
 	err = sess.st.Send(&controllerv1.ControlMessage{ReplyTo: msg.GetMessageId(),
 		Payload: &controllerv1.ControlMessage_RegisterNodeResponse{RegisterNodeResponse: &controllerv1.RegisterNodeResponse{
-			Success: true, NodeId: reg.NodeID,
+			Success: true, NodeId: sess.nodeID,
 		}}})
 	if err != nil {
 		select {
@@ -196,9 +200,39 @@ func (s *Server) register(stream controlStream, msg *controllerv1.ControlMessage
 		return nil, err
 	}
 	s.o.OnRegistration(OutcomeAccepted)
-	s.o.Logger.Info("node connected", "node", reg.NodeID, "session", reg.Session, "connections", len(req.GetConnections()))
-	s.o.Enqueue(reg.Result)
+	s.o.Logger.Info("node connected", "node", sess.nodeID, "session", sess.id, "connections", len(req.GetConnections()))
+	s.o.Enqueue(res)
 	return sess, nil
+}
+
+// claim takes the node id for caller — unless a live session of another identity
+// holds it — saves the registration and installs the stream, all under the node
+// id's lock. The lock is released before the answer is sent: a newer registration
+// of the node may then replace this one at once.
+func (s *Server) claim(ctx context.Context, stream controlStream, nodeID string, req *controllerv1.RegisterNodeRequest,
+	caller holder) (*session, controlplane.Result, error) {
+	unlock, err := s.claims.lock(ctx, nodeID)
+	if err != nil {
+		return nil, controlplane.Result{}, status.FromContextError(err).Err()
+	}
+	defer unlock()
+	replaced, err := s.admit(ctx, nodeID, caller)
+	if err != nil {
+		s.o.OnRegistration(OutcomeRefused)
+		return nil, controlplane.Result{}, err
+	}
+	reg, err := s.o.Service.NodeRegistered(ctx, registration(req))
+	if err != nil {
+		s.o.OnRegistration(OutcomeInvalid)
+		return nil, controlplane.Result{}, toStatus(fmt.Errorf("register %q: %w", nodeID, err))
+	}
+	sess := &session{nodeID: reg.NodeID, id: reg.Session, peer: caller.peer, who: caller}
+	sess.st = s.o.Streams.Add(reg.NodeID, stream.Send)
+	s.track(sess)
+	if replaced != nil {
+		s.logReplaced(sess, replaced)
+	}
+	return sess, reg.Result, nil
 }
 
 // registration converts the request for the core.
@@ -289,7 +323,8 @@ func (s *Server) closedByHandler(ctx context.Context, sess *session) error {
 	switch {
 	case errors.Is(cause, nodestream.ErrReplaced):
 		s.o.Logger.Warn("control stream replaced by a newer connection of the same node id; if this repeats, "+
-			"two processes use the same node id", "node", sess.nodeID, "session", sess.id, "peer", sess.peer)
+			"two processes use the same node id", "node", sess.nodeID, "session", sess.id, "peer", sess.peer,
+			"identity", sess.who.identity())
 		return status.Errorf(codes.Aborted, "node %s (session %d): replaced by a newer connection of the same node id; "+
 			"if this repeats, another process uses this node id", sess.nodeID, sess.id)
 	case errors.Is(cause, nodestream.ErrRevoked):
@@ -313,6 +348,7 @@ func (s *Server) deregister(ctx context.Context, sess *session, msg *controllerv
 	if err != nil {
 		s.o.Logger.Debug("deregistration response not sent", "node", sess.nodeID, "err", err)
 	}
+	s.forget(sess)
 	s.o.Streams.Remove(sess.st)
 	res, err := s.o.Service.NodeDeregistered(context.WithoutCancel(ctx), sess.nodeID, sess.id)
 	if err != nil {
@@ -328,6 +364,7 @@ func (s *Server) deregister(ctx context.Context, sess *session, msg *controllerv
 // waiters fail at once, then the crash is recorded — unless a newer stream of the node
 // replaced this one, or the control plane itself is stopping.
 func (s *Server) ended(ctx context.Context, sess *session, cause error) {
+	s.forget(sess)
 	current := s.o.Streams.Remove(sess.st)
 	if !current || s.closing.Load() {
 		return
