@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // Defaults for Config.
@@ -53,8 +53,8 @@ type Config struct {
 	// when a session fails otherwise. Target, when set too, comes first.
 	Targets     []string
 	DialOptions []grpc.DialOption
-	// Tokens supplies registration credentials; auth.Noop when nil.
-	Tokens auth.TokenProvider
+	// Tokens supplies registration credentials; nodeauth.Noop when nil.
+	Tokens nodeauth.TokenProvider
 	// Datapath is what ConfigCommands are applied to. Required.
 	Datapath Datapath
 	// AckTimeout bounds the wait for each subscription ack from the datapath.
@@ -83,7 +83,7 @@ func (c *Config) validate() error {
 
 func (c *Config) applyDefaults() {
 	if c.Tokens == nil {
-		c.Tokens = auth.Noop{}
+		c.Tokens = nodeauth.Noop{}
 	}
 	if c.AckTimeout <= 0 {
 		c.AckTimeout = DefaultAckTimeout

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/dataplane/memdp"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,7 +38,7 @@ func newFixture(t *testing.T, setup func(*cpPeer, *dataplane.Config)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	f := &fixture{t: t, ctx: ctx, peer: startPeer(t), dp: memdp.New(), runErr: make(chan error, 1)}
-	tokens, err := auth.NewSharedSecretProvider(groupSecret, auth.SharedSecretOptions{})
+	tokens, err := nodeauth.NewSharedSecretProvider(groupSecret, nodeauth.SharedSecretOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestRegistrationContent(t *testing.T) {
 		t.Fatalf("fresh node reported connections %v", reg.GetConnections())
 	}
 	// The credentials are a real shared-secret token the CP's verifier accepts.
-	v, err := auth.NewSharedSecret(map[string]string{"alpha": groupSecret}, auth.SharedSecretOptions{})
+	v, err := nodeauth.NewSharedSecret(map[string]string{"alpha": groupSecret}, nodeauth.SharedSecretOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func TestNeverGivesUp(t *testing.T) {
 
 // failingTokens fails the first n calls, then delegates.
 type failingTokens struct {
-	auth.TokenProvider
+	nodeauth.TokenProvider
 	n, calls atomic.Int32
 }
 

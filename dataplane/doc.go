@@ -3,7 +3,7 @@
 //
 // A Controller holds one bidirectional ControllerService stream to the control plane
 // (CP). Each time it connects it resets its session state, registers the node (with a
-// token from a controlplane/auth TokenProvider and the link ids of the node's live
+// token from a nodeauth TokenProvider and the link ids of the node's live
 // connections), replays the node's name announcements and link claims, and then
 // applies the CP's ConfigCommands to a Datapath, answering each with a
 // ConfigCommandAck. Subscription acks from the datapath are tracked by timers in a

@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 type controlStream = grpc.BidiStreamingClient[controllerv1.ControlMessage, controllerv1.ControlMessage]
@@ -271,7 +271,7 @@ func (s *session) workLoop() {
 func (s *session) deregister(ctx context.Context) error {
 	id := s.effective
 	if id == "" {
-		id = auth.Identity(s.c.cfg.Group, s.c.cfg.NodeID)
+		id = nodeauth.Identity(s.c.cfg.Group, s.c.cfg.NodeID)
 	}
 	msg := &controllerv1.ControlMessage{MessageId: s.c.newMsgID(),
 		Payload: &controllerv1.ControlMessage_DeregisterNodeRequest{

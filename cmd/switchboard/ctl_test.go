@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // startControlPlane runs `switchboard controlplane --config` in the background with
@@ -401,7 +401,7 @@ func TestCtlGroupSecrets(t *testing.T) {
 	defer f.Close()
 	start := func(group, secret string) {
 		t.Helper()
-		p, err := auth.NewSharedSecretProvider(secret, auth.SharedSecretOptions{})
+		p, err := nodeauth.NewSharedSecretProvider(secret, nodeauth.SharedSecretOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )

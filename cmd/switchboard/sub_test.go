@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
 

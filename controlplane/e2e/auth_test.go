@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 var (
@@ -17,9 +17,9 @@ var (
 	edgeSecret  = strings.Repeat("e", 40)
 )
 
-func provider(t *testing.T, secret string) auth.TokenProvider {
+func provider(t *testing.T, secret string) nodeauth.TokenProvider {
 	t.Helper()
-	p, err := auth.NewSharedSecretProvider(secret, auth.SharedSecretOptions{})
+	p, err := nodeauth.NewSharedSecretProvider(secret, nodeauth.SharedSecretOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

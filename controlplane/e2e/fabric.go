@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/dataplane"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // Fabric is a set of in-process data-plane nodes and the network between their
@@ -45,7 +45,7 @@ type NodeConfig struct {
 	Targets     []string
 	Conn        grpc.ClientConnInterface
 	DialOptions []grpc.DialOption // default: plaintext
-	Tokens      auth.TokenProvider
+	Tokens      nodeauth.TokenProvider
 	// Backoff between sessions; short defaults suit tests.
 	Backoff    dataplane.Backoff
 	AckTimeout time.Duration

@@ -12,9 +12,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // Errors callers branch on (the API maps them to gRPC codes).
@@ -40,7 +40,7 @@ type Options struct {
 	Store store.Store
 	// Verifier is the registration authenticator when it is shared_secret; nil
 	// otherwise, and then nothing can be managed.
-	Verifier *auth.SharedSecret
+	Verifier *nodeauth.SharedSecret
 	// FileGroups are the groups whose secret the config file sets.
 	FileGroups []string
 	// Mode of the control plane: secrets are managed in API mode only.
@@ -132,8 +132,8 @@ func (m *Manager) set(ctx context.Context, group, secret string, replace bool) e
 	if err := m.check(group); err != nil {
 		return err
 	}
-	if len(secret) < auth.MinSecretLen {
-		return fmt.Errorf("%w: group %s: the secret is %d bytes, need at least %d", ErrInvalid, group, len(secret), auth.MinSecretLen)
+	if len(secret) < nodeauth.MinSecretLen {
+		return fmt.Errorf("%w: group %s: the secret is %d bytes, need at least %d", ErrInvalid, group, len(secret), nodeauth.MinSecretLen)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/groupsecrets"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/sqlite"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 const (
@@ -29,9 +29,9 @@ func ctxT(t *testing.T) context.Context {
 
 // open starts a manager on st as a control plane would: a verifier holding the
 // file's secret for group "cloud".
-func open(t *testing.T, st store.Store, mode config.Mode, disconnect func(string) int) (*groupsecrets.Manager, *auth.SharedSecret) {
+func open(t *testing.T, st store.Store, mode config.Mode, disconnect func(string) int) (*groupsecrets.Manager, *nodeauth.SharedSecret) {
 	t.Helper()
-	v, err := auth.NewSharedSecret(map[string]string{"cloud": fileSecret}, auth.SharedSecretOptions{})
+	v, err := nodeauth.NewSharedSecret(map[string]string{"cloud": fileSecret}, nodeauth.SharedSecretOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func open(t *testing.T, st store.Store, mode config.Mode, disconnect func(string
 	return m, v
 }
 
-func verify(t *testing.T, v *auth.SharedSecret, secret, group string) error {
+func verify(t *testing.T, v *nodeauth.SharedSecret, secret, group string) error {
 	t.Helper()
-	p, err := auth.NewSharedSecretProvider(secret, auth.SharedSecretOptions{})
+	p, err := nodeauth.NewSharedSecretProvider(secret, nodeauth.SharedSecretOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestLifecycle(t *testing.T) {
 	var disconnected []string
 	m, v := open(t, st, config.APIMode, func(g string) int { disconnected = append(disconnected, g); return 2 })
 
-	if err := verify(t, v, secret1, "edge"); !errors.Is(err, auth.ErrUnknownGroup) {
+	if err := verify(t, v, secret1, "edge"); !errors.Is(err, nodeauth.ErrUnknownGroup) {
 		t.Fatalf("before add: %v", err)
 	}
 	if err := m.Add(ctx, "edge", secret1); err != nil {
@@ -86,7 +86,7 @@ func TestLifecycle(t *testing.T) {
 	if err := m.Rotate(ctx, "edge", secret2); err != nil {
 		t.Fatal(err)
 	}
-	if err := verify(t, v, secret1, "edge"); !errors.Is(err, auth.ErrBadSignature) {
+	if err := verify(t, v, secret1, "edge"); !errors.Is(err, nodeauth.ErrBadSignature) {
 		t.Fatalf("old secret after rotate: %v", err)
 	}
 	for name, err := range map[string]error{
@@ -127,7 +127,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || n != 2 || len(disconnected) != 1 || disconnected[0] != "edge" {
 		t.Fatalf("remove: %d, %v, disconnected %v", n, err, disconnected)
 	}
-	if err := verify(t, v, secret2, "edge"); !errors.Is(err, auth.ErrUnknownGroup) {
+	if err := verify(t, v, secret2, "edge"); !errors.Is(err, nodeauth.ErrUnknownGroup) {
 		t.Fatalf("after remove: %v", err)
 	}
 	if stored, err := st.ListGroupSecrets(ctx); err != nil || len(stored) != 0 {

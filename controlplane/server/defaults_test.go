@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // A spire config that leaves out the audience must demand the one nodes ask for, or
@@ -20,8 +20,8 @@ func TestDefaultAudienceMatchesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.RegistrationAuth.Audience; got != auth.DefaultAudience {
-		t.Fatalf("config default audience %q, nodes request %q", got, auth.DefaultAudience)
+	if got := cfg.RegistrationAuth.Audience; got != nodeauth.DefaultAudience {
+		t.Fatalf("config default audience %q, nodes request %q", got, nodeauth.DefaultAudience)
 	}
 }
 

@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/leader"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 	cpetcd "github.com/switchboard-mesh/switchboard/controlplane/store/etcd"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // The status detail a standby answers with; the data-plane controller reads it to go
@@ -140,7 +140,7 @@ func (s *Server) lead(ctx context.Context, t leader.Term) {
 // store: it loaded them when the replica started, and the leader of the time may
 // have added, rotated or removed some since. A file's secrets stay the file's.
 func (s *Server) reloadGroupSecrets(ctx context.Context) error {
-	verifier, ok := s.auth.(*auth.SharedSecret)
+	verifier, ok := s.auth.(*nodeauth.SharedSecret)
 	if !ok || s.svc.Mode() != config.APIMode {
 		return nil
 	}

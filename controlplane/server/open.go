@@ -9,13 +9,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	cpetcd "github.com/switchboard-mesh/switchboard/controlplane/store/etcd"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/sqlite"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // openStore opens the database section's store.
@@ -60,12 +60,12 @@ func openEtcd(ctx context.Context, e config.Etcd) (store.Store, error) {
 }
 
 // openAuth builds the registration authenticator, unless the options carry one.
-func openAuth(ctx context.Context, o Options) (auth.Authenticator, error) {
+func openAuth(ctx context.Context, o Options) (nodeauth.Authenticator, error) {
 	if o.Auth != nil {
 		return o.Auth, nil
 	}
 	ra := o.Config.RegistrationAuth
-	a, err := auth.New(ctx, auth.Config{
+	a, err := nodeauth.New(ctx, nodeauth.Config{
 		Type: ra.Type, Secrets: ra.Secrets, SocketPath: ra.SocketPath, Audience: ra.Audience, Window: ra.MaxTokenAge,
 	})
 	if err != nil {

@@ -7,16 +7,16 @@ import (
 	"slices"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/groupsecrets"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // openGroupSecrets loads the groups' registration secrets kept in the store into the
 // authenticator (API mode, shared_secret) and makes the manager the northbound API
 // changes them through.
 func (s *Server) openGroupSecrets(ctx context.Context) error {
-	verifier, _ := s.auth.(*auth.SharedSecret)
+	verifier, _ := s.auth.(*nodeauth.SharedSecret)
 	m, err := groupsecrets.New(ctx, groupsecrets.Options{
 		Store: s.store, Verifier: verifier, Mode: s.svc.Mode(),
 		FileGroups: slices.Sorted(maps.Keys(s.o.Config.RegistrationAuth.Secrets)),

@@ -17,7 +17,6 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/groupsecrets"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
@@ -27,6 +26,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // Options configure a Server. Only Config is required.
@@ -42,7 +42,7 @@ type Options struct {
 	// Auth replaces the authenticator Config.RegistrationAuth describes (tests verify
 	// SPIFFE tokens against a fixed bundle this way); what the listeners may expose is
 	// still judged by Config.RegistrationAuth.
-	Auth auth.Authenticator
+	Auth nodeauth.Authenticator
 	// RequestTimeout bounds each request to a node; nodestream.DefaultTimeout (90 s)
 	// when zero.
 	RequestTimeout time.Duration
@@ -68,7 +68,7 @@ type Server struct {
 	log     *slog.Logger
 	store   store.Store
 	svc     *controlplane.Service
-	auth    auth.Authenticator
+	auth    nodeauth.Authenticator
 	access  *access.Authorizer
 	streams *nodestream.Handler
 	south   *southbound.Server

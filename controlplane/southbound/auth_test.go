@@ -17,8 +17,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc/codes"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 var (
@@ -28,7 +28,7 @@ var (
 
 func token(t *testing.T, secret, group, id string, issued time.Time) string {
 	t.Helper()
-	p, err := auth.NewSharedSecretProvider(secret, auth.SharedSecretOptions{Now: func() time.Time { return issued }})
+	p, err := nodeauth.NewSharedSecretProvider(secret, nodeauth.SharedSecretOptions{Now: func() time.Time { return issued }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func token(t *testing.T, secret, group, id string, issued time.Time) string {
 // TestSharedSecretOverTheWire: every denial ends the stream with PermissionDenied and
 // a reason, and saves nothing; a valid token registers once and cannot be replayed.
 func TestSharedSecretOverTheWire(t *testing.T) {
-	verifier, err := auth.NewSharedSecret(map[string]string{"cloud": cloudSecret, "edge": edgeSecret}, auth.SharedSecretOptions{Window: time.Minute})
+	verifier, err := nodeauth.NewSharedSecret(map[string]string{"cloud": cloudSecret, "edge": edgeSecret}, nodeauth.SharedSecretOptions{Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func (a *jwtAuthority) svid(t *testing.T, path string, exp time.Time) string {
 		t.Fatal(err)
 	}
 	tok, err := jwt.Signed(signer).Claims(jwt.Claims{
-		Subject: spiffeid.RequireFromPath(a.td, "/"+path).String(), Audience: []string{auth.DefaultAudience},
+		Subject: spiffeid.RequireFromPath(a.td, "/"+path).String(), Audience: []string{nodeauth.DefaultAudience},
 		Expiry: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(time.Now().Add(-time.Minute)),
 	}).Serialize()
 	if err != nil {
@@ -121,7 +121,7 @@ func (a *jwtAuthority) svid(t *testing.T, path string, exp time.Time) string {
 // domain must be the claimed group.
 func TestSPIFFEOverTheWire(t *testing.T) {
 	cloud, edge, rogue := newJWTAuthority(t, "cloud"), newJWTAuthority(t, "edge"), newJWTAuthority(t, "cloud")
-	verifier, err := auth.NewSPIFFE(jwtbundle.NewSet(cloud.bundle(), edge.bundle()), "")
+	verifier, err := nodeauth.NewSPIFFE(jwtbundle.NewSet(cloud.bundle(), edge.bundle()), "")
 	if err != nil {
 		t.Fatal(err)
 	}

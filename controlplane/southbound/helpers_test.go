@@ -18,12 +18,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -66,20 +66,20 @@ func (h hookedStream) SendMsg(m any) error {
 	return h.ServerStream.SendMsg(m)
 }
 
-func newFixture(t *testing.T, a auth.Authenticator, registerTimeout time.Duration) *fixture {
+func newFixture(t *testing.T, a nodeauth.Authenticator, registerTimeout time.Duration) *fixture {
 	t.Helper()
 	return newFixtureWith(t, a, registerTimeout, nodestream.New(30*time.Second))
 }
 
 // newFixtureWith is newFixture over the given command handler.
-func newFixtureWith(t *testing.T, a auth.Authenticator, registerTimeout time.Duration, streams *nodestream.Handler) *fixture {
+func newFixtureWith(t *testing.T, a nodeauth.Authenticator, registerTimeout time.Duration, streams *nodestream.Handler) *fixture {
 	t.Helper()
 	return serveFixture(t, fixtureOptions{auth: a, registerTimeout: registerTimeout, streams: streams})
 }
 
 // fixtureOptions are what tests vary; zero values are newFixture's.
 type fixtureOptions struct {
-	auth            auth.Authenticator
+	auth            nodeauth.Authenticator
 	registerTimeout time.Duration
 	probeTimeout    time.Duration
 	streams         *nodestream.Handler

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // DefaultRegisterTimeout bounds the wait for a stream's RegisterNodeRequest.
@@ -42,8 +42,8 @@ const MetadataMTLSRequired = "mtls_required"
 type Options struct {
 	Service *controlplane.Service
 	Streams *nodestream.Handler
-	// Auth verifies registrations; nil accepts every node (auth.Noop).
-	Auth auth.Authenticator
+	// Auth verifies registrations; nil accepts every node (nodeauth.Noop).
+	Auth nodeauth.Authenticator
 	// Enqueue hands the outcome of every event to the reconcilers.
 	Enqueue func(controlplane.Result)
 	// RegisterTimeout bounds the handshake; DefaultRegisterTimeout when zero.
@@ -72,7 +72,7 @@ type controlStream = grpc.BidiStreamingServer[controllerv1.ControlMessage, contr
 // New returns the service; Register it on a grpc.Server.
 func New(o Options) *Server {
 	if o.Auth == nil {
-		o.Auth = auth.Noop{}
+		o.Auth = nodeauth.Noop{}
 	}
 	if o.RegisterTimeout <= 0 {
 		o.RegisterTimeout = DefaultRegisterTimeout
@@ -173,7 +173,7 @@ func (s *Server) register(stream controlStream, msg *controllerv1.ControlMessage
 	ctx := stream.Context()
 	req := msg.GetRegisterNodeRequest()
 	nodeID := controlplane.NodeID(req.GetGroupName(), req.GetNodeId())
-	proven, err := auth.VerifyIdentity(ctx, s.o.Auth, req.GetCredentials(), req.GetGroupName(), req.GetNodeId())
+	proven, err := nodeauth.VerifyIdentity(ctx, s.o.Auth, req.GetCredentials(), req.GetGroupName(), req.GetNodeId())
 	if err != nil {
 		s.o.OnRegistration(OutcomeDenied)
 		s.o.Logger.Warn("registration denied", "node", nodeID, "peer", peerAddr(ctx), "reason", err)

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
 // registerAt is registerMsg with the external endpoint the node announces, which a
@@ -225,7 +225,7 @@ func TestLiveNodeIsReplacedOnlyBySameCertificate(t *testing.T) {
 // while the node's session is live; a fresh SVID of the node's own ID replaces it.
 func TestLiveNodeIsReplacedOnlyBySameSVID(t *testing.T) {
 	cloud := newJWTAuthority(t, "cloud")
-	verifier, err := auth.NewSPIFFE(jwtbundle.NewSet(cloud.bundle()), "")
+	verifier, err := nodeauth.NewSPIFFE(jwtbundle.NewSet(cloud.bundle()), "")
 	if err != nil {
 		t.Fatal(err)
 	}

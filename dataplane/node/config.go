@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -52,8 +52,8 @@ type Config struct {
 	// ControlPlaneDialOptions choose the transport credentials toward the control
 	// plane (default: plaintext).
 	ControlPlaneDialOptions []grpc.DialOption
-	// Tokens supplies registration credentials (default auth.Noop).
-	Tokens auth.TokenProvider
+	// Tokens supplies registration credentials (default nodeauth.Noop).
+	Tokens nodeauth.TokenProvider
 	// Registry is where the node registers itself and finds the nodes of its group;
 	// nil: no peering within the group.
 	Registry registry.Registry
@@ -156,7 +156,7 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	if c.Tokens == nil {
-		c.Tokens = auth.Noop{}
+		c.Tokens = nodeauth.Noop{}
 	}
 	if c.PeerIdentity == nil {
 		c.PeerIdentity = defaultPeerIdentity

@@ -12,9 +12,9 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 	"github.com/switchboard-mesh/switchboard/registry"
 	_ "github.com/switchboard-mesh/switchboard/registry/jetstream" // the registry nodes of different processes share
 )

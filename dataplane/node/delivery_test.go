@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
 // TestAnycastDeliversOnce: two subscribers of a name in another group share the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
 // gatewayOf returns the node of group g that holds the live link between g and other.

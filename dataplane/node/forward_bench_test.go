@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
 // BenchmarkForwardOneHop moves 1 KiB messages from a PublishStream client of a/n1 to a

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
 func TestMain(m *testing.M) {

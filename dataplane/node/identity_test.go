@@ -19,9 +19,9 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"

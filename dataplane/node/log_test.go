@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/dataplane/node/fabric"
+	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
 // TestLogRecordsNameEachAttributeOnce: the log lines of a fabric — its control

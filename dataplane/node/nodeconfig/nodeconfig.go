@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"gopkg.in/yaml.v3"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/auth"
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
+	"github.com/switchboard-mesh/switchboard/nodeauth"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -162,8 +162,8 @@ func (f *File) check() []error {
 		}
 	}
 	switch f.Registration.Type {
-	case "", auth.TypeNoop, auth.TypeSPIRE:
-	case auth.TypeSharedSecret:
+	case "", nodeauth.TypeNoop, nodeauth.TypeSPIRE:
+	case nodeauth.TypeSharedSecret:
 		if (f.Registration.Secret == "") == (f.Registration.SecretFile == "") {
 			bad("registration: shared_secret needs exactly one of secret and secret_file")
 		}
@@ -296,7 +296,7 @@ func (f *File) Build(ctx context.Context, log *slog.Logger) (node.Config, *Resou
 		}
 		secret = string(bytes.TrimSpace(raw))
 	}
-	tokens, err := auth.NewTokenProvider(ctx, auth.ProviderConfig{Type: f.Registration.Type, Secret: secret, SocketPath: f.Registration.SocketPath})
+	tokens, err := nodeauth.NewTokenProvider(ctx, nodeauth.ProviderConfig{Type: f.Registration.Type, Secret: secret, SocketPath: f.Registration.SocketPath})
 	if err != nil {
 		return fail(fmt.Errorf("registration: %w", err))
 	}

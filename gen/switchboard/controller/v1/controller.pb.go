@@ -392,7 +392,7 @@ type RegisterNodeRequest struct {
 	// The node's id within its group; the effective id is "{group_name}/{node_id}".
 	NodeId    string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	GroupName string `protobuf:"bytes,2,opt,name=group_name,json=groupName,proto3" json:"group_name,omitempty"`
-	// Proof of group membership (see controlplane/auth); empty when auth is off.
+	// Proof of group membership (see nodeauth); empty when auth is off.
 	Credentials       string               `protobuf:"bytes,3,opt,name=credentials,proto3" json:"credentials,omitempty"`
 	ConnectionDetails []*ConnectionDetails `protobuf:"bytes,4,rep,name=connection_details,json=connectionDetails,proto3" json:"connection_details,omitempty"`
 	// Link ids of the connections currently live on the node, so the CP can keep them

@@ -1,5 +1,7 @@
-// Package auth implements registration authentication for data-plane nodes
-// (docs/controlplane.md, "Registration auth").
+// Package nodeauth implements registration authentication for data-plane nodes
+// (docs/controlplane.md, "Registration auth"): both sides of it, the control plane's
+// verifiers and the nodes' token providers. It must import neither controlplane/ nor
+// dataplane/: both import it.
 //
 // The control plane holds an Authenticator and calls Verify with the credentials,
 // group name and node id of every RegisterNodeRequest before it saves anything; any
@@ -27,4 +29,4 @@
 //
 // Every denial matches one of the sentinel errors below with errors.Is, so callers
 // can branch on the cause and operators read a precise reason.
-package auth
+package nodeauth
