@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/agent"
 	"github.com/switchboard-mesh/switchboard/agent/dns"
 	"github.com/switchboard-mesh/switchboard/agent/xds"
+	"github.com/switchboard-mesh/switchboard/internal/loopback"
 )
 
 // discoveryFlags configure the discovery servers: xDS for Envoy and proxyless gRPC,
@@ -110,7 +111,7 @@ func (d discoveryFlags) dnsServer(log *slog.Logger) (agent.Server, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if !isLoopbackAddr(d.dnsListen) {
+	if !loopback.Addr(d.dnsListen) {
 		log.Warn(fmt.Sprintf("serving DNS on %s, beyond loopback: DNS has no TLS and no client authentication, so anyone who reaches it can enumerate "+
 			"the registry's services, clusters and addresses; listen on 127.0.0.1, or limit who can reach the port", d.dnsListen))
 	}
@@ -122,7 +123,7 @@ func (d discoveryFlags) dnsServer(log *slog.Logger) (agent.Server, error) {
 // anyone on the path may also change what the proxies are told.
 func warnXDSExposure(log *slog.Logger, addr string, conf *tls.Config) {
 	switch {
-	case isLoopbackAddr(addr) || clientAuth(conf):
+	case loopback.Addr(addr) || clientAuth(conf):
 	case conf == nil:
 		log.Warn(fmt.Sprintf("serving xDS in plaintext on %s: any client that reaches it can read every endpoint in the registry, and anyone on the path "+
 			"can change what proxies are told; secure it with --xds-tls-cert, --xds-tls-key and --xds-tls-client-ca (or --xds-spiffe-socket), or listen on 127.0.0.1", addr))

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/access"
-	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/loopback"
 )
 
 func init() { subcommands = append(subcommands, newCtlCmd) }
@@ -85,7 +85,7 @@ func (o *ctlOptions) call(ctx context.Context, fn func(context.Context, controlp
 		return err
 	}
 	if token != "" {
-		if creds == nil && !config.IsLoopback(o.server) {
+		if creds == nil && !loopback.Addr(o.server) {
 			return usagef("refusing to send a token in plaintext to %s: use TLS (--tls-ca) or a loopback address", o.server)
 		}
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearerCreds{token: token, tls: creds != nil}))

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"syscall"
+
+	"github.com/switchboard-mesh/switchboard/internal/loopback"
 )
 
 // checkListen refuses a listen address that cannot be bound whatever the machine's
@@ -55,7 +56,7 @@ func plaintextListen(flag, addr string, given, insecure bool) (string, error) {
 		return "", err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	if isLoopback(host) {
+	if loopback.Host(host) {
 		return addr, nil
 	}
 	switch {
@@ -65,19 +66,6 @@ func plaintextListen(flag, addr string, given, insecure bool) (string, error) {
 		return addr, nil
 	}
 	return "", usagef("--%s %s: plaintext on a non-loopback address; secure it with TLS (--tls-cert/--tls-key/--tls-client-ca or --spiffe-socket), listen on 127.0.0.1, or accept the risk with --insecure", flag, addr)
-}
-
-func isLoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	return err == nil && isLoopback(host)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // insecureWarning is logged when a plaintext API listens beyond loopback.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchboard-mesh/switchboard/internal/loopback"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/registrar"
 )
@@ -158,12 +159,12 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 func registrarListen(log *slog.Logger, f registrarFlags, conf *tls.Config) (string, error) {
 	if conf == nil {
 		addr, err := plaintextListen("listen", f.listen, f.listenGiven, f.insecure)
-		if err == nil && !isLoopbackAddr(addr) {
+		if err == nil && !loopback.Addr(addr) {
 			log.Warn(insecureWarning(addr))
 		}
 		return addr, err
 	}
-	if clientAuth(conf) || isLoopbackAddr(f.listen) {
+	if clientAuth(conf) || loopback.Addr(f.listen) {
 		return f.listen, nil
 	}
 	if !f.insecure {

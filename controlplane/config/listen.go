@@ -3,8 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strings"
+
+	"github.com/switchboard-mesh/switchboard/internal/loopback"
 )
 
 // ErrInsecureListen is matched by CheckListeners' errors: the file (or the flags) would
@@ -42,39 +42,24 @@ func (c *Config) Insecurities() []Insecurity {
 		name string
 		s    Server
 	}{{"northbound", c.Northbound}, {"southbound", c.Southbound}} {
-		if e.s.TLS.Insecure && !IsLoopback(e.s.Endpoint) {
+		if e.s.TLS.Insecure && !loopback.Addr(e.s.Endpoint) {
 			out = append(out, Insecurity{
 				What: fmt.Sprintf("%s endpoint %s is plaintext on a non-loopback address", e.name, e.s.Endpoint),
 				Fix:  e.name + ".tls (cert_file, key_file)",
 			})
 		}
 	}
-	if !c.NorthboundAuthorization.Enabled() && !IsLoopback(c.Northbound.Endpoint) {
+	if !c.NorthboundAuthorization.Enabled() && !loopback.Addr(c.Northbound.Endpoint) {
 		out = append(out, Insecurity{
 			What: fmt.Sprintf("northbound endpoint %s has no authorization: anyone who reaches it can change the topology", c.Northbound.Endpoint),
 			Fix:  "northbound.authorization (identities or token_file)",
 		})
 	}
-	if !c.RegistrationAuth.Enabled() && !IsLoopback(c.Southbound.Endpoint) {
+	if !c.RegistrationAuth.Enabled() && !loopback.Addr(c.Southbound.Endpoint) {
 		out = append(out, Insecurity{
 			What: fmt.Sprintf("southbound endpoint %s has no registration_auth: anyone who reaches it can register as any node", c.Southbound.Endpoint),
 			Fix:  "registration_auth (type shared_secret or spire)",
 		})
 	}
 	return out
-}
-
-// IsLoopback reports whether a host:port only accepts connections from this machine.
-// Names other than localhost are not resolved: what they resolve to can change after
-// the check, so only a literal address or localhost counts.
-func IsLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/loopback"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/nodeauth"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -202,7 +202,7 @@ var ErrInsecureListen = errors.New("insecure listener")
 // and subscribe to anything.
 func (f *File) UnauthenticatedRemote() bool {
 	clientAuth := f.TLS.CAFile != "" || f.TLS.SPIFFESocket != ""
-	return !clientAuth && !isLoopback(f.Listen)
+	return !clientAuth && !loopback.Addr(f.Listen)
 }
 
 // CheckListen refuses a listener beyond loopback that does not authenticate its
@@ -217,20 +217,6 @@ func (f *File) CheckListen() error {
 	}
 	return fmt.Errorf("%w: listen %s is %s on a non-loopback address; configure mTLS (cert_file, key_file and ca_file, or spiffe_socket), listen on 127.0.0.1, or pass --insecure (allow_insecure_remote: true) to accept this",
 		ErrInsecureListen, f.Listen, what)
-}
-
-// isLoopback reports whether host:port only accepts connections from this machine.
-// Names other than localhost are not resolved: what they resolve to can change.
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Resources are what Build opened; Close releases them.
