@@ -138,9 +138,9 @@ func comparePairs(x, y [2]string) int {
 	return cmp.Compare(x[1], y[1])
 }
 
-// rulesFromSegments expresses stored segments as config rules, so both modes resolve
-// the same way ("*" and "$group" work in API mode too).
-func rulesFromSegments(segs []store.Segment) *config.Topology {
+// SegmentRules expresses stored segments as topology rules, so both modes resolve
+// the same way ("*" and "$group" work in API mode too). No segments are no rules.
+func SegmentRules(segs []store.Segment) *config.Topology {
 	t := &config.Topology{}
 	for _, seg := range segs {
 		spec := config.Segment{Name: seg.Name}
@@ -153,6 +153,46 @@ func rulesFromSegments(segs []store.Segment) *config.Topology {
 		return nil
 	}
 	return t
+}
+
+// Pending returns the links of t between two named groups — neither "*" nor
+// "$group" — that the resolved segments lack: a group of the pair has no node yet,
+// so the link waits for one. Operators see such links in the drawing and on the
+// status page, which would otherwise hide them until the group's first node
+// registers. Each is listed under the segment that holds it (DefaultSegment for
+// top-level links), edges ordered as in Segment; segments without one are left out.
+func Pending(t *config.Topology, resolved []Segment) []Segment {
+	if t.IsEmpty() {
+		return nil
+	}
+	have := allowedPairs(resolved)
+	specs := t.Segments
+	if len(specs) == 0 {
+		specs = []config.Segment{{Name: DefaultSegment, Links: t.Links}}
+	}
+	var out []Segment
+	for _, spec := range specs {
+		if edges := missingEdges(spec.Links, have); len(edges) > 0 {
+			out = append(out, Segment{Name: spec.Name, Edges: edges})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Segment) int { return cmp.Compare(a.Name, b.Name) })
+	return mergeSameName(out)
+}
+
+// missingEdges are the edges between named groups among links that have is without.
+func missingEdges(links []config.Link, have map[[2]string]bool) [][2]string {
+	named := func(g string) bool { return g != config.Wildcard && g != config.GroupVar }
+	var edges [][2]string
+	for _, l := range links {
+		for _, n := range l.Neighbors {
+			if e := pair(l.Group, n); named(l.Group) && named(n) && l.Group != n && !have[e] {
+				edges = append(edges, e)
+			}
+		}
+	}
+	slices.SortFunc(edges, comparePairs)
+	return slices.Compact(edges)
 }
 
 // resolved is the topology in force resolved against one set of registered groups.
@@ -237,7 +277,7 @@ func (s *Service) resolveFor(ctx context.Context, groups []string) (*resolved, e
 	}
 	rules := s.topology
 	if rules == nil {
-		rules = rulesFromSegments(stored)
+		rules = SegmentRules(stored)
 	}
 	s.topo = &resolved{rules: s.topology, stored: stored, groups: groups, segs: Resolve(rules, groups)}
 	return s.topo, nil

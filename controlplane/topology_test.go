@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
 
@@ -164,4 +165,44 @@ func TestRoutesWaitForClaim(t *testing.T) {
 		equalStrings(t, "routes after claim", h.routeStrings(), []string{"cloud/n1->a org/ns/svc @a/n1"})
 		equalStrings(t, "route nodes", res.RouteNodes, []string{"a/n1", "cloud/n1"})
 	})
+}
+
+// TestPending: a link between two named groups is pending while one of them has no
+// node; "*" and "$group" links never are (they stand for registered groups), and
+// top-level links are the default segment's.
+func TestPending(t *testing.T) {
+	stored := []store.Segment{
+		{Name: "default", Links: []store.SegmentLink{
+			store.NewSegmentLink("default", "cloud", "customer-a"),
+			store.NewSegmentLink("default", "cloud", "edge"),
+			store.NewSegmentLink("default", "cloud", "*"),
+			store.NewSegmentLink("default", "lab", "customer-a"),
+		}},
+		{Name: "tenant-$group", Links: []store.SegmentLink{
+			store.NewSegmentLink("tenant-$group", "$group", "cloud"),
+			store.NewSegmentLink("tenant-$group", "cloud", "lab"),
+		}},
+		{Name: "empty"},
+	}
+	rules := SegmentRules(stored)
+	groups := []string{"cloud", "edge"}
+	got := Pending(rules, Resolve(rules, groups))
+	want := []Segment{
+		{Name: "default", Edges: [][2]string{{"cloud", "customer-a"}, {"customer-a", "lab"}}},
+		{Name: "tenant-$group", Edges: [][2]string{{"cloud", "lab"}}},
+	}
+	if !slices.EqualFunc(got, want, func(a, b Segment) bool { return a.Name == b.Name && slices.Equal(a.Edges, b.Edges) }) {
+		t.Fatalf("Pending = %v, want %v", got, want)
+	}
+	if got := Pending(rules, Resolve(rules, []string{"cloud", "customer-a", "edge", "lab"})); len(got) != 0 {
+		t.Fatalf("every group has a node and Pending = %v", got)
+	}
+	top := &config.Topology{Links: []config.Link{{Group: "cloud", Neighbors: []string{"edge", "customer-b"}}}}
+	if got := Pending(top, Resolve(top, groups)); len(got) != 1 || got[0].Name != DefaultSegment ||
+		!slices.Equal(got[0].Edges, [][2]string{{"cloud", "customer-b"}}) {
+		t.Fatalf("top-level links: Pending = %v", got)
+	}
+	if Pending(nil, nil) != nil {
+		t.Fatal("no rules, and something is pending")
+	}
 }

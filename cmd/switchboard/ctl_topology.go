@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchboard-mesh/switchboard/controlplane"
+	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/topograph"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
 )
@@ -20,7 +22,8 @@ func ctlTopologyCmd(a *app, o *ctlOptions) *cobra.Command {
 		Long: `Draw the fabric as the control plane sees it: each group with its nodes (gateways
 and disconnected nodes marked), every link between nodes styled by its state
 (applied, pending, connecting, failed; deleted with --all), and the group pairs each
-segment connects. -o dot (the default) is Graphviz; -o mermaid a Mermaid flowchart.`,
+segment connects — dashed and marked "no nodes yet" while a group of the pair has
+no node. -o dot (the default) is Graphviz; -o mermaid a Mermaid flowchart.`,
 		Example: "  switchboard ctl topology | dot -Tsvg > fabric.svg\n  switchboard ctl topology -o mermaid > fabric.mmd",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -43,7 +46,7 @@ segment connects. -o dot (the default) is Graphviz; -o mermaid a Mermaid flowcha
 	return cmd
 }
 
-// fetchFabric reads groups, links and the resolved segments from the API.
+// fetchFabric reads groups, links and segments from the API.
 func fetchFabric(ctx context.Context, c controlplanev1.ControlPlaneServiceClient, all bool) (topograph.Fabric, error) {
 	var f topograph.Fabric
 	groups, err := c.ListGroups(ctx, &controlplanev1.ListGroupsRequest{})
@@ -69,16 +72,72 @@ func fetchFabric(ctx context.Context, c controlplanev1.ControlPlaneServiceClient
 		f.Links = append(f.Links, topograph.Link{ID: l.GetLinkId(), Source: l.GetSourceNodeId(),
 			DestGroup: l.GetDestGroup(), DestNode: l.GetDestNodeId(), Status: l.GetStatus()})
 	}
-	segs, err := c.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{Resolved: true})
+	f.Segments, err = fetchSegments(ctx, c)
+	return f, err
+}
+
+// fetchSegments reads the segments resolved over the registered groups, and the
+// stored ones for the links among them that wait for a group's first node: the
+// resolved set alone leaves those out, so a link just added toward a new group
+// would not be drawn at all. In config mode the API serves the resolved segments
+// only, and nothing is pending.
+func fetchSegments(ctx context.Context, c controlplanev1.ControlPlaneServiceClient) ([]topograph.Segment, error) {
+	resolved, err := c.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{Resolved: true})
 	if err != nil {
-		return f, err
+		return nil, err
 	}
-	for _, s := range segs.GetSegments() {
-		ts := topograph.Segment{Name: s.GetName()}
-		for _, l := range s.GetLinks() {
-			ts.Edges = append(ts.Edges, [2]string{l.GetGroupA(), l.GetGroupB()})
+	segs := resolvedSegments(resolved.GetSegments())
+	var pending []controlplane.Segment
+	if !resolved.GetConfigMode() {
+		stored, err := c.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{})
+		if err != nil {
+			return nil, err
 		}
-		f.Segments = append(f.Segments, ts)
+		pending = controlplane.Pending(controlplane.SegmentRules(storedSegments(stored.GetSegments())), segs)
 	}
-	return f, nil
+	return drawnSegments(segs, pending), nil
+}
+
+func storedSegments(segs []*controlplanev1.Segment) []store.Segment {
+	out := make([]store.Segment, 0, len(segs))
+	for _, s := range segs {
+		seg := store.Segment{Name: s.GetName()}
+		for _, l := range s.GetLinks() {
+			seg.Links = append(seg.Links, store.NewSegmentLink(s.GetName(), l.GetGroupA(), l.GetGroupB()))
+		}
+		out = append(out, seg)
+	}
+	return out
+}
+
+func resolvedSegments(segs []*controlplanev1.Segment) []controlplane.Segment {
+	out := make([]controlplane.Segment, 0, len(segs))
+	for _, s := range segs {
+		seg := controlplane.Segment{Name: s.GetName()}
+		for _, l := range s.GetLinks() {
+			seg.Edges = append(seg.Edges, [2]string{l.GetGroupA(), l.GetGroupB()})
+		}
+		out = append(out, seg)
+	}
+	return out
+}
+
+// drawnSegments are the resolved segments with their pending pairs; a segment whose
+// pairs all wait (a template's, say) is drawn with those alone.
+func drawnSegments(resolved, pending []controlplane.Segment) []topograph.Segment {
+	out := make([]topograph.Segment, 0, len(resolved)+len(pending))
+	index := map[string]int{}
+	for _, s := range resolved {
+		index[s.Name] = len(out)
+		out = append(out, topograph.Segment{Name: s.Name, Edges: s.Edges})
+	}
+	for _, p := range pending {
+		i, ok := index[p.Name]
+		if !ok {
+			i = len(out)
+			out = append(out, topograph.Segment{Name: p.Name})
+		}
+		out[i].Pending = p.Edges
+	}
+	return out
 }

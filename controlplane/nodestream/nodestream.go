@@ -3,9 +3,11 @@
 // stream of every connected data-plane node, sends commands on it, and matches each
 // response to its request by message id.
 //
-// A request waits at most the handler's timeout (90 s by default). When a node's stream
-// goes away every request still waiting on it fails at once with ErrStreamClosed,
-// instead of blocking until the timeout ("In-flight waiters on disconnect").
+// A request waits at most the handler's timeout (90 s by default), then fails with a
+// TimeoutError. When a node's stream goes away every request still waiting on it
+// fails at once with ErrStreamClosed, instead of blocking until the timeout
+// ("In-flight waiters on disconnect"). The handler remembers which nodes have stopped
+// answering; LogSilence logs a node's first timeout and its first answer after it.
 //
 // Every send has a deadline too (10 s by default, WithSendTimeout): a node that stops
 // reading its stream fills the HTTP/2 flow-control window, after which a send would
@@ -46,7 +48,8 @@ var (
 	ErrNotConnected = errors.New("node not connected")
 	// ErrStreamClosed is returned to requests whose node's stream went away.
 	ErrStreamClosed = errors.New("node stream closed")
-	// ErrTimeout is returned when a response does not arrive in time.
+	// ErrTimeout is matched by the TimeoutError of a response that does not arrive
+	// in time.
 	ErrTimeout = errors.New("timed out waiting for the node's response")
 	// ErrSendTimeout: a send missed the send deadline because the node is not reading
 	// its stream; the stream is closed (errors wrapping it match ErrStreamClosed too).
@@ -69,6 +72,7 @@ type SendFunc func(*controllerv1.ControlMessage) error
 type Handler struct {
 	timeout     time.Duration
 	sendTimeout time.Duration
+	quiet       *silences
 	mu          sync.Mutex
 	streams     map[string]*Stream
 }
@@ -90,7 +94,7 @@ func New(timeout time.Duration, opts ...Option) *Handler {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	h := &Handler{timeout: timeout, sendTimeout: DefaultSendTimeout, streams: map[string]*Stream{}}
+	h := &Handler{timeout: timeout, sendTimeout: DefaultSendTimeout, quiet: newSilences(), streams: map[string]*Stream{}}
 	for _, o := range opts {
 		o(h)
 	}
@@ -102,6 +106,7 @@ type Stream struct {
 	nodeID      string
 	send        SendFunc
 	sendTimeout time.Duration
+	quiet       *silences
 	// turn is the send lock as a channel, so waiting for it can time out; a send holds
 	// it until SendFunc returns, even when its caller gave up, so that sends never
 	// overlap (gRPC forbids concurrent sends on a stream).
@@ -118,7 +123,7 @@ type Stream struct {
 // a reconnect racing the old stream's end, or a second process using the same node
 // id — is closed first with ErrReplaced, failing its waiters.
 func (h *Handler) Add(nodeID string, send SendFunc) *Stream {
-	s := &Stream{nodeID: nodeID, send: send, sendTimeout: h.sendTimeout,
+	s := &Stream{nodeID: nodeID, send: send, sendTimeout: h.sendTimeout, quiet: h.quiet,
 		turn: make(chan struct{}, 1), done: make(chan struct{}),
 		waiters: map[string]chan *controllerv1.ControlMessage{}}
 	h.mu.Lock()
@@ -210,11 +215,13 @@ func (h *Handler) Request(ctx context.Context, nodeID string, msg *controllerv1.
 
 // Deliver hands a response from the node to the request waiting for it. It reports
 // false when nobody waits for it (a late response after a timeout, or not a response).
+// Any response, a late one too, shows that the node answers again.
 func (s *Stream) Deliver(msg *controllerv1.ControlMessage) bool {
 	id := msg.GetReplyTo()
 	if id == "" {
 		return false
 	}
+	s.quiet.answered(s.nodeID)
 	s.mu.Lock()
 	ch, ok := s.waiters[id]
 	delete(s.waiters, id)
@@ -262,6 +269,7 @@ func (s *Stream) request(ctx context.Context, msg *controllerv1.ControlMessage, 
 	s.mu.Unlock()
 	defer s.forget(msg.MessageId)
 
+	sent := time.Now()
 	if err := s.write(msg); err != nil {
 		return nil, err
 	}
@@ -274,7 +282,7 @@ func (s *Stream) request(ctx context.Context, msg *controllerv1.ControlMessage, 
 		}
 		return resp, nil
 	case <-timer.C:
-		return nil, fmt.Errorf("%w (%s, node %s)", ErrTimeout, timeout, s.nodeID)
+		return nil, &TimeoutError{Node: s.nodeID, Waited: timeout, Since: s.quiet.timedOut(s.nodeID, sent, timeout)}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

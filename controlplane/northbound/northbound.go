@@ -171,6 +171,7 @@ func (s *Server) ask(ctx context.Context, nodeID string, msg *controllerv1.Contr
 		return nil, status.Error(codes.InvalidArgument, "node_id is required ({group}/{node})")
 	}
 	resp, err := s.streams.Request(ctx, nodeID, msg)
+	s.streams.LogSilence(s.log, nodeID) // this request may be the node's first timeout
 	switch {
 	case errors.Is(err, nodestream.ErrNotConnected):
 		return nil, status.Errorf(codes.NotFound, "node %s is not connected", nodeID)

@@ -35,6 +35,7 @@ func NewLinks(o LinkOptions) *Links {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Nodes = logSilence(o.Nodes, o.Logger)
 	if o.EnqueueRoutes == nil {
 		o.EnqueueRoutes = func(...string) {}
 	}

@@ -4,17 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 )
 
 // Nodes is what the reconcilers need from the node command handler
-// (*nodestream.Handler): whether a node has a stream, and a request/response round
-// trip on it.
+// (*nodestream.Handler): whether a node has a stream, a request/response round trip
+// on it, and the log of a node that stops answering and answers again (each change
+// logged once, by whichever requester comes first).
 type Nodes interface {
 	Connected(nodeID string) bool
 	Request(ctx context.Context, nodeID string, msg *controllerv1.ControlMessage) (*controllerv1.ControlMessage, error)
+	LogSilence(log *slog.Logger, nodeID string)
+}
+
+// silenceLogged is Nodes that logs after every request whether the node has stopped
+// answering or answers again: a silent node is warned about at its first timeout,
+// not only once the queue has given up on it after every retry.
+type silenceLogged struct {
+	Nodes
+	log *slog.Logger
+}
+
+func logSilence(n Nodes, log *slog.Logger) Nodes {
+	if n == nil {
+		return nil
+	}
+	return silenceLogged{Nodes: n, log: log}
+}
+
+func (n silenceLogged) Request(ctx context.Context, nodeID string, msg *controllerv1.ControlMessage) (*controllerv1.ControlMessage, error) {
+	resp, err := n.Nodes.Request(ctx, nodeID, msg)
+	n.LogSilence(n.log, nodeID)
+	return resp, err
 }
 
 // connected is the pre-flight check: the node must be recorded as connected and hold

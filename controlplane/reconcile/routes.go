@@ -36,6 +36,7 @@ func NewRoutes(o RouteOptions) *Routes {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Nodes = logSilence(o.Nodes, o.Logger)
 	if o.EnqueueLinks == nil {
 		o.EnqueueLinks = func(...string) {}
 	}

@@ -33,7 +33,8 @@ func (s *Server) httpHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	statuspage.New(statuspage.Options{
 		Store: s.store, Mode: s.svc.Mode().String(), Errors: s.recent, Refresh: s.o.StatusRefresh,
-		Logger: s.log.With("component", "status-page"),
+		Topology: s.o.Config.Topology,
+		Logger:   s.log.With("component", "status-page"),
 	}).Mount(mux)
 	return mux
 }

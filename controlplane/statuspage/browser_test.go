@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
+	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
 )
 
@@ -116,5 +119,39 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if n := eval[int](t, tab, `document.querySelectorAll('tr[data-node="edge/n1"], tr[data-node="cloud/n1"]').length`); n != 2 {
 		t.Fatalf("after the departure the page shows %d of the remaining nodes, want 2", n)
+	}
+}
+
+// TestSegmentsInBrowser: the open page lists the segments, a link to a group without
+// nodes marked "no nodes yet"; when a node of that group registers, the page shows
+// the pair as active without being reloaded.
+func TestSegmentsInBrowser(t *testing.T) {
+	tab := browser(t)
+	srv := controlPlane(t, "database:\n  type: in_memory\n", server.Options{StatusRefresh: 200 * time.Millisecond})
+	base := "http://" + srv.MetricsAddr()
+	f := startNodes(t, srv, "cloud/n1", "edge/n1")
+	addSegmentLinks(t, srv, "default", "cloud", "edge", "cloud", "customer-a")
+	waitState(t, base, applied)
+
+	const waiting = `#segments tr[data-segment="default"][data-pair="cloud customer-a"]`
+	do(t, tab, "open the page", 20*time.Second,
+		chromedp.Navigate(base+"/status"),
+		chromedp.WaitVisible(chromedp.CSS(waiting)),
+	)
+	if text := eval[string](t, tab, `document.querySelector('`+waiting+`').innerText`); !strings.Contains(text, "no nodes yet") {
+		t.Fatalf("the waiting link's row reads %q, want it to say no nodes yet", text)
+	}
+	if n := eval[int](t, tab, `document.querySelectorAll('#segments tr[data-pair="cloud edge"].ok').length`); n != 1 {
+		t.Fatalf("the page shows %d active cloud-edge pairs, want 1", n)
+	}
+	eval[bool](t, tab, `window.sbMark = "same page"; true`)
+
+	if _, err := f.Start(e2e.NodeConfig{Group: "customer-a", ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, tab, "the pair becomes active once customer-a has a node",
+		`(function () { var r = document.querySelector('`+waiting+`'); return r !== null && r.className === "ok" && !r.innerText.includes("no nodes yet"); })()`)
+	if mark := eval[string](t, tab, `window.sbMark || ""`); mark != "same page" {
+		t.Fatalf("the page was reloaded instead of updated (mark %q)", mark)
 	}
 }

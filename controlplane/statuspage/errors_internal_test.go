@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 )
 
@@ -26,5 +27,28 @@ func TestErrorLogKeepsTheNewest(t *testing.T) {
 	if len(got) != 3 || got[0].Node != "a/n4" || got[1].Node != "a/n3" || got[2].Node != "a/n2" ||
 		got[0].Reconciler != "link" || got[0].Error != "boom" {
 		t.Fatalf("recent = %+v, want a/n4, a/n3, a/n2 from the link reconciler", got)
+	}
+}
+
+// TestErrorLogTracksSilentNodes: a visit that timed out marks the node not
+// answering since the start of its silence; any other outcome of a later visit — a
+// success, another error, a stream gone — clears the mark.
+func TestErrorLogTracksSilentNodes(t *testing.T) {
+	l := NewErrorLog(10)
+	link, route := l.Observe("link"), l.Observe("route")
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	timeout := fmt.Errorf("list connections of a/n1: %w", &nodestream.TimeoutError{Node: "a/n1", Waited: time.Second, Since: since})
+	link("a/n1", time.Second, timeout)
+	route("a/n1", time.Second, timeout)
+	link("a/n2", time.Millisecond, nil)
+	if got := l.NotAnswering(); len(got) != 1 || !got["a/n1"].Equal(since) {
+		t.Fatalf("NotAnswering = %v, want a/n1 since %v", got, since)
+	}
+	for _, err := range []error{nil, errors.New("ack: subscribe failed"), nodestream.ErrStreamClosed} {
+		link("a/n1", time.Second, timeout)
+		route("a/n1", time.Millisecond, err)
+		if got := l.NotAnswering(); len(got) != 0 {
+			t.Fatalf("after a visit that ended with %v, NotAnswering = %v", err, got)
+		}
 	}
 }

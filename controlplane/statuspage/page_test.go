@@ -27,22 +27,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // refreshing every refresh, and starts nodes in it. It returns the HTTP base URL.
 func fabric(t *testing.T, refresh time.Duration, nodes ...string) (string, *e2e.Fabric) {
 	t.Helper()
-	cfg, err := config.Parse([]byte("topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n"))
+	srv := controlPlane(t, "topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n", server.Options{StatusRefresh: refresh})
+	return "http://" + srv.MetricsAddr(), startNodes(t, srv, nodes...)
+}
+
+// controlPlane runs a control plane on the config file body, with o's other options,
+// until the test ends.
+func controlPlane(t *testing.T, body string, o server.Options) *server.Server {
+	t.Helper()
+	cfg, err := config.Parse([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Northbound.Endpoint, cfg.Southbound.Endpoint = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Reconciler.BaseRetryDelay = 10 * time.Millisecond
-	srv, err := server.New(context.Background(), server.Options{Config: cfg, MetricsListen: "127.0.0.1:0", StatusRefresh: refresh})
+	o.Config, o.MetricsListen = cfg, "127.0.0.1:0"
+	srv, err := server.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	f := e2e.NewFabric()
 	t.Cleanup(func() {
-		f.Close()
 		cancel()
 		select {
 		case err := <-done:
@@ -53,13 +60,21 @@ func fabric(t *testing.T, refresh time.Duration, nodes ...string) (string, *e2e.
 			t.Error("control plane did not stop")
 		}
 	})
+	return srv
+}
+
+// startNodes starts data-plane nodes ("group/id") on srv; they stop before it does.
+func startNodes(t *testing.T, srv *server.Server, nodes ...string) *e2e.Fabric {
+	t.Helper()
+	f := e2e.NewFabric()
+	t.Cleanup(f.Close)
 	for _, id := range nodes {
 		g, n, _ := strings.Cut(id, "/")
 		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: n, Target: srv.SouthboundAddr()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return "http://" + srv.MetricsAddr(), f
+	return f
 }
 
 // page is a fetched response, its body read and closed.
@@ -179,6 +194,133 @@ func TestEscapesWhatNodesSay(t *testing.T) {
 	for _, want := range []string{"&lt;img src=x onerror=alert(1)&gt;", "&lt;b&gt;subscribe&lt;/b&gt; failed", `class="badge state-failed" data-count="failed">failed 1`, "cloud (unclaimed)"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
+		}
+	}
+}
+
+// segmentRows is the part of state.json about segments, decoded on its own so this
+// test reads whatever the page serves.
+type segmentRows struct {
+	Segments struct {
+		Total   int `json:"total"`
+		Pending int `json:"pending"`
+		Rows    []struct {
+			Segment string   `json:"segment"`
+			GroupA  string   `json:"groupA"`
+			GroupB  string   `json:"groupB"`
+			Pending bool     `json:"pending"`
+			Waiting []string `json:"waiting"`
+		} `json:"rows"`
+	} `json:"segments"`
+}
+
+// TestSegmentsOnThePage: in API mode the page lists every segment with the group
+// pairs it links; a link to a group that has no node yet is listed as waiting for
+// one ("no nodes yet") until a node of that group registers; an empty segment says
+// it links nothing.
+func TestSegmentsOnThePage(t *testing.T) {
+	srv := controlPlane(t, "database:\n  type: in_memory\n", server.Options{StatusRefresh: time.Second})
+	base := "http://" + srv.MetricsAddr()
+	f := startNodes(t, srv, "cloud/n1", "edge/n1")
+	addSegmentLinks(t, srv, "default", "cloud", "edge", "cloud", "customer-a")
+	addSegmentLinks(t, srv, "tenants")
+	waitState(t, base, applied)
+
+	_, html := fetch(t, base+"/status")
+	for _, want := range []string{
+		`<section id="segments">`,
+		`<tr data-segment="default" data-pair="cloud customer-a" class="pending">`,
+		`no nodes yet in customer-a`,
+		`<tr data-segment="default" data-pair="cloud edge" class="ok">`,
+		`<tr data-segment="tenants" data-pair="" class="empty">`,
+		"2 segments · 2 group pairs, 1 waiting for nodes",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("/status lacks %s", want)
+		}
+	}
+	var got segmentRows
+	_, body := fetch(t, base+"/status/state.json")
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Segments; s.Total != 2 || s.Pending != 1 || len(s.Rows) != 3 || !s.Rows[0].Pending ||
+		s.Rows[0].GroupB != "customer-a" || len(s.Rows[0].Waiting) != 1 || s.Rows[0].Waiting[0] != "customer-a" {
+		t.Fatalf("state.json segments = %+v", s)
+	}
+
+	if _, err := f.Start(e2e.NodeConfig{Group: "customer-a", ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, base, func(s statuspage.Snapshot) bool { return len(s.Groups) == 3 })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, html = fetch(t, base+"/status")
+		if strings.Contains(html, `<tr data-segment="default" data-pair="cloud customer-a" class="ok">`) && !strings.Contains(html, "no nodes yet") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("customer-a has a node and the page still shows its link waiting:\n%s", html)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// addSegmentLinks makes the segment and links each pair of groups in it (API mode),
+// and hands the outcome to the reconcilers as the northbound API does.
+func addSegmentLinks(t *testing.T, srv *server.Server, segment string, pairs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if segment != "default" { // made by its first link
+		res, err := srv.Service().AddSegment(ctx, segment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Enqueue(res)
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		res, err := srv.Service().AddSegmentLink(ctx, segment, pairs[i], pairs[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Enqueue(res)
+	}
+}
+
+// TestSegmentsOfTheConfigFile: in config mode the page lists the segments of the
+// topology it is given, resolved over the groups with nodes, pairs waiting for a
+// node included; without it, it says where the segments are set.
+func TestSegmentsOfTheConfigFile(t *testing.T) {
+	cfg, err := config.Parse([]byte("topology:\n  segments:\n    - name: main\n      links:\n" +
+		"        - group: cloud\n          neighbors: [edge, lab]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New()
+	ctx := context.Background()
+	for _, id := range []string{"cloud/n1", "edge/n1"} {
+		g, _, _ := strings.Cut(id, "/")
+		if err := st.SaveNode(ctx, store.Node{ID: id, Group: g, Connected: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		topology *config.Topology
+		want     []string
+	}{
+		{cfg.Topology, []string{`<tr data-segment="main" data-pair="cloud lab" class="pending">`, "no nodes yet in lab",
+			`<tr data-segment="main" data-pair="cloud edge" class="ok">`, "1 segments · 2 group pairs, 1 waiting for nodes"}},
+		{nil, []string{"Set in the config file's topology section"}},
+	} {
+		mux := http.NewServeMux()
+		statuspage.New(statuspage.Options{Store: st, Mode: "config", Topology: c.topology}).Mount(mux)
+		srv := httptest.NewServer(mux)
+		_, page := fetch(t, srv.URL+"/status")
+		srv.Close()
+		for _, want := range c.want {
+			if !strings.Contains(page, want) {
+				t.Errorf("with topology %v the page lacks %s", c.topology != nil, want)
+			}
 		}
 	}
 }

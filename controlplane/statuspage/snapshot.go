@@ -21,6 +21,7 @@ type Snapshot struct {
 	Groups    []GroupView      `json:"groups"`
 	Links     Table[LinkView]  `json:"links"`
 	Routes    Table[RouteView] `json:"routes"`
+	Segments  SegmentTable     `json:"segments"`
 	Errors    []ReconcileError `json:"errors"`
 }
 
@@ -30,12 +31,14 @@ type GroupView struct {
 	Nodes []NodeView `json:"nodes"`
 }
 
-// NodeView is one node.
+// NodeView is one node. NotAnsweringSince is set while the node does not answer the
+// reconcilers' requests: when it was sent the first one it left unanswered.
 type NodeView struct {
-	ID        string   `json:"id"`
-	Connected bool     `json:"connected"`
-	Gateway   bool     `json:"gateway"`
-	Endpoints []string `json:"endpoints"`
+	ID                string     `json:"id"`
+	Connected         bool       `json:"connected"`
+	Gateway           bool       `json:"gateway"`
+	Endpoints         []string   `json:"endpoints"`
+	NotAnsweringSince *time.Time `json:"notAnsweringSince,omitempty"`
 }
 
 // Table is a list shown in part: counts by state over all rows, and the first
@@ -70,8 +73,9 @@ type RouteView struct {
 // attention orders states for the tables: what needs a look comes first.
 var attention = map[string]int{"failed": 0, "pending": 1, "connecting": 2, "deleted": 3, "applied": 4}
 
-func build(ctx context.Context, st store.Store, mode string, errs *ErrorLog, now time.Time) (Snapshot, error) {
-	s := Snapshot{Generated: now, Mode: mode, Errors: []ReconcileError{}}
+func build(ctx context.Context, o Options, now time.Time) (Snapshot, error) {
+	s := Snapshot{Generated: now, Mode: o.Mode, Errors: []ReconcileError{}}
+	st := o.Store
 	nodes, err := st.ListNodes(ctx, store.NodeFilter{})
 	if err != nil {
 		return s, fmt.Errorf("list nodes: %w", err)
@@ -84,7 +88,14 @@ func build(ctx context.Context, st store.Store, mode string, errs *ErrorLog, now
 	if err != nil {
 		return s, fmt.Errorf("list routes: %w", err)
 	}
-	s.Groups = groupViews(nodes, links)
+	if s.Segments, err = segments(ctx, o, nodes); err != nil {
+		return s, err
+	}
+	var silent map[string]time.Time
+	if o.Errors != nil {
+		s.Errors, silent = o.Errors.Recent(), o.Errors.NotAnswering()
+	}
+	s.Groups = groupViews(nodes, links, silent)
 	s.Links = table(links, func(l store.Link) (LinkView, bool) {
 		return LinkView{ID: l.ID, Source: l.SourceNodeID, DestGroup: l.DestGroup, DestNode: l.DestNodeID,
 			State: l.Status.String(), Message: l.StatusMessage}, true
@@ -100,13 +111,10 @@ func build(ctx context.Context, st store.Store, mode string, errs *ErrorLog, now
 	}, func(v RouteView) string { return v.State }, func(a, b RouteView) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Source, b.Source))
 	})
-	if errs != nil {
-		s.Errors = errs.Recent()
-	}
 	return s, nil
 }
 
-func groupViews(nodes []store.Node, links []store.Link) []GroupView {
+func groupViews(nodes []store.Node, links []store.Link, silent map[string]time.Time) []GroupView {
 	gateway := map[string]bool{}
 	for _, l := range links {
 		if !l.Deleted {
@@ -132,6 +140,9 @@ func groupViews(nodes []store.Node, links []store.Link) []GroupView {
 				ep += " (external " + d.ExternalEndpoint + ")"
 			}
 			v.Endpoints = append(v.Endpoints, ep)
+		}
+		if since, ok := silent[n.ID]; ok && n.Connected {
+			v.NotAnsweringSince = &since
 		}
 		out[i].Nodes = append(out[i].Nodes, v)
 	}

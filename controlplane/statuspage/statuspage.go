@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 )
 
@@ -35,7 +36,11 @@ type Options struct {
 	Store store.Store
 	// Mode is shown in the header ("api" or "config").
 	Mode string
-	// Errors are the recent reconcile errors; nil shows none.
+	// Topology is the config file's topology section, whose segments the page lists
+	// in config mode (in API mode they are read from the store).
+	Topology *config.Topology
+	// Errors are the recent reconcile errors and the nodes that do not answer; nil
+	// shows none.
 	Errors *ErrorLog
 	// Refresh is how often an open page fetches a new rendering; 2 s when zero.
 	Refresh time.Duration
@@ -88,7 +93,7 @@ func (p *Page) snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := build(ctx, p.o.Store, p.o.Mode, p.o.Errors, now)
+	s, err := build(ctx, p.o, now)
 	if err != nil {
 		return s, err
 	}

@@ -31,8 +31,13 @@ func writeDOT(b *strings.Builder, f Fabric) {
 	}
 	for _, s := range f.Segments {
 		for _, e := range s.Edges {
-			fmt.Fprintf(b, "  %s -> %s [dir=none, style=dotted, color=\"#6b7280\", label=%s];\n",
-				quoteDOT(groupID(e[0])), quoteDOT(groupID(e[1])), quoteDOT("segment "+s.Name))
+			fmt.Fprintf(b, "  %s -> %s [dir=none, style=dotted, color=%s, label=%s];\n",
+				quoteDOT(groupID(e[0])), quoteDOT(groupID(e[1])), quoteDOT(segmentColor), quoteDOT("segment "+s.Name))
+		}
+		for _, e := range s.Pending {
+			fmt.Fprintf(b, "  %s -> %s [dir=none, style=dashed, color=%s, fontcolor=%s, label=%s];\n",
+				quoteDOT(groupID(e[0])), quoteDOT(groupID(e[1])), quoteDOT(pendingColor), quoteDOT(pendingColor),
+				quoteDOT("segment "+s.Name+"\n"+PendingLabel))
 		}
 	}
 	for _, l := range f.Links {

@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// FuzzWrite: whatever the names (they come from nodes and operators), every DOT
-// string stays one string — an even count of unescaped quotes on each line — and
-// every Mermaid label keeps its quotes to itself.
+// FuzzWrite: whatever the names (they come from nodes and operators, and a pending
+// pair's groups from operators alone), every DOT string stays one string — an even
+// count of unescaped quotes on each line — and every Mermaid label keeps its quotes
+// to itself.
 func FuzzWrite(f *testing.F) {
 	f.Add("cloud", "n1", "segment", "applied")
 	f.Add(`we"ird\`, "n\"1\n", "s\\\"", "x\ny")
@@ -15,7 +16,7 @@ func FuzzWrite(f *testing.F) {
 		fab := Fabric{
 			Groups:   []Group{{Name: group, Nodes: []Node{{ID: group + "/" + node, Connected: true}}}},
 			Links:    []Link{{ID: "l", Source: group + "/" + node, DestGroup: "other", Status: status}},
-			Segments: []Segment{{Name: segment, Edges: [][2]string{{group, "other"}}}},
+			Segments: []Segment{{Name: segment, Edges: [][2]string{{group, "other"}}, Pending: [][2]string{{group, node}}}},
 		}
 		var dot, mm strings.Builder
 		if err := Write(&dot, DOT, fab); err != nil {

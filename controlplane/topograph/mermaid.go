@@ -36,7 +36,14 @@ func writeMermaid(b *strings.Builder, f Fabric) {
 	for _, s := range f.Segments {
 		for _, e := range s.Edges {
 			fmt.Fprintf(b, "  %s -.-|%s| %s\n", ids[groupID(e[0])], quoteMermaid("segment "+s.Name), ids[groupID(e[1])])
-			styles = append(styles, fmt.Sprintf("  linkStyle %d stroke:#6b7280", edge))
+			styles = append(styles, fmt.Sprintf("  linkStyle %d stroke:%s", edge, segmentColor))
+			edge++
+		}
+		for _, e := range s.Pending {
+			label := "segment " + s.Name + " (" + PendingLabel + ")"
+			fmt.Fprintf(b, "  %s -.-|%s| %s\n", ids[groupID(e[0])], quoteMermaid(label), ids[groupID(e[1])])
+			// Mermaid draws every -.- line dotted alike: the dash pattern sets these apart.
+			styles = append(styles, fmt.Sprintf("  linkStyle %d stroke:%s,stroke-dasharray:6 4,color:%s", edge, pendingColor, pendingColor))
 			edge++
 		}
 	}

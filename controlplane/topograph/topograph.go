@@ -1,9 +1,9 @@
 // Package topograph draws a picture of the fabric — groups with their nodes, the
 // gateways among them, the links between nodes by state, and the group pairs each
-// segment connects — as Graphviz DOT or as a Mermaid flowchart, for
-// `switchboard ctl topology`. The output depends on the input alone (everything is
-// sorted), so it can be diffed and kept in version control. See
-// docs/controlplane.md, "A picture of the fabric".
+// segment connects, or will connect once both groups have nodes — as Graphviz DOT
+// or as a Mermaid flowchart, for `switchboard ctl topology`. The output depends on
+// the input alone (everything is sorted), so it can be diffed and kept in version
+// control. See docs/controlplane.md, "A picture of the fabric".
 package topograph
 
 import (
@@ -43,11 +43,18 @@ type Link struct {
 	Status    string
 }
 
-// Segment is a routing domain and the group pairs it connects.
+// Segment is a routing domain and the group pairs it connects. Pending are the pairs
+// it links that wait for a node of one of their groups: drawn dashed and labelled
+// "no nodes yet", so that a link added before its group's first node is not
+// invisible.
 type Segment struct {
-	Name  string
-	Edges [][2]string
+	Name    string
+	Edges   [][2]string
+	Pending [][2]string
 }
+
+// PendingLabel marks a segment's pending pair in the drawings.
+const PendingLabel = "no nodes yet"
 
 // Format names an output format.
 type Format string
@@ -101,6 +108,13 @@ var styles = map[string]linkStyle{
 	"deleted":    {color: "#9ca3af", dot: "dotted", arrow: "-.->"},
 }
 
+// A segment's pairs are grey, like the frame of the picture; its pending pairs amber,
+// the colour of links on their way.
+const (
+	segmentColor = "#6b7280"
+	pendingColor = "#b45309"
+)
+
 func styleOf(status string) linkStyle {
 	if s, ok := styles[status]; ok {
 		return s
@@ -126,7 +140,7 @@ func (f Fabric) normalized() Fabric {
 		need(l.DestGroup)
 	}
 	for _, s := range f.Segments {
-		for _, e := range s.Edges {
+		for _, e := range slices.Concat(s.Edges, s.Pending) {
 			need(e[0])
 			need(e[1])
 		}
@@ -143,11 +157,15 @@ func (f Fabric) normalized() Fabric {
 			cmp.Compare(a.DestNode, b.DestNode), cmp.Compare(a.ID, b.ID))
 	})
 	for _, s := range f.Segments {
-		edges := slices.Clone(s.Edges)
-		slices.SortFunc(edges, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-		out.Segments = append(out.Segments, Segment{Name: s.Name, Edges: edges})
+		out.Segments = append(out.Segments, Segment{Name: s.Name, Edges: sortedPairs(s.Edges), Pending: sortedPairs(s.Pending)})
 	}
 	slices.SortFunc(out.Segments, func(a, b Segment) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func sortedPairs(pairs [][2]string) [][2]string {
+	out := slices.Clone(pairs)
+	slices.SortFunc(out, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	return out
 }
 

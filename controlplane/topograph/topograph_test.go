@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,18 @@ func small() Fabric {
 	}
 }
 
+// waiting is small with segment links that wait for nodes: one to a group no node
+// or link names (it gets a box of its own), one to a group a link already names.
+func waiting() Fabric {
+	f := small()
+	f.Segments[0].Pending = [][2]string{{"lab", "partner"}}                     // tenants
+	f.Segments[1].Pending = [][2]string{{"cloud", "partner"}, {"cloud", "lab"}} // main
+	return f
+}
+
+// fabrics are the fabrics with golden drawings in testdata, by file name.
+var fabrics = map[string]func() Fabric{"small": small, "waiting": waiting}
+
 func render(t *testing.T, format Format, f Fabric) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -44,33 +57,40 @@ func render(t *testing.T, format Format, f Fabric) string {
 	return b.String()
 }
 
-// TestGolden: each format's drawing of the small fabric is exactly the file in
-// testdata (go test -update rewrites them after a deliberate change).
+// TestGolden: each format's drawing of each fabric is exactly the file in testdata
+// (go test -update rewrites them after a deliberate change).
 func TestGolden(t *testing.T) {
-	for _, format := range []Format{DOT, Mermaid} {
-		t.Run(string(format), func(t *testing.T) {
-			got := render(t, format, small())
-			path := filepath.Join("testdata", "small."+string(format))
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Fatalf("%s drawing differs from %s:\n%s", format, path, got)
-			}
-		})
+	for name, fabric := range fabrics {
+		for _, format := range []Format{DOT, Mermaid} {
+			t.Run(name+"."+string(format), func(t *testing.T) { golden(t, name, format, fabric()) })
+		}
+	}
+}
+
+// golden compares the drawing of f with testdata/NAME.FORMAT.
+func golden(t *testing.T, name string, format Format, f Fabric) {
+	t.Helper()
+	got := render(t, format, f)
+	path := filepath.Join("testdata", name+"."+string(format))
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s drawing differs from %s:\n%s", format, path, got)
 	}
 }
 
 // TestDeterministic: the input's order does not change the drawing.
 func TestDeterministic(t *testing.T) {
-	a := small()
-	b := small()
+	a := waiting()
+	b := waiting()
+	slices.Reverse(b.Segments[1].Pending)
 	for i, j := 0, len(b.Links)-1; i < j; i, j = i+1, j-1 {
 		b.Links[i], b.Links[j] = b.Links[j], b.Links[i]
 	}
@@ -83,11 +103,21 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestDOTParses runs Graphviz on the drawing when `dot` is installed, and otherwise
+// TestDOTParses runs Graphviz on each drawing when `dot` is installed, and otherwise
 // checks the structure: balanced braces, one statement per line, every edge between
 // declared or quoted ids.
 func TestDOTParses(t *testing.T) {
-	out := render(t, DOT, small())
+	wants := map[string][]string{
+		"small":   {"group edge", "gateway", "applied", "segment main"},
+		"waiting": {"group partner", "no nodes yet"},
+	}
+	for name, fabric := range fabrics {
+		t.Run(name, func(t *testing.T) { dotParses(t, render(t, DOT, fabric()), wants[name]) })
+	}
+}
+
+func dotParses(t *testing.T, out string, wants []string) {
+	t.Helper()
 	if dot, err := exec.LookPath("dot"); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -99,7 +129,7 @@ func TestDOTParses(t *testing.T) {
 		if err != nil || stderr.Len() > 0 {
 			t.Fatalf("dot -Tsvg: %v, %s", err, stderr.String())
 		}
-		for _, want := range []string{"group edge", "gateway", "applied", "segment main"} {
+		for _, want := range wants {
 			if !bytes.Contains(svg, []byte(want)) {
 				t.Errorf("the SVG dot drew lacks %q", want)
 			}
@@ -139,6 +169,32 @@ func TestStructure(t *testing.T) {
 	}
 	if _, err := ParseFormat("png"); err == nil || !strings.Contains(err.Error(), "png") {
 		t.Errorf("ParseFormat(png): %v", err)
+	}
+}
+
+// TestPendingPairs: a segment pair that waits for nodes is a dashed amber line
+// between the groups, labelled with the segment and "no nodes yet"; a group only such
+// a pair names gets its box.
+func TestPendingPairs(t *testing.T) {
+	dot := render(t, DOT, waiting())
+	for _, want := range []string{
+		`"group:cloud" -> "group:partner" [dir=none, style=dashed, color="#b45309", fontcolor="#b45309", label="segment main\nno nodes yet"]`,
+		`"group:lab" -> "group:partner" [dir=none, style=dashed, color="#b45309", fontcolor="#b45309", label="segment tenants\nno nodes yet"]`,
+		`subgraph "cluster_partner"`,
+	} {
+		if !strings.Contains(dot, want) {
+			t.Errorf("DOT lacks %s:\n%s", want, dot)
+		}
+	}
+	mm := render(t, Mermaid, waiting())
+	for _, want := range []string{`subgraph g3_box["group partner"]`, `g0 -.-|"segment main (no nodes yet)"| g2`,
+		`g2 -.-|"segment tenants (no nodes yet)"| g3`, "linkStyle 1 stroke:#b45309,stroke-dasharray:6 4,color:#b45309"} {
+		if !strings.Contains(mm, want) {
+			t.Errorf("Mermaid lacks %s:\n%s", want, mm)
+		}
+	}
+	if plain := render(t, DOT, small()); strings.Contains(plain, PendingLabel) {
+		t.Errorf("a fabric without pending pairs says %q:\n%s", PendingLabel, plain)
 	}
 }
 
