@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/dataplane"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // result is one run's timeline, each measured from the first node's start.
@@ -97,7 +97,7 @@ func once(ctx context.Context, c options) (result, error) {
 			cc.Close()
 		}
 	}()
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	// Runs before f.Close: the control plane stops first, so the nodes' streams ending
 	// is not taken for a thousand crashes.
@@ -111,7 +111,7 @@ func once(ctx context.Context, c options) (result, error) {
 	if err := waitApplied(ctx, srv.Store(), c.groups, start, &r); err != nil {
 		return r, err
 	}
-	r.verified = e2e.Converged(ctx, srv.Store(), f, true)
+	r.verified = cpharness.Converged(ctx, srv.Store(), f, true)
 	return r, nil
 }
 
@@ -129,7 +129,7 @@ func dial(target string, n int) ([]*grpc.ClientConn, error) {
 
 // startFleet starts every node at once, the first of each group announcing the name,
 // and returns when the last one registered.
-func startFleet(ctx context.Context, c options, f *e2e.Fabric, target string, conns []*grpc.ClientConn) (time.Time, error) {
+func startFleet(ctx context.Context, c options, f *cpharness.Fabric, target string, conns []*grpc.ClientConn) (time.Time, error) {
 	name := dataplane.NewName("org", "bench", "svc")
 	var (
 		mu   sync.Mutex
@@ -138,7 +138,7 @@ func startFleet(ctx context.Context, c options, f *e2e.Fabric, target string, co
 		errs = make(chan error, c.nodes)
 	)
 	for i := range c.nodes {
-		nc := e2e.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups), Target: target,
+		nc := cpharness.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups), Target: target,
 			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}, NoOpLog: true}
 		if len(conns) > 0 {
 			nc.Conn = conns[i%len(conns)]

@@ -23,13 +23,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/leader"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	cpetcd "github.com/switchboard-mesh/switchboard/controlplane/store/etcd"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
 )
 
@@ -185,11 +185,11 @@ func haRun(ctx context.Context, c options) []measure {
 		return fail(err)
 	}
 	defer func() { _ = view.Close() }()
-	fabric := e2e.NewFabric()
+	fabric := cpharness.NewFabric()
 	defer fabric.Close()
-	var nodes []*e2e.Node
+	var nodes []*cpharness.Node
 	for i := range c.nodes {
-		n, err := fabric.Start(e2e.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups),
+		n, err := fabric.Start(cpharness.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups),
 			Targets: []string{reps[0].south, reps[1].south}, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}, NoOpLog: true})
 		if err != nil {
@@ -227,7 +227,7 @@ func haRun(ctx context.Context, c options) []measure {
 	r.scenario, r.converge, r.load, r.links, r.routes, r.failed = "ha-reconverge", reconverge, load, links, routes, err
 	r.goal = base.goal + 5*time.Second // the takeover's, then the restart scenario's
 	if err == nil {
-		r.verified = e2e.Converged(ctx, view, fabric, true)
+		r.verified = cpharness.Converged(ctx, view, fabric, true)
 	}
 	fmt.Fprintf(os.Stderr, "ha: takeover %s, re-converged %s after the SIGKILL (%v), %d etcd write transactions, load %s\n",
 		takeover.Round(time.Millisecond), reconverge.Round(time.Millisecond), err, txns, load)
@@ -282,7 +282,7 @@ func hubSegmentNB(ctx context.Context, addr string, groups int) error {
 
 // haConverged waits until the store holds exactly links and routes, all Applied and
 // claimed, with every node registered.
-func haConverged(ctx context.Context, view store.Store, nodes []*e2e.Node, links, routes int) error {
+func haConverged(ctx context.Context, view store.Store, nodes []*cpharness.Node, links, routes int) error {
 	for {
 		t0 := time.Now()
 		ls, err := view.ListLinks(ctx, store.LinkFilter{Deleted: store.IncludeDeleted})
@@ -321,7 +321,7 @@ func settled(ls []store.Link, rs []store.Route) bool {
 	return true
 }
 
-func allRegistered(nodes []*e2e.Node) bool {
+func allRegistered(nodes []*cpharness.Node) bool {
 	for _, n := range nodes {
 		if c := n.Controller(); c == nil || !c.Registered() {
 			return false

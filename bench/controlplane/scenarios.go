@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // The scenarios below start a fleet, let its links converge, and then time one event
@@ -129,8 +129,8 @@ type rig struct {
 	dir       string
 	srv       *server.Server
 	stop      func()
-	fabric    *e2e.Fabric
-	nodes     []*e2e.Node
+	fabric    *cpharness.Fabric
+	nodes     []*cpharness.Node
 	cfg       *config.Config // the control plane's, for a restart
 	conns     []*grpc.ClientConn
 	counter   *commandCounter
@@ -180,9 +180,9 @@ func startRig(ctx context.Context, c options, storeKind, topology string) (*rig,
 		}
 		r.conns = append(r.conns, cc)
 	}
-	r.fabric = e2e.NewFabric()
+	r.fabric = cpharness.NewFabric()
 	for i := range c.nodes {
-		nc := e2e.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups), Target: srv.SouthboundAddr(),
+		nc := cpharness.NodeConfig{Group: groupName(i % c.groups), ID: fmt.Sprintf("n%03d", i/c.groups), Target: srv.SouthboundAddr(),
 			Backoff: dataplane.Backoff{Base: 100 * time.Millisecond, Max: time.Second, HealthyAfter: 10 * time.Second}, NoOpLog: true}
 		if len(r.conns) > 0 {
 			nc.Conn = r.conns[i%len(r.conns)]
@@ -512,7 +512,7 @@ func (r *rig) restartScenario(ctx context.Context, base measure) measure {
 	deadline := time.Now().Add(10 * time.Second)
 	for m.failed == nil && m.verified != nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		m.verified = e2e.Converged(ctx, r.srv.Store(), r.fabric, true)
+		m.verified = cpharness.Converged(ctx, r.srv.Store(), r.fabric, true)
 	}
 	return m
 }
@@ -541,7 +541,7 @@ func (r *rig) event(ctx context.Context, m *measure, fire func() error, template
 	// settled before they did (the check itself, a second at 10,000 nodes, is not
 	// counted).
 	for err == nil {
-		if m.verified = e2e.Converged(ctx, r.srv.Store(), r.fabric, true); m.verified == nil || ctx.Err() != nil {
+		if m.verified = cpharness.Converged(ctx, r.srv.Store(), r.fabric, true); m.verified == nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -15,18 +15,18 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 	"github.com/switchboard-mesh/switchboard/internal/freeport"
 )
 
 // fleet is the control-plane half of the soak: a control plane in API mode on SQLite
 // (in this process; a restart stops it and starts a new one on the same addresses and
 // database) and data-plane nodes — real dataplane.Controllers over memdp datapaths,
-// wired to each other by the controlplane/e2e fabric.
+// wired to each other by the internal/cpharness fabric.
 //
 // The topology is a star made through the northbound API: segment "main" links group
 // "hub" with every group ("*"). So the intended links are known without asking the
@@ -34,8 +34,8 @@ import (
 type fleet struct {
 	log    *slog.Logger
 	cfg    *config.Config
-	fabric *e2e.Fabric
-	nodes  []*e2e.Node
+	fabric *cpharness.Fabric
+	nodes  []*cpharness.Node
 	groups []string
 	// announced is what each node announces (and re-announces after a restart).
 	announced map[string][]dataplane.Name
@@ -44,7 +44,7 @@ type fleet struct {
 	srv    *server.Server
 	cancel context.CancelFunc
 	done   chan error
-	dup    *e2e.Fabric // the duplicate of a node id, while one runs
+	dup    *cpharness.Fabric // the duplicate of a node id, while one runs
 	dupOf  string
 }
 
@@ -66,7 +66,7 @@ func newFleet(dir string, edges, perGroup int, log *slog.Logger) (*fleet, error)
 	// crashed node's connection) is found by the sweep, and the final check allows
 	// 10 s. Fast retries, as the e2e tests use.
 	cfg.Reconciler = config.Reconciler{MaxRequeues: 15, BaseRetryDelay: 50 * time.Millisecond, ReconcilePeriod: 5 * time.Second, Workers: 4}
-	f := &fleet{log: log, cfg: cfg, fabric: e2e.NewFabric(), groups: []string{hubGroup}, announced: map[string][]dataplane.Name{}}
+	f := &fleet{log: log, cfg: cfg, fabric: cpharness.NewFabric(), groups: []string{hubGroup}, announced: map[string][]dataplane.Name{}}
 	for i := 1; i <= edges; i++ {
 		f.groups = append(f.groups, fmt.Sprintf("edge%d", i))
 	}
@@ -111,8 +111,8 @@ func newFleet(dir string, edges, perGroup int, log *slog.Logger) (*fleet, error)
 	return f, nil
 }
 
-func (f *fleet) nodeConfig(group, id string) e2e.NodeConfig {
-	return e2e.NodeConfig{Group: group, ID: id, Target: f.cfg.Southbound.Endpoint,
+func (f *fleet) nodeConfig(group, id string) cpharness.NodeConfig {
+	return cpharness.NodeConfig{Group: group, ID: id, Target: f.cfg.Southbound.Endpoint,
 		Backoff: dataplane.Backoff{Base: 50 * time.Millisecond, Max: time.Second, HealthyAfter: 5 * time.Second},
 		Logger:  f.log.With("node", group+"/"+id)}
 }
@@ -189,7 +189,7 @@ func (f *fleet) startDuplicate(id string) error {
 	if n == nil {
 		return fmt.Errorf("no node %s", id)
 	}
-	dup := e2e.NewFabric()
+	dup := cpharness.NewFabric()
 	cfg := f.nodeConfig(n.Group(), id[len(n.Group())+1:])
 	cfg.Logger = f.log.With("node", id, "duplicate", true)
 	if _, err := dup.Start(cfg); err != nil {
@@ -322,14 +322,14 @@ func (f *fleet) checkCP(ctx context.Context) []string {
 	}
 	for _, r := range routes {
 		if r.IsTemplate() {
-			k := r.DestNodeID + " " + e2e.DataplaneName(r.Name).String()
+			k := r.DestNodeID + " " + cpharness.DataplaneName(r.Name).String()
 			if r.Deleted || !wantTemplates[k] {
 				bad("wildcard template %d %s (deleted=%v) was not announced", r.ID, k, r.Deleted)
 			}
 			delete(wantTemplates, k)
 			continue
 		}
-		name := e2e.DataplaneName(r.Name).String()
+		name := cpharness.DataplaneName(r.Name).String()
 		if r.Deleted || r.Status != store.RouteApplied {
 			bad("route %d %s on %s over %s is %s, deleted=%v (%s)", r.ID, name, r.SourceNodeID, r.LinkID, r.Status, r.Deleted, r.StatusMessage)
 		}

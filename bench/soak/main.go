@@ -7,7 +7,7 @@
 // re-executed) so that a fault is a real SIGKILL; agents write through registrar
 // clients while an oracle records every acknowledged write; watchers keep maps from
 // Watch events. The control-plane side: a control plane on SQLite and data-plane
-// controllers over in-memory datapaths (controlplane/e2e). Faults come from a
+// controllers over in-memory datapaths (internal/cpharness). Faults come from a
 // schedule drawn from the seed. When the time is up the faults stop, everything is
 // healed, and every reader must agree with the oracle within --check-timeout.
 //

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // complete asks the CLI for completions as a shell does (cobra's __complete).
@@ -30,10 +30,10 @@ func complete(t *testing.T, args ...string) []string {
 func TestCtlCompletesNodesAndSegments(t *testing.T) {
 	nb, sb, stop := startControlPlane(t, "database:\n  type: in_memory\n")
 	defer func() { _ = stop() }()
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, g := range []string{"cloud", "edge"} {
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/dataplane"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
@@ -134,10 +134,10 @@ func pollCtl(t *testing.T, nb string, problem func(string) string, args ...strin
 // controlplane`, two data-plane nodes, and every ctl command against it.
 func TestCtlAgainstControlPlane(t *testing.T) {
 	nb, sb, stop := startControlPlane(t, "database:\n  type: in_memory\n")
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, g := range []string{"cloud", "edge"} {
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,10 +237,10 @@ func TestCtlAgainstControlPlane(t *testing.T) {
 // segments are listed as resolved and mutations fail.
 func TestCtlConfigModeRefusesTopologyChanges(t *testing.T) {
 	nb, sb, stop := startControlPlane(t, "topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n")
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, g := range []string{"cloud", "edge"} {
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,11 +336,11 @@ func TestCtlOverMutualTLS(t *testing.T) {
 // as DOT (which Graphviz accepts when installed) and as Mermaid.
 func TestCtlDefaultSegmentAndTopology(t *testing.T) {
 	nb, sb, stop := startControlPlane(t, "database:\n  type: in_memory\n")
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, id := range []string{"cloud/n1", "cloud/n2", "edge/n1"} {
 		g, n, _ := strings.Cut(id, "/")
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: n, Target: sb}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: n, Target: sb}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -397,7 +397,7 @@ func TestCtlGroupSecrets(t *testing.T) {
 	nb := fieldAfter(waitFor(t, cpOut, "northbound"), "northbound")
 	sb := fieldAfter(waitFor(t, cpOut, "southbound"), "southbound")
 	metricsURL := fieldAfter(waitFor(t, cpOut, "metrics"), "metrics")
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	start := func(group, secret string) {
 		t.Helper()
@@ -405,7 +405,7 @@ func TestCtlGroupSecrets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Start(e2e.NodeConfig{Group: group, ID: "n1", Target: sb, Tokens: p}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: group, ID: "n1", Target: sb, Tokens: p}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // TestCtlTopologyDrawsLinksWaitingForNodes: a segment link to a group that has no
@@ -12,10 +12,10 @@ import (
 // and once a node of that group registers it is drawn as a segment like any other.
 func TestCtlTopologyDrawsLinksWaitingForNodes(t *testing.T) {
 	nb, sb, stop := startControlPlane(t, "database:\n  type: in_memory\n")
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, g := range []string{"cloud", "edge"} {
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: "n1", Target: sb}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func TestCtlTopologyDrawsLinksWaitingForNodes(t *testing.T) {
 		}
 	}
 
-	if _, err := f.Start(e2e.NodeConfig{Group: "customer-a", ID: "n1", Target: sb}); err != nil {
+	if _, err := f.Start(cpharness.NodeConfig{Group: "customer-a", ID: "n1", Target: sb}); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyCtl(t, nb, []string{"customer-a/n1"}, "group", "list")

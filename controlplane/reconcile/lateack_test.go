@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // TestRouteLateAck: the datapath acknowledges a subscribe after the node's ack timer
@@ -22,7 +22,7 @@ import (
 func TestRouteLateAck(t *testing.T) {
 	const ackTimeout = 100 * time.Millisecond
 	forStores(t, func(t *testing.T, db string) {
-		r := newRig(t, db, false, func(c *e2e.NodeConfig) { c.AckTimeout = ackTimeout })
+		r := newRig(t, db, false, func(c *cpharness.NodeConfig) { c.AckTimeout = ackTimeout })
 		r.converge()
 		rt := r.route()
 		r.unsubscribeBehindCP(rt)

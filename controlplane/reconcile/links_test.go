@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 func count(list []string, prefix string) int {
@@ -235,7 +235,7 @@ func TestLinkLeftovers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		has := func(n *e2e.Node, id string) bool {
+		has := func(n *cpharness.Node, id string) bool {
 			return slices.ContainsFunc(n.Datapath().Connections(), func(c dataplaneConn) bool { return c.LinkID == id })
 		}
 		switch {

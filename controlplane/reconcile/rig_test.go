@@ -14,7 +14,6 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 	"github.com/switchboard-mesh/switchboard/controlplane/southbound"
@@ -23,6 +22,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/store/sqlite"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // rig is a control plane without its work queues: the real service, store, node
@@ -37,14 +37,14 @@ type rig struct {
 	hooks  *hookStore
 	svc    *controlplane.Service
 	nodes  *countingNodes
-	f      *e2e.Fabric
+	f      *cpharness.Fabric
 	links  *reconcile.Links
 	routes *reconcile.Routes
 
 	mu          sync.Mutex
 	linkPokes   []string
 	routePokes  []string
-	cloud, edge *e2e.Node
+	cloud, edge *cpharness.Node
 	// lenient lets datapaths hold connections the store does not know.
 	lenient bool
 	// warnings are the reconcilers' log records at warn and above.
@@ -64,7 +64,7 @@ func forStores(t *testing.T, fn func(t *testing.T, db string)) {
 // Only cloud/n1 has an external endpoint, so the one link goes from edge/n1 to
 // cloud/n1, and the one route (toward the announcer) sits on cloud/n1, the link's
 // destination. opts adjust both nodes' configurations.
-func newRig(t *testing.T, db string, orphans bool, opts ...func(*e2e.NodeConfig)) *rig {
+func newRig(t *testing.T, db string, orphans bool, opts ...func(*cpharness.NodeConfig)) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -94,10 +94,10 @@ func newRig(t *testing.T, db string, orphans bool, opts ...func(*e2e.NodeConfig)
 	r.routes = reconcile.NewRoutes(reconcile.RouteOptions{Store: r.st, Nodes: r.nodes, Logger: logger,
 		EnqueueLinks: func(ids ...string) { r.mu.Lock(); r.linkPokes = append(r.linkPokes, ids...); r.mu.Unlock() }})
 	addr := r.serve(streams)
-	r.f = e2e.NewFabric()
+	r.f = cpharness.NewFabric()
 	t.Cleanup(r.f.Close)
 	for _, g := range []string{"cloud", "edge"} {
-		cfg := e2e.NodeConfig{Group: g, ID: "n1", Target: addr, NoExternal: g == "edge"}
+		cfg := cpharness.NodeConfig{Group: g, ID: "n1", Target: addr, NoExternal: g == "edge"}
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -138,15 +138,15 @@ func (r *rig) serve(streams *nodestream.Handler) string {
 // datapaths agree (claims and announcements arrive on their own).
 func (r *rig) converge() {
 	r.t.Helper()
-	err := e2e.Eventually(r.ctx, func() error {
-		for _, n := range []*e2e.Node{r.cloud, r.edge} {
+	err := cpharness.Eventually(r.ctx, func() error {
+		for _, n := range []*cpharness.Node{r.cloud, r.edge} {
 			_ = r.links.Sync(r.ctx, n.ID())
 			_ = r.routes.Sync(r.ctx, n.ID())
 		}
 		if rs := r.routesAll(); len(rs) == 0 {
 			return store.NotFound("expanded route", "")
 		}
-		return e2e.Converged(r.ctx, r.st, r.f, !r.lenient)
+		return cpharness.Converged(r.ctx, r.st, r.f, !r.lenient)
 	})
 	if err != nil {
 		r.t.Fatalf("not converged: %v", err)
@@ -185,7 +185,7 @@ func (r *rig) route() store.Route {
 	return rs[0]
 }
 
-func (r *rig) node(id string) *e2e.Node { return r.f.Node(id) }
+func (r *rig) node(id string) *cpharness.Node { return r.f.Node(id) }
 
 func (r *rig) pokes() (links, routes []string) {
 	r.mu.Lock()
@@ -194,7 +194,7 @@ func (r *rig) pokes() (links, routes []string) {
 }
 
 // ops returns the node's datapath operation log.
-func ops(n *e2e.Node) []string { return n.Datapath().Ops() }
+func ops(n *cpharness.Node) []string { return n.Datapath().Ops() }
 
 // countingNodes counts the requests the reconcilers make, and can act just before a
 // ConfigCommand leaves (to stage races after the pre-flight queries).
@@ -243,7 +243,7 @@ type dataplaneConn = dataplane.ConnInfo
 
 // e2eConverged checks everything the store wants is in place (extra connections
 // allowed).
-func e2eConverged(r *rig) error { return e2e.Converged(r.ctx, r.st, r.f, false) }
+func e2eConverged(r *rig) error { return cpharness.Converged(r.ctx, r.st, r.f, false) }
 
 // hookStore runs the test's hooks just before each link or route update reaches the
 // store, to stage a core decision between a reconciler's read and its write.

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
 )
 
@@ -47,7 +47,7 @@ func TestHAStandbyAndResign(t *testing.T) {
 	c := embedetcd.New(t, embedetcd.Options{})
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
 	a, stopA := run(t, server.Options{Config: testConfig(t, etcdConfig(t, c)), Metrics: regA})
-	if err := e2e.Eventually(ctx, func() error {
+	if err := cpharness.Eventually(ctx, func() error {
 		if !a.IsLeader() {
 			return context.DeadlineExceeded
 		}
@@ -63,7 +63,7 @@ func TestHAStandbyAndResign(t *testing.T) {
 	if _, err := nbA.AddSegment(ctx, &controlplanev1.SegmentRequest{Name: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e2e.Eventually(ctx, func() error {
+	if err := cpharness.Eventually(ctx, func() error {
 		segs, err := nbB.ListSegments(ctx, &controlplanev1.ListSegmentsRequest{})
 		if err == nil && len(segs.GetSegments()) != 1 {
 			return context.DeadlineExceeded
@@ -85,7 +85,7 @@ func TestHAStandbyAndResign(t *testing.T) {
 	if err := stopA(); err != nil {
 		t.Fatalf("leader stop: %v", err)
 	}
-	if err := e2e.Eventually(ctx, func() error {
+	if err := cpharness.Eventually(ctx, func() error {
 		_, err := nbB.AddSegment(ctx, &controlplanev1.SegmentRequest{Name: "s2"})
 		return err
 	}); err != nil {

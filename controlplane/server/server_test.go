@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/sqlite"
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 )
@@ -91,10 +91,10 @@ func get(t *testing.T, url string) (int, string) {
 // nodes, links and routes by status, queue depth, reconcile timings and registrations.
 func TestHealthAndMetrics(t *testing.T) {
 	srv, stop := run(t, server.Options{Config: testConfig(t, star), MetricsListen: "127.0.0.1:0"})
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, g := range []string{"cloud", "edge"} {
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,11 +105,11 @@ func TestHealthAndMetrics(t *testing.T) {
 	if err := f.Node("edge/n1").Announce(dataplane.NewName("org", "ns", "svc")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e2e.Eventually(ctx, func() error {
+	if err := cpharness.Eventually(ctx, func() error {
 		if rs, _ := srv.Store().ListRoutes(ctx, store.RouteFilter{}); len(rs) < 2 {
 			return errors.New("routes not expanded yet")
 		}
-		return e2e.Converged(ctx, srv.Store(), f, true)
+		return cpharness.Converged(ctx, srv.Store(), f, true)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -173,18 +173,18 @@ func TestMTLS(t *testing.T) {
 		}
 		return grpc.WithTransportCredentials(credentials.NewTLS(conf))
 	}
-	fab := e2e.NewFabric()
+	fab := cpharness.NewFabric()
 	defer fab.Close()
-	good, err := fab.Start(e2e.NodeConfig{Group: "cloud", ID: "n1", Target: srv.SouthboundAddr(), DialOptions: []grpc.DialOption{clientTLS(nodeFiles)}})
+	good, err := fab.Start(cpharness.NodeConfig{Group: "cloud", ID: "n1", Target: srv.SouthboundAddr(), DialOptions: []grpc.DialOption{clientTLS(nodeFiles)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	noCert, err := fab.Start(e2e.NodeConfig{Group: "cloud", ID: "n2", Target: srv.SouthboundAddr(),
+	noCert, err := fab.Start(cpharness.NodeConfig{Group: "cloud", ID: "n2", Target: srv.SouthboundAddr(),
 		DialOptions: []grpc.DialOption{clientTLS(tlsutil.Files{CA: srvFiles.CA})}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := fab.Start(e2e.NodeConfig{Group: "cloud", ID: "n3", Target: srv.SouthboundAddr()})
+	plain, err := fab.Start(cpharness.NodeConfig{Group: "cloud", ID: "n3", Target: srv.SouthboundAddr()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestMTLS(t *testing.T) {
 	if err := good.Controller().WaitRegistered(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e2e.Eventually(ctx, func() error {
+	if err := cpharness.Eventually(ctx, func() error {
 		if noCert.Controller().Stats().Attempts < 2 || plain.Controller().Stats().Attempts < 2 {
 			return errors.New("still on the first attempt")
 		}
@@ -200,7 +200,7 @@ func TestMTLS(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []*e2e.Node{noCert, plain} {
+	for _, n := range []*cpharness.Node{noCert, plain} {
 		if st := n.Controller().Stats(); st.Registrations != 0 {
 			t.Fatalf("%s registered without a client certificate: %+v", n.ID(), st)
 		}
@@ -234,10 +234,10 @@ func TestShutdownIsNotACrash(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp.db")
 	cfg := testConfig(t, star+"database:\n  type: sqlite\n  path: "+path+"\n")
 	srv, stop := run(t, server.Options{Config: cfg})
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	defer f.Close()
 	for _, id := range []string{"n1", "n2"} {
-		if _, err := f.Start(e2e.NodeConfig{Group: "cloud", ID: id, Target: srv.SouthboundAddr()}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: "cloud", ID: id, Target: srv.SouthboundAddr()}); err != nil {
 			t.Fatal(err)
 		}
 	}

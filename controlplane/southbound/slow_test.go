@@ -14,11 +14,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/controlplane"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/nodestream"
 	"github.com/switchboard-mesh/switchboard/controlplane/reconcile"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // runReconcilers starts a link and a route reconciler with one worker each — so a
@@ -70,11 +70,11 @@ func TestSlowNodeIsEvicted(t *testing.T) {
 
 	// A healthy gateway first, so the slow node (which has no external endpoint) is
 	// made the source of a link to it and the link reconciler must visit it.
-	fab := e2e.NewFabric()
+	fab := cpharness.NewFabric()
 	t.Cleanup(fab.Close)
 	start := func(group string) {
 		t.Helper()
-		n, err := fab.Start(e2e.NodeConfig{Group: group, ID: "n1", Target: f.addr})
+		n, err := fab.Start(cpharness.NodeConfig{Group: group, ID: "n1", Target: f.addr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestSlowNodeIsEvicted(t *testing.T) {
 	start("edge")
 	hctx, hcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer hcancel()
-	err = e2e.Eventually(hctx, func() error {
+	err = cpharness.Eventually(hctx, func() error {
 		links, err := f.st.ListLinks(ctx, store.LinkFilter{Group: "edge"})
 		if err != nil || len(links) != 1 || links[0].Status != store.LinkApplied || links[0].DestNodeID == "" {
 			return fmt.Errorf("cloud-edge link %+v, %v", links, err)
@@ -151,14 +151,14 @@ func TestSlowNodeIsEvicted(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer wcancel()
-	err = e2e.Eventually(wctx, func() error {
+	err = cpharness.Eventually(wctx, func() error {
 		if f.streams.Connected("slow/n1") {
 			return errors.New("slow node still has a stream")
 		}
 		if n, err := f.st.GetNode(ctx, "slow/n1"); err != nil || n.Connected {
 			return errors.New("slow node not marked disconnected")
 		}
-		return e2e.Converged(ctx, f.st, fab, false)
+		return cpharness.Converged(ctx, f.st, fab, false)
 	})
 	if err != nil {
 		t.Fatalf("after the slow node's eviction: %v", err)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 // requireBrowserEnv makes a missing browser a failure rather than a skip (CI sets
@@ -146,7 +146,7 @@ func TestSegmentsInBrowser(t *testing.T) {
 	}
 	eval[bool](t, tab, `window.sbMark = "same page"; true`)
 
-	if _, err := f.Start(e2e.NodeConfig{Group: "customer-a", ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
+	if _, err := f.Start(cpharness.NodeConfig{Group: "customer-a", ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, tab, "the pair becomes active once customer-a has a node",

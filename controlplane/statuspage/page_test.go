@@ -14,18 +14,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
-	"github.com/switchboard-mesh/switchboard/controlplane/e2e"
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	"github.com/switchboard-mesh/switchboard/controlplane/store/memory"
+	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fabric runs a control plane (star topology, cloud the hub) with the status page
 // refreshing every refresh, and starts nodes in it. It returns the HTTP base URL.
-func fabric(t *testing.T, refresh time.Duration, nodes ...string) (string, *e2e.Fabric) {
+func fabric(t *testing.T, refresh time.Duration, nodes ...string) (string, *cpharness.Fabric) {
 	t.Helper()
 	srv := controlPlane(t, "topology:\n  links:\n    - group: cloud\n      neighbors: ['*']\n", server.Options{StatusRefresh: refresh})
 	return "http://" + srv.MetricsAddr(), startNodes(t, srv, nodes...)
@@ -64,13 +64,13 @@ func controlPlane(t *testing.T, body string, o server.Options) *server.Server {
 }
 
 // startNodes starts data-plane nodes ("group/id") on srv; they stop before it does.
-func startNodes(t *testing.T, srv *server.Server, nodes ...string) *e2e.Fabric {
+func startNodes(t *testing.T, srv *server.Server, nodes ...string) *cpharness.Fabric {
 	t.Helper()
-	f := e2e.NewFabric()
+	f := cpharness.NewFabric()
 	t.Cleanup(f.Close)
 	for _, id := range nodes {
 		g, n, _ := strings.Cut(id, "/")
-		if _, err := f.Start(e2e.NodeConfig{Group: g, ID: n, Target: srv.SouthboundAddr()}); err != nil {
+		if _, err := f.Start(cpharness.NodeConfig{Group: g, ID: n, Target: srv.SouthboundAddr()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestSegmentsOnThePage(t *testing.T) {
 		t.Fatalf("state.json segments = %+v", s)
 	}
 
-	if _, err := f.Start(e2e.NodeConfig{Group: "customer-a", ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
+	if _, err := f.Start(cpharness.NodeConfig{Group: "customer-a", ID: "n1", Target: srv.SouthboundAddr()}); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, base, func(s statuspage.Snapshot) bool { return len(s.Groups) == 3 })

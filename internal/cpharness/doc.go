@@ -1,4 +1,4 @@
-// Package e2e runs the control plane end to end: real dataplane.Controllers over
+// Package cpharness runs the control plane end to end: real dataplane.Controllers over
 // in-memory datapaths (memdp) talking to a real control plane over loopback gRPC — in
 // the test process, or as the switchboard binary in a process of its own (its restart
 // tests). docs/controlplane.md describes what it checks.
@@ -13,4 +13,4 @@
 // that disappears just before a subscribe (the reconciler's TOCTOU race).
 //
 // Check compares the control plane's store with what every datapath holds.
-package e2e
+package cpharness
