@@ -64,16 +64,19 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 
 // removeOtherForms clears the other subjects an unregistered key may sit on
 // (Subjects.Forms: an IPv6 address as earlier versions spelled it, a port 0 written
-// as a null port), publishing a removal where a live entry is found: otherwise an
-// unregister would report success while readers still see the entry. Few keys have
-// other forms, so these go one at a time, before the batch: removed after the key's
-// own subject, they would briefly show readers the older entry again.
+// as a null port; and an IPv6 address another writer spelled otherwise, which a
+// listing of the service's subjects finds: spelling.go), publishing a removal where a
+// live entry is found: otherwise an unregister would report success while readers
+// still see the entry. Few keys have other forms, so these go one at a time, before
+// the batch: removed after the key's own subject, they would briefly show readers the
+// older entry again.
 func (r *driver) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
+	spelled := r.otherSpellings(b, ops)
 	for i, op := range ops {
 		if op.Kind != registry.OpUnregister || b.errs[i] != nil {
 			continue
 		}
-		for _, subject := range r.subj.Forms(op.Endpoint.Key())[1:] {
+		for _, subject := range append(r.subj.Forms(op.Endpoint.Key())[1:], spelled[i]...) {
 			if err := r.removeIfLive(b.ctx, subject, op, h); err != nil {
 				b.fail(i, err)
 				break

@@ -96,7 +96,7 @@ func decodeJSON(data []byte, in *interner) (endpoint.Endpoint, error) {
 	}
 	// fastDecode reads only printable ASCII, so the annotations are valid UTF-8:
 	// walking the map again to check was a fifth of a cold decode.
-	if err := validButAnnotations(e); err != nil {
+	if err := validButAnnotations(&e); err != nil {
 		return endpoint.Endpoint{}, err
 	}
 	return e, nil

@@ -117,7 +117,8 @@ func FuzzFastDecode(f *testing.F) {
 
 // FuzzDecodeJSON: a reader's decoding (the fast path where it applies, with its
 // shortened validation) accepts exactly the payloads the general decoder (encoding/json
-// through loose.go, with validForRead) accepts, and reads them the same way. Two
+// through loose.go, with validForRead) accepts, and reads them the same way, with a
+// key as our writes validate it (the address canonical, however it was spelled). Two
 // payloads go through one interner, as consecutive messages of a read do.
 func FuzzDecodeJSON(f *testing.F) {
 	for _, e := range codecSamples() {
@@ -128,6 +129,9 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add(typical, []byte(`{"cluster":"prod","service":"svc043","protocol":"http","address":"10.0.3.8","port":8080,"priority":1,"annotations":{"prometheus.io/scrape":"false"}}`))
 	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"2001:db8::1","port":null,"priority":1,"ttl":1500000000.5}`),
 		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,"annotations":{"a":"\u00e9","__x":""},"future":true}`))
+	// Another writer's spelling of an IPv6 address reads in canonical form, by either path.
+	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"2001:DB8::5","port":1,"priority":1}`),
+		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"2001:0db8:0:0::5","port":1,"priority":1,"x":0}`))
 	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":0}`),
 		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,"annotations":{"k":"\xff"}}`))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
@@ -137,6 +141,9 @@ func FuzzDecodeJSON(f *testing.F) {
 			want, wantErr := decodeLoose(data)
 			if (err == nil) != (wantErr == nil) || (err == nil && !endpoint.Equal(got, want)) {
 				t.Fatalf("decodeJSON(%q) = %+v, %v; the general decoder = %+v, %v", data, got, err, want, wantErr)
+			}
+			if err == nil && got.Key().Validate() != nil {
+				t.Fatalf("decodeJSON(%q) = %+v, whose key is not canonical: %v", data, got, got.Key().Validate())
 			}
 		}
 	})

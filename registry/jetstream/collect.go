@@ -32,8 +32,11 @@ type rawMsg struct {
 // over made a repeated full lookup 7–25 % faster in one process, in turns under the
 // same load (docs/benchmarks/jetstream.md).
 type collector struct {
-	r     *driver
-	match func(endpoint.Endpoint) bool // nil: every entry read matches
+	r *driver
+	// keep, when not nil, tells which subjects the read wants: those whose address
+	// token spells the filter's IPv6 address (Subjects.AddressCheck). The others are
+	// dropped as they arrive, before anything is decoded.
+	keep func(subject string) bool
 	// remember: the payloads decoded go into the driver's cache. A driver's first
 	// List does not fill it: a one-shot reader (`switchboard registry lookup`) would
 	// pay for a cache it never reads, and handing out the cache's endpoints costs a
@@ -70,13 +73,16 @@ type collected struct {
 	at   int // the window's start in collector.all; -1 for a slice of its own
 }
 
-// newCollector returns the collector of one List.
-func newCollector(r *driver, match func(endpoint.Endpoint) bool) *collector {
-	return &collector{r: r, match: match, own: r.decoder(), remember: r.listed.Swap(true)}
+// newCollector returns the collector of one List; keep may be nil.
+func newCollector(r *driver, keep func(subject string) bool) *collector {
+	return &collector{r: r, keep: keep, own: r.decoder(), remember: r.listed.Swap(true)}
 }
 
 // add takes one message; it is called from one goroutine at a time.
 func (c *collector) add(subject string, seq uint64, h nats.Header, data []byte) {
+	if c.keep != nil && !c.keep(subject) {
+		return
+	}
 	c.chunk = append(c.chunk, rawMsg{subject, seq, h, data})
 	if len(c.chunk) < collectChunk {
 		return
@@ -100,8 +106,12 @@ func (c *collector) job() job {
 // payload cache for them at once rather than growing it 11 times on the way to 10,000
 // (the growth, under the cache's lock, was most of a cold lookup's caching cost), and
 // the entries get their windows in one slice. The count is the consumer's, taken
-// before the read: a huge one is not trusted with one allocation up front.
+// before the read: a huge one is not trusted with one allocation up front. A read
+// that keeps only some subjects (keep) sizes nothing: it may keep a handful of many.
 func (c *collector) expect(n uint64) {
+	if c.keep != nil {
+		return
+	}
 	if c.remember {
 		c.r.cache.reserve(n)
 	}
@@ -135,13 +145,11 @@ func (c *collector) decode(j job, dec *decoder) {
 	dec.decodeAll(j.msgs, c.remember, func(d decoded) {
 		switch d.kind {
 		case msgLive:
-			if c.match == nil || c.match(d.ep) {
-				if d.shared {
-					d.ep = detachPairs(d.ep, d.ann)
-				}
-				p.eps = append(p.eps, d.ep)
-				p.seqs = append(p.seqs, d.seq)
+			if d.shared {
+				d.ep = detachPairs(d.ep, d.ann)
 			}
+			p.eps = append(p.eps, d.ep)
+			p.seqs = append(p.seqs, d.seq)
 		case msgBad:
 			c.r.noteBad(d)
 		}

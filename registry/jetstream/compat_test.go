@@ -457,6 +457,9 @@ func TestContractReads(t *testing.T) {
 		{"IPv6, colons kept", p + "prod.http.web.2001:db8::5." + ccmID("prod", "web", "http", "2001:db8::5", 443), ccm,
 			`{"cluster":"prod","service":"web","protocol":"http","address":"2001:db8::5","port":443,"priority":1}`,
 			entry("2001:db8::5", 443, nil)},
+		{"IPv6 as another writer spelled it", p + "prod.http.web.2001:DB8:0::8." + ccmID("prod", "web", "http", "2001:DB8:0::8", 443), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"2001:DB8:0::8","port":443,"priority":1}`,
+			entry("2001:db8::8", 443, nil)},
 		{"null port", p + "prod.http.web.10_0_0_6." + ccmID("prod", "web", "http", "10.0.0.6", nil), ccm,
 			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.6","port":null,"priority":1}`,
 			entry("10.0.0.6", 0, nil)},
@@ -502,10 +505,10 @@ func TestContractReads(t *testing.T) {
 			}
 		}
 	}
-	// Removals and markers are not entries: only the seven live ones are listed.
+	// Removals and markers are not entries: only the eight live ones are listed.
 	for i, r := range readers {
-		if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 7 {
-			t.Errorf("%s List = %v, want the 7 live entries", readCases[i].name, keys(got))
+		if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 8 {
+			t.Errorf("%s List = %v, want the 8 live entries", readCases[i].name, keys(got))
 		}
 		if n := sbjs.Fallbacks(r); n != 0 {
 			t.Errorf("%s: %d lookups fell back from multi_last", readCases[i].name, n)
@@ -608,5 +611,152 @@ func TestOneKeyOnTwoSubjects(t *testing.T) {
 	}
 	if m := lastMsg(t, ctx, js, cfg.Name, legacy); m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "Remove" {
 		t.Errorf("after unregister, %s holds %+v, want a removal", legacy, m)
+	}
+}
+
+// TestReadsNonCanonicalIPv6: another writer (CCM) stores an IPv6 address as it was
+// written — `2001:DB8::5`, `2001:0db8:0:0::6` — in the payload and in the subject's
+// address token, with an id token that hashes the address as written. Every read
+// shows the entry under its canonical key; an unregister of the canonical key, from a
+// registry that has read nothing, removes it from the subject it was written on, a
+// watcher sees one Removed, and nothing is left to read. A key on two subjects — in
+// two spellings, or in another writer's and its own (registered again by Switchboard)
+// — reads as one entry, the later one, and an unregister removes both.
+func TestReadsNonCanonicalIPv6(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	cfg.Memory = true // as foreignStream made it, for EnsureStream below
+	p := cfg.Prefix + ".prod.http.web."
+	payload := func(addr, port string) string {
+		return `{"cluster":"prod","service":"web","protocol":"http","address":"` + addr + `","port":` + port + `,"priority":1}`
+	}
+	ccm := nats.Header{"Nats-Rollup": {"sub"}, "Nats-Expected-Stream": {cfg.Name}}
+	written := map[string]endpoint.Key{} // the subjects written, with their keys
+	for _, w := range []struct {
+		addr  string // as written
+		port  any    // nil: a null port
+		canon endpoint.Key
+	}{
+		// One key in two spellings: the later one is the entry.
+		{"2001:db8:0:0::5", 80, ep("prod", "web", "http", "2001:db8::5", 80).Key()},
+		{"2001:DB8::5", 80, ep("prod", "web", "http", "2001:db8::5", 80).Key()},
+		{"2001:0db8:0:0::6", nil, ep("prod", "web", "http", "2001:db8::6", 0).Key()},
+		{"2001:DB8:0::7", 80, ep("prod", "web", "http", "2001:db8::7", 80).Key()},
+	} {
+		port := fmt.Sprint(w.port)
+		if w.port == nil {
+			port = "null"
+		}
+		subject := p + strings.ReplaceAll(w.addr, ".", "_") + "." + ccmID("prod", "web", "http", w.addr, w.port)
+		publishRaw(t, ctx, js, subject, ccm, payload(w.addr, port))
+		written[subject] = w.canon
+	}
+	five := ep("prod", "web", "http", "2001:db8::5", 80)
+	six := ep("prod", "web", "http", "2001:db8::6", 0)
+	seven := ep("prod", "web", "http", "2001:db8::7", 80)
+	want := []string{six.Key().String(), five.Key().String(), seven.Key().String()}
+	slices.Sort(want)
+	sorted := func(eps []endpoint.Endpoint) []string {
+		out := keys(eps)
+		slices.Sort(out)
+		return out
+	}
+
+	// The stream as the other writer made it (no direct get), then every read path.
+	cases := append([]readCase{{"default without direct get", sbjs.LookupConsumer, ""}}, readCases...)
+	for i, rc := range cases {
+		if i == 1 {
+			if _, err := sbjs.EnsureStream(ctx, js, cfg); err != nil { // turns on direct get
+				t.Fatal(err)
+			}
+		}
+		r := openReader(t, nc, sbjs.Options{Stream: cfg}, rc)
+		for _, f := range []endpoint.Filter{{}, {Service: "web"}, {Cluster: "prod", Protocol: "http"}} {
+			if got := sorted(mustList(t, ctx, r, f)); !slices.Equal(got, want) {
+				t.Errorf("%s List(%+v) = %v, want %v", rc.name, f, got, want)
+			}
+		}
+		for _, addr := range []string{"2001:db8::5", "2001:DB8::5", "2001:db8:0::5"} {
+			for _, f := range []endpoint.Filter{{Address: addr}, {Service: "web", Address: addr}} {
+				if got := mustList(t, ctx, r, f); len(got) != 1 || got[0].Key() != five.Key() {
+					t.Errorf("%s List(%+v) = %v, want %s", rc.name, f, keys(got), five.Key())
+				}
+			}
+		}
+		if n := sbjs.Undecodable(r); n != 0 {
+			t.Errorf("%s: %d messages undecodable", rc.name, n)
+		}
+	}
+
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	watches := map[string]<-chan registry.Event{}
+	for name, f := range map[string]endpoint.Filter{"everything": {}, "service": {Service: "web"}, "address": {Address: "2001:db8::5"}} {
+		ch, err := r.Watch(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watches[name] = ch
+		var added []endpoint.Endpoint
+		for ev := nextEvent(t, ch, 5*time.Second); ev.Type != registry.Synced; ev = nextEvent(t, ch, 5*time.Second) {
+			if ev.Type != registry.Added {
+				t.Fatalf("watch of %s: %s %s before Synced", name, ev.Type, ev.Endpoint.Key())
+			}
+			added = append(added, ev.Endpoint)
+		}
+		wantAdded := want
+		if name == "address" {
+			wantAdded = []string{five.Key().String()}
+		}
+		if got := sorted(added); !slices.Equal(got, wantAdded) {
+			t.Errorf("watch of %s: Added %v, want %v", name, got, wantAdded)
+		}
+	}
+
+	// Switchboard registers seven again, on its own subject: one entry, the later.
+	seven.Priority = 9
+	mustApply(t, ctx, r, registry.Register(seven))
+	for _, name := range []string{"everything", "service"} {
+		if ev := expectEvent(t, watches[name], 5*time.Second, registry.Updated, seven.Key()); ev.Endpoint.Priority != 9 {
+			t.Errorf("watch of %s: Updated carries priority %d, want 9", name, ev.Endpoint.Priority)
+		}
+	}
+	if got := mustList(t, ctx, r, endpoint.Filter{Address: "2001:db8::7"}); len(got) != 1 || got[0].Priority != 9 {
+		t.Errorf("List(2001:db8::7) = %+v, want the entry registered last", got)
+	}
+
+	// A one-shot process (switchboard registry unregister) has read nothing.
+	once := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	mustApply(t, ctx, once, registry.Unregister(five), registry.Unregister(six), registry.Unregister(seven))
+	for name, ch := range watches {
+		gone := map[endpoint.Key]bool{}
+		n := 3
+		if name == "address" {
+			n = 1
+		}
+		for range n {
+			ev := nextEvent(t, ch, 5*time.Second)
+			if ev.Type != registry.Removed || gone[ev.Endpoint.Key()] || ev.Endpoint.Address != strings.ToLower(ev.Endpoint.Address) {
+				t.Fatalf("watch of %s: %s %s, want each entry Removed once, canonical", name, ev.Type, ev.Endpoint.Key())
+			}
+			gone[ev.Endpoint.Key()] = true
+		}
+		expectQuiet(t, ch, 500*time.Millisecond)
+	}
+	for subject, k := range written {
+		if m := lastMsg(t, ctx, js, cfg.Name, subject); m == nil || m.Header.Get(jetstream.MarkerReasonHeader) != "Remove" {
+			t.Errorf("after unregistering %s, %s holds %+v, want a removal", k, subject, m)
+		}
+		own := p + sbjs.AddressToken(k.Address) + "." + k.InstanceID()
+		if m := lastMsg(t, ctx, js, cfg.Name, own); m != nil && m.Header.Get(jetstream.MarkerReasonHeader) != "Remove" {
+			t.Errorf("after unregistering %s, %s holds %+v, want a removal or nothing", k, own, m)
+		}
+	}
+	fresh := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	for _, f := range []endpoint.Filter{{}, {Service: "web"}, {Address: "2001:db8::5"}} {
+		if got := mustList(t, ctx, fresh, f); len(got) != 0 {
+			t.Errorf("List(%+v) after unregister = %v, want none", f, keys(got))
+		}
 	}
 }

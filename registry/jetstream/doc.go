@@ -11,9 +11,11 @@
 // marker: a watch finds such removals by re-reading its subjects now and then. The
 // stream refuses hard deletes. A full lookup reads through a consumer; a filtered one
 // with one batched last-per-subject direct get (multi_last) where the stream allows
-// direct get (list.go, multilast.go). docs/backends.md sets out the read paths and
-// their consistency, the wire format shared with other writers (the compatibility
-// contract), the removal sizing and its cost.
+// direct get (list.go, multilast.go). An IPv6 address another writer spelled otherwise
+// (2001:DB8::1) is read under its canonical key, and an unregister of that key finds
+// and clears the subject it was written on (spelling.go). docs/backends.md sets out
+// the read paths and their consistency, the wire format shared with other writers
+// (the compatibility contract), the removal sizing and its cost.
 //
 // Two backends are registered: "jetstream" (New) and "nats", a best-effort
 // destination (NewPublisher): core NATS publishes without TTL or rollup headers and

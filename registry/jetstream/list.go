@@ -69,7 +69,8 @@ func (r *driver) pathFor(f endpoint.Filter) readPath {
 	if r.forcePath != 0 {
 		return r.forcePath
 	}
-	filtered := f != endpoint.Filter{}
+	// A filter on an IPv6 address alone reads every subject too (Subjects.Filters).
+	filtered := !r.subj.readsAll(f)
 	switch {
 	case filtered && r.allowDirect.Load():
 		return pathMultiLast
@@ -88,7 +89,7 @@ func (r *driver) fallback() readPath {
 }
 
 func (r *driver) list(ctx context.Context, f endpoint.Filter, path readPath) ([]endpoint.Endpoint, error) {
-	filters := r.subj.Filters(f)
+	filters, keep := r.subj.Filters(f), r.subj.AddressCheck(f)
 	switch path {
 	case pathMultiLast:
 		msgs, err := r.readConsistent(ctx, filters)
@@ -103,24 +104,17 @@ func (r *driver) list(ctx context.Context, f endpoint.Filter, path readPath) ([]
 		if err != nil {
 			return nil, err
 		}
-		c := newCollector(r, nil)
+		c := newCollector(r, keep)
 		for _, m := range msgs {
 			c.add(m.subject, m.seq, m.h, m.data)
 		}
 		return c.finish(), nil
 	case pathDirectSeq:
-		if len(filters) > 1 {
-			// Direct get by sequence takes one subject: read the address's every
-			// spelling through a wildcard and keep what matches.
-			c := newCollector(r, f.Match)
-			err := r.readDirect(ctx, r.subj.Filter(f), c.add)
-			return c.finish(), err
-		}
-		c := newCollector(r, nil)
-		err := r.readDirect(ctx, filters[0], c.add)
+		c := newCollector(r, keep)
+		err := r.readDirect(ctx, r.subj.Filter(f), c.add)
 		return c.finish(), err
 	default:
-		c := newCollector(r, nil)
+		c := newCollector(r, keep)
 		err := r.readConsumer(ctx, r.subj.consumerFilters(f), c)
 		return c.finish(), err
 	}

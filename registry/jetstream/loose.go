@@ -94,13 +94,15 @@ func decodeLoose(data []byte) (endpoint.Endpoint, error) {
 	if p.Port != nil {
 		e.Port = *p.Port
 	}
-	return e, validForRead(e)
+	err := validForRead(&e)
+	return e, err
 }
 
 // validForRead holds a read entry to the rules that make it usable: the endpoint
 // read rules (ValidateRead), except that annotation keys may be anything and values
-// any valid UTF-8.
-func validForRead(e endpoint.Endpoint) error {
+// any valid UTF-8, and that the address may be spelled any way (validButAnnotations),
+// which puts it in canonical form.
+func validForRead(e *endpoint.Endpoint) error {
 	if err := validButAnnotations(e); err != nil {
 		return err
 	}
@@ -112,8 +114,25 @@ func validForRead(e endpoint.Endpoint) error {
 	return nil
 }
 
-// validButAnnotations is validForRead without looking at the annotations.
-func validButAnnotations(e endpoint.Endpoint) error {
-	e.Annotations = nil
-	return e.ValidateRead()
+// validButAnnotations is validForRead without looking at the annotations. An IPv6
+// address another writer kept as it was written (2001:DB8::1, 2001:0db8:0:0::1) is put
+// in canonical form, so that every reader holds one key for one address: only once
+// the endpoint rules have refused it, so the entries whose address is canonical,
+// nearly all of them, pay nothing more.
+func validButAnnotations(e *endpoint.Endpoint) error {
+	v := *e
+	v.Annotations = nil
+	err := v.ValidateRead()
+	if err == nil || !strings.Contains(v.Address, ":") {
+		return err
+	}
+	v.Normalize()
+	if v.Address == e.Address {
+		return err // canonical already, or not an address: another rule is broken
+	}
+	if err := v.ValidateRead(); err != nil {
+		return err
+	}
+	e.Address = v.Address
+	return nil
 }

@@ -103,16 +103,95 @@ func TestParseRejects(t *testing.T) {
 		{p + "c.p..10_0_0_1." + id, "service"},
 		{p + "c.p.s.10_0_0_300." + id, "address token"},
 		{p + "c.p.s.10.0.0.1." + id, "want 5 tokens"},
-		{p + "c.p.s.2001-DB8--1." + id, "canonical"},
-		{p + "c.p.s.2001:DB8::1." + id, "canonical"},
-		{p + "c.p.s.2001-db8-0-0-0-0-0-1." + id, "canonical"},
 		{p + "c.p.s.2001:db8--1." + id, "mixes"},
-		{p + "c.p.s.fe80--1%eth0." + id, "address token"},
+		{p + "c.p.s.fe80--1%eth0." + id, "zone"},
+		{p + "c.p.s.fe80::1%eth0." + id, "zone"},
+		{p + "c.p.s.010_0_0_1." + id, "address token"},
 		{p + "c.p.s.10_0_0_1.ABCDEF0123456789", "instance id"},
 		{p + "c.p.s.10_0_0_1.123", "instance id"},
 	} {
 		if _, err := s.Parse(tc.subject); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want an error mentioning %q", tc.subject, err, tc.want)
+		}
+	}
+}
+
+// TestParseOtherSpellings: another writer keeps an IPv6 address as it was written, in
+// the address token and in the id token's hash. Parse reads any spelling, gives the
+// address in canonical form beside the spelling, and the subject is one an unregister
+// of the canonical key clears (OtherSpelling), with the id of its port, or of a null
+// port for port 0.
+func TestParseOtherSpellings(t *testing.T) {
+	s := subjects(t)
+	p := sbjs.DefaultPrefix + ".prod.http.web."
+	for _, tc := range []struct{ token, written, canon string }{
+		{"2001:DB8::1", "2001:DB8::1", "2001:db8::1"},
+		{"2001:0db8:0:0::1", "2001:0db8:0:0::1", "2001:db8::1"},
+		{"2001:db8:0:0:0:0:0:1", "2001:db8:0:0:0:0:0:1", "2001:db8::1"},
+		{"2001-DB8--1", "2001:DB8::1", "2001:db8::1"},
+		{"2001-db8-0-0-0-0-0-1", "2001:db8:0:0:0:0:0:1", "2001:db8::1"},
+		{"::FFFF:10_1_2_3", "::FFFF:10.1.2.3", "::ffff:10.1.2.3"},
+		{"::ffff:a01:203", "::ffff:a01:203", "::ffff:10.1.2.3"},
+	} {
+		k := endpoint.Key{Cluster: "prod", Service: "web", Protocol: "http", Address: tc.canon, Port: 80}
+		subject := p + tc.token + "." + ccmID("prod", "web", "http", tc.written, 80)
+		sk, err := s.Parse(subject)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", subject, err)
+			continue
+		}
+		if sk.Address != tc.canon || sk.Written != tc.written || sk.Canonical() || !sk.Matches(k) {
+			t.Errorf("Parse(%q) = %+v (canonical %v), want address %s written %s, matching %s", subject, sk, sk.Canonical(), tc.canon, tc.written, k)
+		}
+		if !s.OtherSpelling(subject, k) {
+			t.Errorf("OtherSpelling(%q, %s) = false", subject, k)
+		}
+		other := k
+		other.Port = 81
+		if s.OtherSpelling(subject, other) || s.OtherSpelling(p+tc.token+"."+k.InstanceID(), k) {
+			t.Errorf("OtherSpelling(%q) holds for port 81 or for the canonical id", subject)
+		}
+		zero := k
+		zero.Port = 0
+		if null := p + tc.token + "." + ccmID("prod", "web", "http", tc.written, nil); !s.OtherSpelling(null, zero) || s.OtherSpelling(null, k) {
+			t.Errorf("OtherSpelling(%q): want it for port 0 only", null)
+		}
+		for _, form := range s.Forms(zero) {
+			if s.OtherSpelling(form, zero) {
+				t.Errorf("OtherSpelling(%q, %s): a subject of Forms", form, zero)
+			}
+		}
+	}
+	if s.OtherSpelling(p+"10_0_0_1."+ccmID("prod", "web", "http", "10.0.0.1", 80), endpoint.Key{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80}) {
+		t.Error("OtherSpelling holds for an IPv4 address, which has one spelling")
+	}
+}
+
+// TestAddressCheck: a read filtered on an IPv6 address wildcards the address token and
+// keeps the subjects that spell the address, in any spelling.
+func TestAddressCheck(t *testing.T) {
+	s := subjects(t)
+	p := sbjs.DefaultPrefix + ".prod.http.web."
+	id := ".0123456789abcdef"
+	for _, f := range []endpoint.Filter{{}, {Service: "web"}, {Address: "10.0.0.1"}} {
+		if s.AddressCheck(f) != nil {
+			t.Errorf("AddressCheck(%+v) is a test; want nil: the subject filter is exact", f)
+		}
+	}
+	keep := s.AddressCheck(endpoint.Filter{Address: "2001:DB8:0::1"})
+	for subject, want := range map[string]bool{
+		p + "2001:db8::1" + id:                 true,
+		p + "2001-db8--1" + id:                 true,
+		p + "2001:DB8::1" + id:                 true,
+		p + "2001:0db8:0:0::1" + id:            true,
+		p + "2001:db8::2" + id:                 false,
+		p + "10_0_0_1" + id:                    false,
+		p + "2001:db8::1%eth0" + id:            false,
+		p + "2001:db8::1" + id + ".x":          false,
+		"other.prod.http.web.2001:db8::1" + id: false,
+	} {
+		if got := keep(subject); got != want {
+			t.Errorf("AddressCheck(2001:db8::1)(%q) = %v, want %v", subject, got, want)
 		}
 	}
 }
@@ -131,15 +210,16 @@ func TestFilterSubject(t *testing.T) {
 	for _, tc := range []struct {
 		f    endpoint.Filter
 		want []string
-		one  string // Filter: a single subject, the address wildcarded when it has two spellings
+		one  string // Filter, when not want's only subject
 	}{
 		{endpoint.Filter{}, []string{p + ".*.*.*.*.*"}, ""},
 		{endpoint.Filter{Cluster: "*", Service: "*"}, []string{p + ".*.*.*.*.*"}, ""},
 		{endpoint.Filter{Cluster: "east"}, []string{p + ".east.*.*.*.*"}, ""},
 		{endpoint.Filter{Protocol: "http", Service: "web"}, []string{p + ".*.http.web.*.*"}, ""},
 		{endpoint.Filter{Address: "10.0.0.1"}, []string{p + ".*.*.*.10_0_0_1.*"}, ""},
-		{endpoint.Filter{Service: "web", Address: "2001:DB8:0::1"}, []string{p + ".*.*.web.2001:db8::1.*", p + ".*.*.web.2001-db8--1.*"}, p + ".*.*.web.*.*"},
-		{endpoint.Filter{Address: "::ffff:1.2.3.4"}, []string{p + ".*.*.*.::ffff:1_2_3_4.*", p + ".*.*.*.--ffff-1_2_3_4.*"}, p + ".*.*.*.*.*"},
+		// An IPv6 address has many spellings: its token is a wildcard (AddressCheck).
+		{endpoint.Filter{Service: "web", Address: "2001:DB8:0::1"}, []string{p + ".*.*.web.*.*"}, ""},
+		{endpoint.Filter{Address: "::ffff:1.2.3.4"}, []string{p + ".*.*.*.*.*"}, ""},
 	} {
 		if got := s.Filters(tc.f); !slices.Equal(got, tc.want) {
 			t.Errorf("Filters(%+v) = %q, want %q", tc.f, got, tc.want)
@@ -156,9 +236,12 @@ func TestFilterSubject(t *testing.T) {
 	}
 }
 
-// FuzzParseSubject: Parse never panics, and whatever it accepts is exactly the subject
-// its parts encode to in one of the two spellings, so no other subject parses to the
-// same entry.
+// FuzzParseSubject: Parse never panics, and whatever it accepts it reads without loss:
+// the subject is exactly its parts encoded again with the address as the subject
+// spells it (in one of the two spellings), that spelling is an address, and Address
+// is that address in canonical form. Canonical holds for exactly the subjects this
+// backend derives from the canonical address, For's spelling and that of earlier
+// versions; every other accepted subject spells the address otherwise.
 func FuzzParseSubject(f *testing.F) {
 	s := subjects(f)
 	for _, a := range []string{"10.0.0.1", "2001:db8::1", "::ffff:1.2.3.4", "::"} {
@@ -167,26 +250,41 @@ func FuzzParseSubject(f *testing.F) {
 	f.Add(sbjs.DefaultPrefix + ".c.p.s.--.0123456789abcdef")
 	f.Add(sbjs.DefaultPrefix + ".c.p.s.::.0123456789abcdef")
 	f.Add(sbjs.DefaultPrefix + ".c.p.s.1_2_3_4.zz")
+	f.Add(sbjs.DefaultPrefix + ".c.p.s.2001:DB8::5.0123456789abcdef")
+	f.Add(sbjs.DefaultPrefix + ".c.p.s.2001:0db8:0:0::5.0123456789abcdef")
+	f.Add(sbjs.DefaultPrefix + ".c.p.s.--FFFF-1_2_3_4.0123456789abcdef")
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, subject string) {
 		sk, err := s.Parse(subject)
 		if err != nil {
 			return
 		}
-		rebuilt := strings.Join([]string{sbjs.DefaultPrefix, sk.Cluster, sk.Protocol, sk.Service, sbjs.AddressToken(sk.Address), sk.InstanceID}, ".")
-		legacy := strings.Join([]string{sbjs.DefaultPrefix, sk.Cluster, sk.Protocol, sk.Service, legacyToken(sk.Address), sk.InstanceID}, ".")
-		if rebuilt != subject && legacy != subject {
-			t.Fatalf("Parse(%q) = %+v, which re-encodes to %q or %q", subject, sk, rebuilt, legacy)
+		rebuild := func(tok string) string {
+			return strings.Join([]string{sbjs.DefaultPrefix, sk.Cluster, sk.Protocol, sk.Service, tok, sk.InstanceID}, ".")
+		}
+		if rebuild(sbjs.AddressToken(sk.Written)) != subject && rebuild(legacyToken(sk.Written)) != subject {
+			t.Fatalf("Parse(%q) = %+v, which re-encodes to %q or %q", subject, sk, rebuild(sbjs.AddressToken(sk.Written)), rebuild(legacyToken(sk.Written)))
+		}
+		written, err := netip.ParseAddr(sk.Written)
+		if err != nil || written.Zone() != "" || written.String() != sk.Address {
+			t.Fatalf("Parse(%q) = %+v: the address as written is not %s in another spelling (%v)", subject, sk, sk.Address, err)
+		}
+		own := rebuild(sbjs.AddressToken(sk.Address)) == subject || rebuild(legacyToken(sk.Address)) == subject
+		if sk.Canonical() != own {
+			t.Fatalf("Parse(%q) = %+v: Canonical() = %v, but the subject is one this backend writes or wrote: %v", subject, sk, sk.Canonical(), own)
 		}
 	})
 }
 
 // FuzzAddressToken: every canonical IP address encodes to one token without dots,
 // spaces or wildcards that keeps its colons and decodes back to it, so does its
-// spelling of earlier versions, and every token that decodes re-encodes to itself
-// in one of the two spellings.
+// spelling of earlier versions, and so do its other spellings (upper case, every
+// group written out); every token that decodes gives a canonical address, which the
+// token spells, and re-encodes to itself in one of the two spellings exactly when the
+// token spells the address as it is written canonically.
 func FuzzAddressToken(f *testing.F) {
-	for _, s := range []string{"10.0.0.1", "2001:db8::1", "::ffff:1.2.3.4", "::", "1_2_3_4", "--1", "::1", "fe80--1%x", "::ffff:1_2_3_4"} {
+	for _, s := range []string{"10.0.0.1", "2001:db8::1", "::ffff:1.2.3.4", "::", "1_2_3_4", "--1", "::1", "fe80--1%x", "::ffff:1_2_3_4",
+		"2001:DB8::1", "2001:0db8:0:0::1", "::FFFF:a01:203", "2001-DB8--1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -195,17 +293,27 @@ func FuzzAddressToken(f *testing.F) {
 			if strings.ContainsAny(tok, ". \t\r\n*>") || strings.Count(tok, ":") != strings.Count(s, ":") {
 				t.Fatalf("AddressToken(%q) = %q holds a character subjects reserve or lost a colon", s, tok)
 			}
-			for _, tok := range []string{tok, legacyToken(s)} {
+			for _, tok := range []string{tok, legacyToken(s), strings.ToUpper(tok), sbjs.AddressToken(a.StringExpanded())} {
 				back, err := sbjs.ParseAddressToken(tok)
 				if err != nil || back != s {
 					t.Fatalf("ParseAddressToken(%q) of %q = %q, %v", tok, s, back, err)
 				}
 			}
 		}
-		if addr, err := sbjs.ParseAddressToken(s); err == nil {
-			if tok := sbjs.AddressToken(addr); tok != s && legacyToken(addr) != s {
-				t.Fatalf("ParseAddressToken(%q) = %q, which encodes to %q or %q", s, addr, tok, legacyToken(addr))
-			}
+		addr, err := sbjs.ParseAddressToken(s)
+		if err != nil {
+			return
+		}
+		a, err := netip.ParseAddr(addr)
+		if err != nil || a.String() != addr {
+			t.Fatalf("ParseAddressToken(%q) = %q, not a canonical address", s, addr)
+		}
+		written := strings.NewReplacer("_", ".", "-", ":").Replace(s)
+		if w, err := netip.ParseAddr(written); err != nil || w != a {
+			t.Fatalf("ParseAddressToken(%q) = %q, but the token spells %q", s, addr, written)
+		}
+		if own := sbjs.AddressToken(addr) == s || legacyToken(addr) == s; own != (written == addr) {
+			t.Fatalf("ParseAddressToken(%q) = %q: re-encodes to the token %v, spelled canonically %v", s, addr, own, written == addr)
 		}
 	})
 }

@@ -37,8 +37,9 @@ var errReconnected = errors.New("connection re-established")
 // the watcher gets only the differences and never misses a removal whose marker
 // expired while it was away.
 func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
-	w := &watch{r: r, filters: r.subj.consumerFilters(f), out: make(chan registry.Event, 1024),
-		known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{}, dec: r.decoder(), maxAge: r.maxAge}
+	w := &watch{r: r, filters: r.subj.consumerFilters(f), keep: r.subj.AddressCheck(f),
+		out: make(chan registry.Event, 1024), known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{},
+		dec: r.decoder(), maxAge: r.maxAge}
 	// The first feed is opened here so an unreachable stream fails the call; later
 	// sessions retry until the watch ends.
 	before := r.nc.LastError()
@@ -53,7 +54,11 @@ func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.
 type watch struct {
 	r       *driver
 	filters []string
-	out     chan registry.Event
+	// keep, when not nil, tells which subjects the filter selects: those whose
+	// address token spells its IPv6 address (Subjects.AddressCheck). The feed
+	// delivers the others too; they are skipped undecoded.
+	keep func(subject string) bool
+	out  chan registry.Event
 	// known holds the live entries read, by subject, and byKey their subjects by
 	// key: usually one, but another writer or an earlier version may have put the
 	// same key on another subject (Subjects.Forms). The watcher has been told, for
@@ -134,8 +139,10 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 		}
 	}
 	err := fd.start(func(subject string, seq uint64, tm int64, h nats.Header, data []byte, pending uint64) error {
-		if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, h, seen); err != nil {
-			return err
+		if w.keep == nil || w.keep(subject) {
+			if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, h, seen); err != nil {
+				return err
+			}
 		}
 		if pending == 0 {
 			return endSnapshot()
