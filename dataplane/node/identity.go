@@ -10,11 +10,14 @@ import (
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
 
 // Who is at the other end of a link or a peering. With a listener that verifies client
@@ -53,6 +56,7 @@ const (
 	denyNoIdentity = "no_identity"       // no certificate, no SPIFFE ID, or one the mapping does not match
 	denyMismatch   = "metadata_mismatch" // the metadata claims another node or group than the certificate
 	denyLink       = "link_assignment"   // the link id is not one this dialer may present, or another group's node has none
+	denyClient     = "client_group"      // a local client (publish, subscribe) of another group than the node's
 )
 
 // verifiesClients reports whether a listener with conf authenticates its clients: it
@@ -151,12 +155,8 @@ func (n *Node) mapIdentity(cert *x509.Certificate) (identity, error) {
 // deny refuses a stream: PERMISSION_DENIED, a warning and a count.
 func (n *Node) deny(ctx context.Context, h hello, reason, why string) error {
 	n.metrics.identityDenied.WithLabelValues(reason).Inc()
-	addr := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		addr = p.Addr.String()
-	}
 	n.cfg.Logger.Warn("link stream refused", "node", n.id, "reason", reason, "why", why,
-		"identity", h.spiffeID, "claimed_node", h.node, "claimed_group", h.group, "link", h.linkID, "peer", addr)
+		"identity", h.spiffeID, "claimed_node", h.node, "claimed_group", h.group, "link", h.linkID, "peer", callerAddr(ctx))
 	return status.Error(codes.PermissionDenied, why)
 }
 
@@ -224,4 +224,57 @@ func (n *Node) checkLinkLocked(link, group string) error {
 func groupOf(id string) string {
 	g, _, _ := strings.Cut(id, "/")
 	return g
+}
+
+// Local clients publish with this node's origin and subscribe in its name (the node
+// announces the name, and its group's traffic for it comes here). With mTLS, only
+// certificates of the node's own group may use that API: the listener also accepts
+// other groups' nodes, for links.
+
+// clientService is the prefix of the client API's method names.
+var clientService = "/" + nodev1.NodeService_ServiceDesc.ServiceName + "/"
+
+func (n *Node) unaryClientCheck(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.checkClient(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (n *Node) streamClientCheck(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := n.checkClient(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// checkClient refuses a call of the client API from a certificate of another group, or
+// one that names no group, with mTLS; it lets everything else through.
+func (n *Node) checkClient(ctx context.Context, method string) error {
+	if !n.peerAuth || !strings.HasPrefix(method, clientService) {
+		return nil
+	}
+	id, err := n.certIdentity(ctx)
+	switch {
+	case err != nil:
+		return n.denyClient(ctx, denyNoIdentity, id, err.Error())
+	case id.group != n.cfg.Group:
+		return n.denyClient(ctx, denyClient, id, fmt.Sprintf("certificate %s is of group %s: only group %s's clients may publish and subscribe at node %s", id.spiffeID, id.group, n.cfg.Group, n.id))
+	}
+	return nil
+}
+
+// denyClient refuses a client call: PERMISSION_DENIED, a warning and a count.
+func (n *Node) denyClient(ctx context.Context, reason string, id identity, why string) error {
+	n.metrics.identityDenied.WithLabelValues(reason).Inc()
+	n.cfg.Logger.Warn("client refused", "node", n.id, "reason", reason, "why", why, "identity", id.spiffeID, "peer", callerAddr(ctx))
+	return status.Error(codes.PermissionDenied, why)
+}
+
+// callerAddr is the address of the other end of ctx's call, for logs.
+func callerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }

@@ -351,9 +351,12 @@ func TestLinkFailoverOverMTLS(t *testing.T) {
 	if sibling == src {
 		sibling = links[0].SourceGroup + "/n2"
 	}
-	_, conf := svid(t, ca, "spiffe://test/client/app")
-	s := dialTLS(t, f.Node(dest).Addr(), conf).subscribe("org/ns/svc")
-	pub := dialTLS(t, f.Node(sibling).Addr(), conf)
+	// Each client holds a certificate of its node's group: only those may use the
+	// client API.
+	_, subConf := svid(t, ca, "spiffe://"+links[0].DestGroup+"/client/app")
+	_, pubConf := svid(t, ca, "spiffe://"+links[0].SourceGroup+"/client/app")
+	s := dialTLS(t, f.Node(dest).Addr(), subConf).subscribe("org/ns/svc")
+	pub := dialTLS(t, f.Node(sibling).Addr(), pubConf)
 	waitReached(t, ctx, pub, s, "org/ns/svc")
 	if err := f.StopNode(src, true); err != nil {
 		t.Fatal(err)

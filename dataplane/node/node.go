@@ -136,7 +136,8 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) msgLimit() int { return n.cfg.MaxMessageBytes + maxBatchBytes + 64<<10 }
 
 func (n *Node) grpcServer() *grpc.Server {
-	opts := append(serverOptions(), grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit()))
+	opts := append(serverOptions(), grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit()),
+		grpc.ChainUnaryInterceptor(n.unaryClientCheck), grpc.ChainStreamInterceptor(n.streamClientCheck))
 	if n.cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.ServerTLS)))
 	}
