@@ -93,15 +93,16 @@ func TestValidateReadKeepsStoredControlCharacters(t *testing.T) {
 }
 
 func FuzzHasControl(f *testing.F) {
-	for _, s := range []string{"", "a", "a\nb", "\x7f", "\u0085", "\u00a0", "ü", "\xc2", "\xc2\x9f", "\u2028"} {
+	for _, s := range []string{"", "a", "a\nb", "\x7f", "\u0085", "\u00a0", "ü", "\xc2", "\xc2\x9f", "\u2028", "\u2029", "\u2027", "\xe2\x80"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if !utf8.ValidString(s) {
 			return
 		}
-		if got, want := HasControl(s), strings.ContainsFunc(s, unicode.IsControl); got != want {
-			t.Fatalf("HasControl(%q) = %v, unicode.IsControl says %v", s, got, want)
+		lineControl := func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+		if got, want := HasControl(s), strings.ContainsFunc(s, lineControl); got != want {
+			t.Fatalf("HasControl(%q) = %v, unicode.IsControl or U+2028/U+2029 says %v", s, got, want)
 		}
 	})
 }

@@ -187,30 +187,40 @@ func validateAnnotations(m map[string]string, strict bool) error {
 			return &FieldError{"annotations[" + k + "]", truncate(v), fmt.Sprintf("value must be valid UTF-8 of at most %d bytes", maxAnnotationVal)}
 		}
 		if strict && HasControl(v) {
-			return &FieldError{"annotations[" + k + "]", truncate(v), "value must not contain control characters (U+0000-U+001F, U+007F-U+009F)"}
+			return &FieldError{"annotations[" + k + "]", truncate(v), "value must not contain control characters (U+0000-U+001F, U+007F-U+009F) or line separators (U+2028, U+2029)"}
 		}
 	}
 	return nil
 }
 
 // HasControl reports whether s holds a control character (Unicode category Cc:
-// U+0000-U+001F, U+007F-U+009F). One can end a line, a statement or a block of the
-// file a value is rendered into, so our writes refuse them in names and annotation
-// values. Written over bytes: it runs for every value of every endpoint rendered.
+// U+0000-U+001F, U+007F-U+009F) or a line or paragraph separator (U+2028, U+2029,
+// which end a line in YAML and JavaScript). One can end a line, a statement or a
+// block of the file a value is rendered into, so our writes refuse them in names and
+// annotation values. Written over bytes: it runs for every value of every endpoint
+// rendered.
 func HasControl(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		// U+0080-U+009F are 0xC2 0x80-0x9F in UTF-8; 0xC2 is never a continuation byte.
-		if c < 0x20 || c == 0x7f || c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f {
+		switch {
+		case c < 0x20 || c == 0x7f:
 			return true
+		case c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f:
+			// U+0080-U+009F are 0xC2 0x80-0x9F in UTF-8; 0xC2 is never a continuation byte.
+			return true
+		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9):
+			return true // U+2028, U+2029
 		}
 	}
 	return false
 }
 
+// isLineControl is HasControl's test for one rune.
+func isLineControl(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+
 func isSpaceOrC0(r rune) bool { return r <= ' ' || r == 0x7f }
 
-func isSpaceOrControl(r rune) bool { return r == ' ' || unicode.IsControl(r) }
+func isSpaceOrControl(r rune) bool { return r == ' ' || isLineControl(r) }
 
 func truncate(s string) string {
 	if len(s) > 32 {

@@ -8,6 +8,8 @@ import (
 	"text/template"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
 // helpers write a value so that it cannot change the structure of the file it is
@@ -27,7 +29,7 @@ var helpers = template.FuncMap{
 func text(v any) (string, *refused) {
 	switch v := v.(type) {
 	case refused:
-		return v.value, &v
+		return v.r.value, &v
 	case string:
 		return v, nil
 	}
@@ -40,12 +42,12 @@ func text(v any) (string, *refused) {
 // the file.
 func raw(v any) any {
 	if r, ok := v.(refused); ok {
-		return r.value
+		return r.r.value
 	}
 	return v
 }
 
-// quote double-quotes v with the backslash escapes that JSON, YAML, TOML, Go and HCL
+// quote double-quotes v with the backslash escapes that JSON, YAML, TOML and Go
 // strings read alike: \" \\ \n \r \t, and \uXXXX for every other control character
 // and for U+2028 and U+2029, which end a line in JavaScript.
 func quote(v any) string {
@@ -85,15 +87,15 @@ func jsonText(v any) (string, error) {
 }
 
 // escapeControls escapes the control characters encoding/json leaves as they are
-// (U+007F-U+009F). Compact JSON has them only inside strings, where \u escapes are
-// valid.
+// (U+007F-U+009F), and U+2028 and U+2029 should it ever leave them. Compact JSON has
+// them only inside strings, where \u escapes are valid.
 func escapeControls(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
+	if !endpoint.HasControl(s) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			fmt.Fprintf(&b, `\u%04x`, r)
 		} else {
 			b.WriteRune(r)

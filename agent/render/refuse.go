@@ -24,12 +24,17 @@ type Refusal struct {
 // a value can end a line, a block or a statement of the file, so no other node's entry
 // may print one into it. It has no exported field and no method that returns the
 // value. Whatever formats it (the template printing it, print, printf, println, html,
-// js, urlquery, every fmt verb but %T and %p, which print no value) records the
+// js, urlquery, every fmt verb but %T, %p and %w, which print no value) records the
 // refusal and prints nothing, and Render renders again without its endpoint.
 // Comparing it, measuring it or passing it where a string is wanted fails the
 // execution, which leaves the endpoint out too. raw hands out the value as stored,
 // and the escaping helpers write it escaped.
-type refused struct {
+type refused struct{ r *refusedValue }
+
+// refusedValue is what a stand-in holds, behind a pointer: fmt verbs that bypass
+// Format (%p, %w outside an error) print a value's fields by reflection, and this way
+// they find only an address.
+type refusedValue struct {
 	value string
 	why   Refusal
 	pass  *pass
@@ -45,14 +50,24 @@ func (r refused) String() string {
 	return ""
 }
 
-// MarshalJSON writes the value as a JSON string: escaped, it cannot change the
-// document's structure (the json helper escapes what encoding/json leaves as is).
-func (r refused) MarshalJSON() ([]byte, error) { return json.Marshal(r.value) }
+// MarshalJSON writes the value as a JSON string, every control character escaped
+// (encoding/json leaves U+007F-U+009F as they are): it cannot change the structure of
+// the document, nor of a file a template prints it into.
+func (r refused) MarshalJSON() ([]byte, error) { return escapedJSON(r.r.value) }
 
 func (r refused) refuse() {
-	if _, ok := r.pass.printed[r.why.Endpoint]; !ok {
-		r.pass.printed[r.why.Endpoint] = r.why
+	if _, ok := r.r.pass.printed[r.r.why.Endpoint]; !ok {
+		r.r.pass.printed[r.r.why.Endpoint] = r.r.why
 	}
+}
+
+// escapedJSON is v's JSON with every control character escaped.
+func escapedJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(escapeControls(string(b))), nil
 }
 
 // pass is one execution of a template over a snapshot of endpoints.
@@ -206,7 +221,7 @@ func (p *pass) value(e endpoint.Endpoint, field, v string) any {
 	if !endpoint.HasControl(v) {
 		return v
 	}
-	return refused{value: v, why: Refusal{e.Key(), field, v}, pass: p}
+	return refused{&refusedValue{value: v, why: Refusal{e.Key(), field, v}, pass: p}}
 }
 
 // Key and InstanceID are endpoint.Endpoint's, for templates that call them.
@@ -223,13 +238,13 @@ func (s standIn) MarshalJSON() ([]byte, error) {
 	for k, v := range s.Annotations {
 		e.Annotations[k] = stored(v)
 	}
-	return e.MarshalJSON()
+	return escapedJSON(e)
 }
 
 // stored is the value a stand-in's field holds, refused or not.
 func stored(v any) string {
 	if r, ok := v.(refused); ok {
-		return r.value
+		return r.r.value
 	}
 	s, _ := v.(string)
 	return s
