@@ -91,9 +91,10 @@ type replacement struct {
 }
 
 // admit decides whether caller may register nodeID. A live session is replaced by a
-// caller that proves the same identity, or once it fails to answer a request (its
-// process is gone or hung, or its connection broke unnoticed); otherwise the caller
-// is refused with AlreadyExists and the session keeps the node id. The caller must
+// caller that proves the same identity; where neither proved one, by a caller from the
+// same host, or from another once the session fails to answer a request (its process
+// is gone or hung, or its connection broke unnoticed). Otherwise the caller is refused
+// with AlreadyExists and the session keeps the node id. The caller must
 // hold the node id's claim lock.
 func (s *Server) admit(ctx context.Context, nodeID string, caller holder) (*replacement, error) {
 	old := s.live(nodeID)
@@ -104,7 +105,10 @@ func (s *Server) admit(ctx context.Context, nodeID string, caller holder) (*repl
 		return &replacement{old, "same identity"}, nil
 	case old.who.sameAs(caller):
 		return &replacement{old, "same peer host, and neither proved an identity"}, nil
-	case !s.answers(ctx, old):
+	case !old.who.proven() && !caller.proven() && !s.answers(ctx, old):
+		// Neither proved an identity, so the host is all there is to go by, and a node
+		// restarted on another host looks like this: let it in once the old session
+		// is silent. Between proven identities, silence proves nothing.
 		return &replacement{old, fmt.Sprintf("the live session did not answer within %s", s.o.ProbeTimeout)}, nil
 	}
 	s.o.Logger.Warn("registration refused: the node id is held by a live session that another identity registered",

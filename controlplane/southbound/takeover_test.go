@@ -245,3 +245,17 @@ func TestLiveNodeIsReplacedOnlyBySameSVID(t *testing.T) {
 	wantStatus(t, <-ownerDone, codes.Aborted, "replaced by a newer connection")
 	f.wantLog("replaced", "identity=spiffe://cloud/node/n1", "replaced_identity=spiffe://cloud/node/n1")
 }
+
+// TestQuietNodeIsNotTakenByAnotherCertificate: a session whose node proved an identity
+// (its client certificate) is not handed to a caller proving another one, even when
+// the node stops answering: only callers that prove nothing are let in on silence.
+func TestQuietNodeIsNotTakenByAnotherCertificate(t *testing.T) {
+	f, ca := mtls(t)
+	owner := f.claim(f.as(ca, "spiffe://cloud/node/n1", "127.0.0.1"), registerAt("cloud", "n1", "", "owner.example:443"))
+	owner.registered("cloud/n1") // and never answers
+	intruder := f.claim(f.as(ca, "spiffe://cloud/node/intruder", "127.0.0.2"), registerAt("cloud", "n1", "", "intruder.example:443"))
+	intruder.refused(codes.AlreadyExists, "cloud/n1")
+	if got := f.external("cloud/n1"); got != "owner.example:443" {
+		t.Fatalf("the node's endpoint is %s, want the owner's", got)
+	}
+}
