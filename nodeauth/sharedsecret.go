@@ -174,7 +174,7 @@ func (s *SharedSecret) verify(credentials, group, nodeID string) error {
 	}
 	// A nonce stays live until the token would be expired anyway.
 	key := group + "\x00" + string(tok.nonce[:])
-	if err := s.replay.add(key, tok.issuedAt.Add(s.opts.Window+time.Second), now); err != nil {
+	if err := s.replay.add(tok.identity, key, tok.issuedAt.Add(s.opts.Window+time.Second), now); err != nil {
 		return fmt.Errorf("%w (identity %q)", err, tok.identity)
 	}
 	return nil

@@ -82,7 +82,7 @@ func (s *SPIFFE) VerifyIdentity(_ context.Context, credentials, group, nodeID st
 			ErrWrongIdentity, id, node, truncate(nodeID))
 	}
 	// Accepted until it expires, with the leeway validation grants past expiry.
-	if err := s.replay.add(replayKey(svid), svid.Expiry.Add(jwt.DefaultLeeway), time.Now()); err != nil {
+	if err := s.replay.add(id, replayKey(svid), svid.Expiry.Add(jwt.DefaultLeeway), time.Now()); err != nil {
 		return "", fmt.Errorf("%w (SPIFFE ID %q)", err, id)
 	}
 	return id, nil
