@@ -165,14 +165,17 @@ func (n *Node) deny(ctx context.Context, h hello, reason, why string) error {
 // mTLS, a link id is bound to the group of the first node that presents it, and only
 // nodes of that group may present it afterwards (the control plane moves a link only to
 // a sibling in its source group, when its gateway fails). The binding outlives the
-// link's state, up to maxLinkOwners links. A link id this node dials itself, or one
-// presented by a node of this node's own group (which peers instead), is refused.
+// link's state, up to maxLinkOwners links per group: a group that presents id after id
+// pushes out only its own oldest bindings, never another group's. A link id this node
+// dials itself, or one presented by a node of this node's own group (which peers
+// instead), is refused.
 const maxLinkOwners = 4096
 
-// linkOwners remembers the group each link id came from, the newest maxLinkOwners.
+// linkOwners remembers the group each link id came from, the newest maxLinkOwners of
+// each group.
 type linkOwners struct {
 	group map[string]string
-	order []string // oldest first
+	order map[string][]string // by group, oldest first
 }
 
 func (o *linkOwners) get(link string) (string, bool) {
@@ -182,17 +185,17 @@ func (o *linkOwners) get(link string) (string, bool) {
 
 func (o *linkOwners) bind(link, group string) {
 	if o.group == nil {
-		o.group = map[string]string{}
+		o.group, o.order = map[string]string{}, map[string][]string{}
 	}
 	if _, ok := o.group[link]; ok {
 		return
 	}
-	if len(o.order) == maxLinkOwners {
-		delete(o.group, o.order[0])
-		o.order = o.order[1:]
+	if own := o.order[group]; len(own) == maxLinkOwners {
+		delete(o.group, own[0])
+		o.order[group] = own[1:]
 	}
 	o.group[link] = group
-	o.order = append(o.order, link)
+	o.order[group] = append(o.order[group], link)
 }
 
 // checkLinkLocked says why group may not present link, or binds link to it (nil).
