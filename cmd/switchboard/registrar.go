@@ -191,6 +191,9 @@ func registrarAuthorizer(f registrarFlags, st serverTLS) (*registrar.Authorizer,
 	switch {
 	case !mtls && (f.writePolicy != "" || f.anyWriter || f.identityFrom != string(registrar.IdentitySPIFFE)):
 		return nil, usagef("--write-policy, --allow-any-writer and --identity-from need mTLS: without client certificates there is no identity to authorize")
+	case f.anyWriter && f.writePolicy != "":
+		// Either would silently drop the other's rules, the policy's readers included.
+		return nil, usagef("--allow-any-writer and --write-policy are alternatives: every identity writes everything, or the policy says who writes and reads what")
 	case !mtls || f.anyWriter:
 		return nil, nil
 	}
@@ -284,7 +287,9 @@ func filesTLS(log *slog.Logger, f registrarFlags, files tlsutil.Files) (serverTL
 // and an agent's node is read from its ID's path alone, so without a trust domain
 // spiffe://other.org/agent/node-1 would act as node-1.
 func filesTrustDomain(log *slog.Logger, f registrarFlags) (string, error) {
-	if f.trustDomain != "" || f.tlsClientCA == "" || f.identityFrom != string(registrar.IdentitySPIFFE) {
+	if f.trustDomain != "" || f.tlsClientCA == "" || f.identityFrom != string(registrar.IdentitySPIFFE) || f.anyWriter {
+		// With --allow-any-writer no identity is mapped to a node: any the CA signed
+		// may write, as before.
 		return f.trustDomain, nil
 	}
 	td, err := tlsutil.BundleTrustDomain(f.tlsClientCA)

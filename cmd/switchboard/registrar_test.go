@@ -525,6 +525,19 @@ func TestRegistrarMTLSNeedsATrustDomain(t *testing.T) {
 	if p := startRegistrar(t, append(mtls, "--authorized-trust-domain", "example.org")...); p.addr == "" {
 		t.Fatalf("with --authorized-trust-domain: exit %d, want it serving; stderr:\n%s", p.code(), p.stderr)
 	}
+	// With --allow-any-writer no identity is mapped to a node: any certificate the CA
+	// signed writes, as before, and no trust domain is needed.
+	if p := startRegistrar(t, append(mtls, "--allow-any-writer")...); p.addr == "" {
+		t.Fatalf("with --allow-any-writer: exit %d, want it serving; stderr:\n%s", p.code(), p.stderr)
+	}
+	// --allow-any-writer with a write policy would drop the policy's readers silently.
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("readers: [\"spiffe://example.org/*\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p := startRegistrar(t, append(mtls, "--authorized-trust-domain", "example.org", "--allow-any-writer", "--write-policy", policy)...); p.addr != "" || p.code() != exitUsage || !strings.Contains(p.stderr.String(), "alternatives") {
+		t.Errorf("--allow-any-writer with --write-policy: started on %q (exit %d), want exit 2; stderr:\n%s", p.addr, p.code(), p.stderr)
+	}
 	for name, args := range map[string][]string{
 		"unknown source":        {"--identity-from", "uri"},
 		"a source without mTLS": {"--identity-from", "dns", "--tls-cert", server.Cert, "--tls-key", server.Key, "--listen", "127.0.0.1:0"},
