@@ -1,9 +1,6 @@
 package render
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,23 +31,7 @@ func TestRenderRefusesInjectedServerBlock(t *testing.T) {
 	eps := []endpoint.Endpoint{good, evil}
 	endpoint.Sort(eps)
 
-	dir := t.TempDir()
-	tmpl, out := filepath.Join(dir, "upstream.tmpl"), filepath.Join(dir, "upstream.conf")
-	if err := os.WriteFile(tmpl, []byte(nginxUpstream), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o, err := NewOutput(Spec{Template: tmpl, Out: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := o.Update(context.Background(), eps); err != nil {
-		t.Fatalf("Update: %v", err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := string(b)
+	got := renderOnce(t, nginxUpstream, eps)
 	for _, bad := range []string{"server {", "evil.example", "10.0.0.2"} {
 		if strings.Contains(got, bad) {
 			t.Errorf("rendered upstream.conf contains %q:\n%s", bad, got)
