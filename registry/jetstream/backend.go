@@ -183,7 +183,14 @@ func planStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (
 	case err != nil:
 		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
-	return streamChanges(s.CachedInfo().Config, cfg.jetstreamConfig()), nil
+	got := s.CachedInfo().Config
+	changes := streamChanges(got, cfg.over(got))
+	for i, c := range changes {
+		if strings.HasPrefix(c, "storage:") {
+			changes[i] += " (the server refuses this change: init will fail)"
+		}
+	}
+	return changes, nil
 }
 
 // withDefaults fills parameters the caller left out, as registry.Open does, so Init

@@ -254,3 +254,48 @@ func TestWriteCapturedByAnotherStreamFails(t *testing.T) {
 		t.Errorf("Apply error %q does not name the stream %s that took the write", err, other)
 	}
 }
+
+// TestInitKeepsOtherSettings: init over a stream another writer created changes the
+// settings the registry needs and no other (its byte limit, compression and duplicate
+// window stay), and the dry run lists exactly what init then changes.
+func TestInitKeepsOtherSettings(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	srv := startServer(t)
+	cfg := freshStream()
+	js := newJS(t, connect(t, srv.ClientURL()))
+	theirs := jetstream.StreamConfig{Name: cfg.Name, Subjects: []string{cfg.Prefix + ".>"}, MaxMsgsPerSubject: 1,
+		AllowRollup: true, AllowMsgTTL: true, SubjectDeleteMarkerTTL: time.Second, Storage: jetstream.FileStorage,
+		MaxBytes: 1 << 20, Compression: jetstream.S2Compression, Duplicates: 5 * time.Second}
+	if _, err := js.CreateStream(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	params := map[string]string{"nats-url": srv.ClientURL(), "stream": cfg.Name, "subject-prefix": cfg.Prefix, "max-age": "1h"}
+	plan, err := sbjs.Plan(ctx, registry.Config{Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan {
+		for _, other := range []string{"max_bytes", "compression", "duplicate_window"} {
+			if strings.HasPrefix(p, other) {
+				t.Errorf("the dry run would change %s: %q", other, p)
+			}
+		}
+	}
+	if _, err := sbjs.Init(ctx, registry.Config{Params: params}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.CachedInfo().Config
+	if got.MaxBytes != 1<<20 || got.Compression != jetstream.S2Compression || got.Duplicates != 5*time.Second {
+		t.Errorf("init reset another writer's settings: max_bytes %d, compression %v, duplicate_window %s", got.MaxBytes, got.Compression, got.Duplicates)
+	}
+	if got.MaxAge != time.Hour || !got.AllowDirect || !got.DenyDelete {
+		t.Errorf("init did not apply the registry's settings: %+v", got)
+	}
+	if again, err := sbjs.Plan(ctx, registry.Config{Params: params}); err != nil || len(again) != 0 {
+		t.Errorf("a dry run after init = %q, %v; want no changes", again, err)
+	}
+}

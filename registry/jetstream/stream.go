@@ -98,15 +98,34 @@ func (c StreamConfig) jetstreamConfig() jetstream.StreamConfig {
 	}
 }
 
+// over is got with the settings the registry owns set as c says, and every other
+// setting (a byte limit, compression, a duplicate window, placement...) kept: init
+// changes what the registry needs of another writer's stream, nothing else.
+func (c StreamConfig) over(got jetstream.StreamConfig) jetstream.StreamConfig {
+	want := c.jetstreamConfig()
+	out := got
+	out.Description, out.Subjects, out.Retention, out.Discard = want.Description, want.Subjects, want.Retention, want.Discard
+	out.MaxMsgsPerSubject, out.MaxAge, out.Storage, out.Replicas = want.MaxMsgsPerSubject, want.MaxAge, want.Storage, want.Replicas
+	out.AllowRollup, out.DenyDelete, out.DenyPurge, out.AllowDirect = want.AllowRollup, want.DenyDelete, want.DenyPurge, want.AllowDirect
+	out.AllowMsgTTL, out.SubjectDeleteMarkerTTL = want.AllowMsgTTL, want.SubjectDeleteMarkerTTL
+	return out
+}
+
 // EnsureStream creates the stream, or updates an existing one to cfg (replicas,
-// max age and marker TTL can change; the server refuses a storage change). It is what
-// `switchboard registry init` runs.
+// max age and marker TTL can change; the server refuses a storage change), keeping
+// the settings the registry does not own. It is what `switchboard registry init` runs.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*jetstream.StreamInfo, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s, err := js.CreateOrUpdateStream(ctx, cfg.jetstreamConfig())
+	s, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err = js.CreateStream(ctx, cfg.jetstreamConfig())
+	case err == nil:
+		s, err = js.UpdateStream(ctx, cfg.over(s.CachedInfo().Config))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
 	}
