@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -43,7 +44,7 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	defer b.timer.Stop()
 	h := headers{r: r}
 	var mem slab
-	r.removeOtherForms(b, ops, &h)
+	late := r.removeOtherForms(b, ops, plans, &h)
 	for i, op := range ops {
 		b.awaitBefore(i - publishWindow)
 		switch {
@@ -58,6 +59,7 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	}
 	b.awaitBefore(len(ops))
 	r.retryRemovals(b, ops, &h)
+	r.removeLate(b, ops, late, &h)
 	r.noteWritten(b.maxSeq)
 	return b.result(ops, func(err error) error { return deniedSince(r.nc, before, err) })
 }
@@ -67,30 +69,61 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 // as a null port; and an IPv6 address another writer spelled otherwise, which a
 // listing of the service's subjects finds: spelling.go), publishing a removal where a
 // live entry is found: otherwise an unregister would report success while readers
-// still see the entry. Few keys have other forms, so these go one at a time, before
-// the batch: removed after the key's own subject, they would briefly show readers the
-// older entry again.
-func (r *driver) removeOtherForms(b *batch, ops []registry.Op, h *headers) {
+// still see the entry. Readers show a key's newest entry, so its subjects are
+// cleared oldest first: a form older than the key's own live subject goes now, one at
+// a time, before the batch; a newer one (the other writer registered again after us)
+// is returned, to go after the batch has removed the key's own (removeLate).
+func (r *driver) removeOtherForms(b *batch, ops []registry.Op, plans []*removalPlan, h *headers) []lateRemoval {
 	spelled := r.otherSpellings(b, ops)
+	var late []lateRemoval
 	for i, op := range ops {
 		if op.Kind != registry.OpUnregister || b.errs[i] != nil {
 			continue
 		}
 		for _, subject := range append(r.subj.Forms(op.Endpoint.Key())[1:], spelled[i]...) {
-			if err := r.removeIfLive(b.ctx, subject, op, h); err != nil {
+			p := r.planRemoval(b.ctx, subject)
+			if p.err == nil && p.live && plans[i] != nil && plans[i].live && p.lastSeq > plans[i].lastSeq {
+				late = append(late, lateRemoval{i: i, subject: subject, seq: p.lastSeq})
+				continue
+			}
+			if err := r.removeIfLive(b.ctx, subject, op, h, p); err != nil {
 				b.fail(i, err)
 				break
 			}
 		}
 	}
+	slices.SortFunc(late, func(a, b lateRemoval) int { return cmp.Compare(a.seq, b.seq) })
+	return late
+}
+
+// lateRemoval is another form of an unregistered key that holds a newer entry than
+// the key's own subject: it is cleared after that one.
+type lateRemoval struct {
+	i       int // the op
+	subject string
+	seq     uint64
+}
+
+// removeLate clears the late forms, oldest first, of the ops the batch removed.
+func (r *driver) removeLate(b *batch, ops []registry.Op, late []lateRemoval, h *headers) {
+	for _, l := range late {
+		if b.errs[l.i] != nil {
+			continue
+		}
+		if err := r.removeIfLive(b.ctx, l.subject, ops[l.i], h, r.planRemoval(b.ctx, l.subject)); err != nil {
+			b.fail(l.i, err)
+		}
+	}
 }
 
 // removeIfLive publishes op's removal on subject if the subject holds an entry, sized
-// and guarded as every removal is (removal.go).
-func (r *driver) removeIfLive(ctx context.Context, subject string, op registry.Op, h *headers) error {
+// and guarded as every removal is (removal.go); p is the subject's first sizing.
+func (r *driver) removeIfLive(ctx context.Context, subject string, op registry.Op, h *headers, p removalPlan) error {
 	var err error
-	for range maxRemovalAttempts {
-		p := r.planRemoval(ctx, subject)
+	for attempt := range maxRemovalAttempts {
+		if attempt > 0 {
+			p = r.planRemoval(ctx, subject)
+		}
 		if p.err != nil || !p.live {
 			return p.err
 		}

@@ -760,3 +760,35 @@ func TestReadsNonCanonicalIPv6(t *testing.T) {
 		}
 	}
 }
+
+// TestUnregisterWhenAnotherSpellingIsNewer: when the other writer's spelling of a key
+// is newer than ours (it re-registered after we did), an unregister shows watchers one
+// Removed, never the older entry of ours coming back first.
+func TestUnregisterWhenAnotherSpellingIsNewer(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	nc := connect(t, startServer(t).ClientURL())
+	js := newJS(t, nc)
+	cfg := foreignStream(t, ctx, js)
+	r := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	seven := ep("prod", "web", "http", "2001:db8::7", 80)
+	seven.Priority = 9
+	mustApply(t, ctx, r, registry.Register(seven))
+	ch, err := r.Watch(ctx, endpoint.Filter{Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, ch, 5*time.Second, registry.Added, seven.Key())
+	expectEvent(t, ch, 5*time.Second, registry.Synced, endpoint.Key{})
+	// CCM writes the same key, spelled its way, later: its entry is the one in force.
+	const written = "2001:DB8:0::7"
+	subject := cfg.Prefix + ".prod.http.web." + written + "." + ccmID("prod", "web", "http", written, 80)
+	publishRaw(t, ctx, js, subject, nats.Header{"Nats-Rollup": {"sub"}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"`+written+`","port":80,"priority":1}`)
+	if ev := expectEvent(t, ch, 5*time.Second, registry.Updated, seven.Key()); ev.Endpoint.Priority != 1 {
+		t.Fatalf("Updated carries priority %d, want CCM's 1", ev.Endpoint.Priority)
+	}
+	once := openRegistry(t, nc, sbjs.Options{Stream: cfg})
+	mustApply(t, ctx, once, registry.Unregister(seven))
+	expectEvent(t, ch, 5*time.Second, registry.Removed, seven.Key())
+	expectQuiet(t, ch, 500*time.Millisecond)
+}
