@@ -32,7 +32,7 @@ type backendFlags struct {
 // --timeout.
 func (b *backendFlags) oneShotCommand(cmd *cobra.Command) {
 	b.oneShot = true
-	cmd.Flags().DurationVar(&b.timeout, "timeout", 10*time.Second, "give up after this long")
+	cmd.Flags().DurationVar(&b.timeout, "timeout", 10*time.Second, "give up after this long (0: wait as long as it takes)")
 }
 
 func addBackendFlags(cmd *cobra.Command, defaultBackend string) *backendFlags {

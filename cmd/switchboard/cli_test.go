@@ -64,6 +64,7 @@ func TestRegistryExitCodes(t *testing.T) {
 		{"bad output", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "xml"}, 2, "--output"},
 		{"bad filter", []string{"registry", "lookup", "--registry-backend", "memory", "--address", "host"}, 2, "address"},
 		{"lookup ok", []string{"registry", "lookup", "--registry-backend", "memory", "-o", "json"}, 0, ""},
+		{"lookup without a time limit", []string{"registry", "lookup", "--registry-backend", "memory", "--timeout", "0"}, 0, ""},
 		{"unregister from memory", []string{"registry", "unregister", "--registry-backend", "memory", "--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.2", "--port", "8080"}, 2, "switchboard dev"},
 		{"init without storage", []string{"registry", "init", "--registry-backend", "memory"}, 1, "no storage"},
 		{"bad log level", []string{"--log-level", "loud", "version"}, 2, "--log-level"},

@@ -284,10 +284,13 @@ func (b *backendFlags) refuseOneShotWrite(what string) error {
 }
 
 // withOneShotRegistry is withRegistry for a command that makes one call and exits:
-// its --timeout bounds everything, opening the backend included.
+// its --timeout bounds everything, opening the backend included (0: no bound).
 func withOneShotRegistry(ctx context.Context, a *app, bf *backendFlags, fn func(context.Context, registry.Registry) error) error {
-	ctx, cancel := context.WithTimeout(ctx, bf.timeout)
-	defer cancel()
+	if bf.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bf.timeout)
+		defer cancel()
+	}
 	return withRegistry(ctx, a, bf, func(r registry.Registry) error { return fn(ctx, r) })
 }
 
