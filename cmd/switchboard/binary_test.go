@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/internal/cloudmaptest"
 	"github.com/switchboard-mesh/switchboard/internal/dynamotest"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -265,6 +267,58 @@ func TestNoChangeFeedListIsTrue(t *testing.T) {
 		_ = r.Close()
 		if watches == noChangeFeed[name] {
 			t.Errorf("%s: has a change feed %v, but noChangeFeed says %v", name, watches, noChangeFeed[name])
+		}
+	}
+}
+
+// serving is a long-running command of the real binary that a test started.
+type serving struct {
+	stdout, stderr *syncbuf.Buffer
+	exit           atomic.Int64 // its exit status, once it exited
+}
+
+func (p *serving) code() int { return int(p.exit.Load()) }
+
+// startServing runs the binary with args until the test ends (then interrupts it, and
+// kills it 30 s later), and returns once its stdout matches ready, with the match's
+// submatches, or once it exits (nil), within 30 s.
+func startServing(t *testing.T, ready *regexp.Regexp, args ...string) (*serving, []string) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Dir = t.TempDir()
+	p := &serving{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		var exit *exec.ExitError
+		if err := cmd.Wait(); errors.As(err, &exit) {
+			p.exit.Store(int64(exit.ExitCode()))
+		}
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	for {
+		if m := ready.FindStringSubmatch(p.stdout.String()); m != nil {
+			return p, m
+		}
+		select {
+		case <-done:
+			return p, nil
+		case <-deadline:
+			t.Fatalf("switchboard %s: neither serving nor exited within 30s; stderr:\n%s", strings.Join(args, " "), p.stderr)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

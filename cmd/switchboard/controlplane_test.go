@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +130,7 @@ func TestControlPlaneRefusesUnauthenticatedRemoteSouthbound(t *testing.T) {
 		fmt.Sprintf("southbound:\n  endpoint: 0.0.0.0:0\n  tls: {cert_file: %s, key_file: %s}\n", files.Cert, files.Key))
 	p := startCPBinary(t, "--config", allowed, "--metrics-listen", "", "--insecure")
 	if p.south == "" {
-		t.Fatalf("with --insecure: exit %d, want it serving; stderr:\n%s", p.code, p.stderr)
+		t.Fatalf("with --insecure: exit %d, want it serving; stderr:\n%s", p.code(), p.stderr)
 	}
 	if log := p.stderr.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "southbound endpoint 0.0.0.0:0 has no registration_auth") {
 		t.Fatalf("with --insecure: no warning naming the address and the risk:\n%s", log)
@@ -140,53 +139,20 @@ func TestControlPlaneRefusesUnauthenticatedRemoteSouthbound(t *testing.T) {
 
 // cpBinary is a running `switchboard controlplane` (the real binary).
 type cpBinary struct {
-	stdout, stderr *syncbuf.Buffer
-	south          string // the southbound address it printed; "" when it exited first
-	code           int
+	*serving
+	south string // the southbound address it printed; "" when it exited first
 }
+
+var southboundLine = regexp.MustCompile(`(?m)^\s*southbound\s+(\S+)\s*$`)
 
 // startCPBinary runs the binary's controlplane command until the test ends, and
 // returns once it prints its southbound address or exits.
 func startCPBinary(t *testing.T, args ...string) *cpBinary {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"controlplane"}, args...)...)
-	cmd.Dir = t.TempDir()
-	p := &cpBinary{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, m := startServing(t, southboundLine, append([]string{"controlplane"}, args...)...)
+	cp := &cpBinary{serving: p}
+	if m != nil {
+		cp.south = m[1]
 	}
-	done := make(chan struct{})
-	go func() {
-		var exit *exec.ExitError
-		if err := cmd.Wait(); errors.As(err, &exit) {
-			p.code = exit.ExitCode()
-		}
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.After(30 * time.Second)
-	for {
-		for _, line := range strings.Split(p.stdout.String(), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "southbound" {
-				p.south = f[1]
-				return p
-			}
-		}
-		select {
-		case <-done:
-			return p
-		case <-deadline:
-			t.Fatalf("switchboard controlplane %s: neither serving nor exited within 30s; stderr:\n%s", strings.Join(args, " "), p.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return cp
 }

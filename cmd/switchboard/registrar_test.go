@@ -7,13 +7,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +24,6 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
-	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil"
 	"github.com/switchboard-mesh/switchboard/internal/tlsutil/tlstest"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -254,14 +251,10 @@ func TestRegistryCommandWordsRegistrarRefusal(t *testing.T) {
 
 // registrarProcess is a `switchboard registrar` a test runs as the real binary.
 type registrarProcess struct {
-	addr   string       // the gRPC address it printed; "" when it exited first
-	health string       // the health address it printed
-	exit   atomic.Int64 // its exit status, once it exited
-	stdout *syncbuf.Buffer
-	stderr *syncbuf.Buffer
+	*serving
+	addr   string // the gRPC address it printed; "" when it exited first
+	health string // the health address it printed
 }
-
-func (p *registrarProcess) code() int { return int(p.exit.Load()) }
 
 var listeningLine = regexp.MustCompile(`gRPC on (\S+), health on (\S+)`)
 
@@ -269,44 +262,12 @@ var listeningLine = regexp.MustCompile(`gRPC on (\S+), health on (\S+)`)
 // says where it listens (it is stopped when the test ends) or exits, within 30 s.
 func startRegistrar(t *testing.T, args ...string) *registrarProcess {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"registrar", "--cluster-name", "east", "--registry-backend", "memory"}, args...)...)
-	cmd.Dir = t.TempDir()
-	p := &registrarProcess{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, m := startServing(t, listeningLine, append([]string{"registrar", "--cluster-name", "east", "--registry-backend", "memory"}, args...)...)
+	r := &registrarProcess{serving: p}
+	if m != nil {
+		r.addr, r.health = m[1], m[2]
 	}
-	done := make(chan struct{})
-	go func() {
-		var exit *exec.ExitError
-		if err := cmd.Wait(); errors.As(err, &exit) {
-			p.exit.Store(int64(exit.ExitCode()))
-		}
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.After(30 * time.Second)
-	for {
-		if m := listeningLine.FindStringSubmatch(p.stdout.String()); m != nil {
-			p.addr, p.health = m[1], m[2]
-			return p
-		}
-		select {
-		case <-done:
-			return p
-		case <-deadline:
-			t.Fatalf("switchboard registrar %s: neither listening nor exited within 30s; stderr:\n%s", strings.Join(args, " "), p.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return r
 }
 
 // registrarPKI writes a CA whose certificate names trust domain example.org (as a
