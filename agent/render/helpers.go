@@ -52,12 +52,27 @@ func raw(v any) any {
 // and for U+2028 and U+2029, which end a line in JavaScript.
 func quote(v any) string {
 	s, _ := text(v)
+	out, _ := doubleQuote(s, `"\`, func(b *strings.Builder, r rune) (bool, error) {
+		if !unicode.IsControl(r) && r != '\u2028' && r != '\u2029' {
+			return false, nil
+		}
+		fmt.Fprintf(b, `\u%04x`, r)
+		return true, nil
+	})
+	return out
+}
+
+// doubleQuote writes s between double quotes: the runes in escaped behind a
+// backslash, newline, carriage return and tab as \n, \r and \t, and every other rune
+// as itself unless other writes it (true) or refuses it (an error). The quoting
+// helpers differ only in escaped and other.
+func doubleQuote(s, escaped string, other func(*strings.Builder, rune) (bool, error)) (string, error) {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	for _, r := range s {
 		switch {
-		case r == '"' || r == '\\':
+		case strings.ContainsRune(escaped, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		case r == '\n':
@@ -66,14 +81,18 @@ func quote(v any) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
-			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
-			b.WriteRune(r)
+			handled, err := other(&b, r)
+			if err != nil {
+				return "", err
+			}
+			if !handled {
+				b.WriteRune(r)
+			}
 		}
 	}
 	b.WriteByte('"')
-	return b.String()
+	return b.String(), nil
 }
 
 // jsonText is v as compact JSON, as encoding/json writes it (< > & escaped too).
@@ -123,28 +142,12 @@ func shellquote(v any) (string, error) {
 // in a directive that takes variables.
 func nginx(v any) (string, error) {
 	s, from := text(v)
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case unicode.IsControl(r):
-			return "", cannotQuote("nginx", fmt.Sprintf("control character %U", r), from)
-		default:
-			b.WriteRune(r)
+	return doubleQuote(s, `"\`, func(_ *strings.Builder, r rune) (bool, error) {
+		if unicode.IsControl(r) {
+			return false, cannotQuote("nginx", fmt.Sprintf("control character %U", r), from)
 		}
-	}
-	b.WriteByte('"')
-	return b.String(), nil
+		return false, nil
+	})
 }
 
 // haproxy double-quotes v as one HAProxy argument (weak quoting): \" \\ and \$ (no
@@ -154,32 +157,18 @@ func nginx(v any) (string, error) {
 // holding one is refused.
 func haproxy(v any) (string, error) {
 	s, from := text(v)
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, r := range s {
+	return doubleQuote(s, `"\$`, func(b *strings.Builder, r rune) (bool, error) {
 		switch {
 		case r == 0:
-			return "", cannotQuote("haproxy", "a NUL byte", from)
-		case r == '"' || r == '\\' || r == '$':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case unicode.IsControl(r):
-			for _, c := range utf8.AppendRune(nil, r) {
-				fmt.Fprintf(&b, `\x%02x`, c)
-			}
-		default:
-			b.WriteRune(r)
+			return false, cannotQuote("haproxy", "a NUL byte", from)
+		case !unicode.IsControl(r):
+			return false, nil
 		}
-	}
-	b.WriteByte('"')
-	return b.String(), nil
+		for _, c := range utf8.AppendRune(nil, r) {
+			fmt.Fprintf(b, `\x%02x`, c)
+		}
+		return true, nil
+	})
 }
 
 // cannotQuote refuses a value a helper cannot write safely. A refused value is
