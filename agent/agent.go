@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,8 +63,10 @@ type Agent struct {
 	// wake tells the loop that a reload is pending.
 	wake chan struct{}
 
-	mu       sync.Mutex
-	pending  *reload // the latest Reload or ReloadFailed not yet applied
+	mu      sync.Mutex
+	pending *reload // the latest Reload or ReloadFailed not yet applied
+	// sources holds the latest SetSource entries of each source not yet applied.
+	sources  map[string][]manifest.Entry
 	statuses []EntryStatus
 	// notReady says why the agent is not ready yet (Ready); empty once it is.
 	notReady string
@@ -121,23 +124,44 @@ func (a *Agent) setPending(r *reload) {
 	a.mu.Lock()
 	a.pending = r
 	a.mu.Unlock()
+	a.nudge()
+}
+
+// SetSource replaces the entries of one source other than the manifest: the node's
+// pods are one. They pass the same publish gate as the manifest's entries, and an
+// entry whose endpoint and checks are unchanged keeps its state. A failed manifest
+// load does not hold them back. When two sources name the same key, the manifest's
+// entry wins, then the source whose name sorts first.
+func (a *Agent) SetSource(name string, entries []manifest.Entry) {
+	a.mu.Lock()
+	if a.sources == nil {
+		a.sources = map[string][]manifest.Entry{}
+	}
+	a.sources[name] = slices.Clone(entries)
+	a.mu.Unlock()
+	a.nudge()
+}
+
+func (a *Agent) nudge() {
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (a *Agent) takePending() *reload {
+func (a *Agent) takePending() (*reload, map[string][]manifest.Entry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := a.pending
-	a.pending = nil
-	return r
+	r, s := a.pending, a.sources
+	a.pending, a.sources = nil, nil
+	return r, s
 }
 
 // EntryStatus is the state of one manifest entry.
 type EntryStatus struct {
-	Key     endpoint.Key
+	Key endpoint.Key
+	// Source is "" for a manifest entry, else the name given to SetSource.
+	Source  string
 	Healthy bool
 	// Registered says the last write for the entry registered it.
 	Registered bool

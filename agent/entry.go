@@ -12,6 +12,7 @@ import (
 // entry is the loop's state for one manifest entry. Only the loop goroutine touches it.
 type entry struct {
 	m        manifest.Entry
+	source   string // "" for the manifest, else the SetSource name
 	trackers []*check.Tracker
 	lastErr  []error
 	seen     []bool             // each check has produced a result
@@ -70,7 +71,7 @@ func (e *entry) due(now time.Time) bool {
 }
 
 func (e *entry) status() EntryStatus {
-	s := EntryStatus{Key: e.m.Endpoint.Key(), Healthy: e.healthy(), Registered: e.registered, Reason: e.reason}
+	s := EntryStatus{Key: e.m.Endpoint.Key(), Source: e.source, Healthy: e.healthy(), Registered: e.registered, Reason: e.reason}
 	for i, c := range e.m.Checks {
 		cs := CheckStatus{Check: c.String(), Healthy: e.trackers[i].Healthy()}
 		if e.lastErr[i] != nil {

@@ -2,8 +2,11 @@ package agent
 
 // GateInput is what the publish gate looks at for one entry.
 type GateInput struct {
-	// Entries is how many entries the manifest lists.
+	// Entries is how many entries the agent has (the manifest's and other sources').
 	Entries int
+	// Held is why the entry's source holds it back ("pod not Ready"); empty when it
+	// does not.
+	Held string
 	// NoOp is dry-run mode: the agent decides but never writes.
 	NoOp bool
 	// ApplyFailed says the last (re)load of the manifest failed.
@@ -27,7 +30,7 @@ const (
 )
 
 // Gate is the publish gate (docs/agent.md): publish only when there are
-// entries, the agent is not in no-op mode, the last apply did not fail, and every
+// entries, the agent is not in no-op mode, the entry's source does not hold it, the last apply did not fail, and every
 // health check is OK. It is conservative: when it says no, it says why.
 func Gate(in GateInput) (open bool, reason string) {
 	switch {
@@ -35,6 +38,8 @@ func Gate(in GateInput) (open bool, reason string) {
 		return false, ReasonNoEntries
 	case in.NoOp:
 		return false, ReasonNoOp
+	case in.Held != "":
+		return false, in.Held
 	case in.ApplyFailed:
 		return false, ReasonApplyFailed
 	case !in.ChecksOK && in.ChecksPending:

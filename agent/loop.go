@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/agent/check"
+	"github.com/switchboard-mesh/switchboard/agent/manifest"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -23,6 +26,12 @@ type result struct {
 // loop is the state Run owns.
 type loop struct {
 	*Agent
+	// fromManifest and fromSources are the entries each source asks for; entries is
+	// what they add up to.
+	fromManifest []manifest.Entry
+	fromSources  map[string][]manifest.Entry
+	// shadowed remembers keys already logged as named by two sources.
+	shadowed  map[endpoint.Key]bool
 	entries   []*entry
 	byKey     map[endpoint.Key]*entry
 	orphans   map[endpoint.Key]*entry // left the manifest, still to be removed
@@ -37,6 +46,7 @@ type loop struct {
 func (a *Agent) Run(ctx context.Context) error {
 	checksCtx, stopChecks := context.WithCancel(ctx)
 	l := &loop{Agent: a, byKey: map[endpoint.Key]*entry{}, orphans: map[endpoint.Key]*entry{},
+		fromSources: map[string][]manifest.Entry{}, shadowed: map[endpoint.Key]bool{},
 		results: make(chan result), checksCtx: checksCtx}
 	defer func() {
 		stopChecks()
@@ -45,8 +55,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if r := a.takePending(); r != nil {
-			l.reload(r)
+		if r, sources := a.takePending(); r != nil || sources != nil {
+			l.reload(r, sources)
 		}
 		l.reconcile(ctx, time.Now())
 		l.publishStatus()
@@ -64,38 +74,79 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// reload applies a new manifest, or records a failed load.
-func (l *loop) reload(r *reload) {
-	if r.err != nil {
+// reload applies a new manifest (or records a failed load) and new source entries.
+func (l *loop) reload(r *reload, sources map[string][]manifest.Entry) {
+	if r != nil && r.err != nil {
 		l.applyErr = r.err
-		l.log.Error("manifest apply failed: publishing paused until a good manifest loads", "err", r.err)
+		l.log.Error("manifest apply failed: publishing its entries paused until a good manifest loads", "err", r.err)
 		l.opts.Metrics.applyFailed(true)
-		return
+	} else if r != nil {
+		if l.applyErr != nil {
+			l.log.Info("manifest applied: publishing resumes")
+		}
+		l.applyErr = nil
+		l.opts.Metrics.applyFailed(false)
+		l.fromManifest = r.m.Entries
 	}
-	if l.applyErr != nil {
-		l.log.Info("manifest applied: publishing resumes")
+	maps.Copy(l.fromSources, sources)
+	l.setEntries(l.combined())
+}
+
+// sourced is an entry and the source that asks for it ("" is the manifest).
+type sourced struct {
+	m      manifest.Entry
+	source string
+}
+
+// combined lists the manifest's entries, then each source's in name order, leaving
+// out a key named before.
+func (l *loop) combined() []sourced {
+	all := make([]sourced, 0, len(l.fromManifest))
+	seen := make(map[endpoint.Key]bool, len(l.fromManifest))
+	add := func(source string, es []manifest.Entry) {
+		for _, me := range es {
+			k := me.Endpoint.Key()
+			if seen[k] {
+				if !l.shadowed[k] {
+					l.shadowed[k] = true
+					l.log.Warn("entry named twice: the first source's is published", "entry", k.String(), "source", source)
+				}
+				continue
+			}
+			seen[k] = true
+			all = append(all, sourced{me, source})
+		}
 	}
-	l.applyErr = nil
-	l.opts.Metrics.applyFailed(false)
-	next := make([]*entry, 0, len(r.m.Entries))
-	byKey := make(map[endpoint.Key]*entry, len(r.m.Entries))
-	for _, me := range r.m.Entries {
-		k := me.Endpoint.Key()
+	add("", l.fromManifest)
+	for _, name := range slices.Sorted(maps.Keys(l.fromSources)) {
+		add(name, l.fromSources[name])
+	}
+	return all
+}
+
+// setEntries makes next the entries: those that left are removed from the registry,
+// new ones start their checks.
+func (l *loop) setEntries(all []sourced) {
+	next := make([]*entry, 0, len(all))
+	byKey := make(map[endpoint.Key]*entry, len(all))
+	for _, se := range all {
+		k := se.m.Endpoint.Key()
 		e := l.byKey[k]
 		switch {
-		case e != nil && reflect.DeepEqual(e.m.Checks, me.Checks):
-			e.m = me // same checks: keep their state; a changed endpoint is re-published
+		case e != nil && reflect.DeepEqual(e.m.Checks, se.m.Checks):
+			e.m = se.m // same checks: keep their state; a changed endpoint is re-published
 		default:
 			if e != nil {
 				e.stop()
 			}
-			ne := newEntry(me)
+			ne := newEntry(se.m)
 			if e != nil {
 				ne.registered, ne.maybe, ne.written = e.registered, e.maybe, e.written
 			}
 			e = ne
 			l.startChecks(e)
 		}
+		e.source = se.source
 		next = append(next, e)
 		byKey[k] = e
 		delete(l.orphans, k)
@@ -244,7 +295,7 @@ func (l *loop) waitingFor() string {
 func (l *loop) shutdown(ctx context.Context) error {
 	var ops []registry.Op
 	for _, e := range l.entries {
-		if e.maybe {
+		if e.maybe && !e.m.KeepOnShutdown {
 			ops = append(ops, registry.Unregister(e.m.Endpoint))
 		}
 	}

@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	entryLabels := []string{"service", "instance"}
 	m := &Metrics{
 		entries: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_entries",
-			Help: "Entries in the agent's manifest."}),
+			Help: "Entries the agent publishes: its manifest's and those of other sources (the node's pods)."}),
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_agent_entry_healthy",
 			Help: "1 when every health check of the entry passes."}, entryLabels),
 		registered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_agent_entry_registered",

@@ -36,7 +36,8 @@ func (l *loop) reconcile(ctx context.Context, now time.Time) {
 // decide returns the write the entry needs now, if any.
 func (l *loop) decide(e *entry, now time.Time) (write, bool) {
 	healthy := e.healthy()
-	open, reason := Gate(GateInput{Entries: len(l.entries), NoOp: l.opts.DryRun, ApplyFailed: l.applyErr != nil, ChecksOK: healthy, ChecksPending: e.pending()})
+	applyFailed := l.applyErr != nil && e.source == ""
+	open, reason := Gate(GateInput{Entries: len(l.entries), NoOp: l.opts.DryRun, Held: e.m.Held, ApplyFailed: applyFailed, ChecksOK: healthy, ChecksPending: e.pending()})
 	l.transition(e, reason, healthy)
 	if now.Before(e.retryAt) {
 		return write{}, false
@@ -44,6 +45,8 @@ func (l *loop) decide(e *entry, now time.Time) (write, bool) {
 	switch {
 	case open && e.due(now):
 		return write{e, registry.Register(e.m.Endpoint)}, true
+	case e.m.Held != "" && e.registered:
+		return write{e, registry.Unregister(e.m.Endpoint)}, true
 	case !healthy && e.registered && !l.opts.KeepWhenUnhealthy:
 		// Failing checks remove at once, even while a failed apply pauses the gate; the
 		// pause alone only stops refreshing.
@@ -57,7 +60,7 @@ func (l *loop) decide(e *entry, now time.Time) (write, bool) {
 func (l *loop) transition(e *entry, reason string, healthy bool) {
 	key := e.m.Endpoint.Key().String()
 	if l.opts.DryRun {
-		would, _ := Gate(GateInput{Entries: len(l.entries), ApplyFailed: l.applyErr != nil, ChecksOK: healthy})
+		would, _ := Gate(GateInput{Entries: len(l.entries), Held: e.m.Held, ApplyFailed: l.applyErr != nil && e.source == "", ChecksOK: healthy})
 		if e.reason != reason || would != e.would {
 			if would {
 				l.log.Info("dry-run: would register", "entry", key)
@@ -113,10 +116,13 @@ func (l *loop) succeeded(w write, now time.Time) {
 	if w.op.Kind == registry.OpUnregister {
 		wasRegistered := e.registered
 		e.registered, e.maybe, e.refreshAt = false, false, time.Time{}
-		if l.orphans[key] == e {
+		switch {
+		case l.orphans[key] == e:
 			delete(l.orphans, key)
-			l.log.Info("unregistered: left the manifest", "entry", key.String())
-		} else if wasRegistered {
+			l.log.Info("unregistered: left the manifest", "entry", key.String(), "source", e.source)
+		case wasRegistered && e.m.Held != "":
+			l.log.Info("unregistered: held by its source", "entry", key.String(), "source", e.source, "reason", e.m.Held)
+		case wasRegistered:
 			l.log.Info("unregistered: health checks failing", "entry", key.String())
 		}
 		return

@@ -22,6 +22,14 @@ type Entry struct {
 	Checks []check.Spec
 	// Line is where the entry starts in the manifest, for log messages.
 	Line int
+	// Held, when set, keeps the entry unpublished, and removes it at once if it was
+	// published; it says why ("pod not Ready"). Manifest files never set it: sources
+	// other than the manifest do (Agent.SetSource).
+	Held string
+	// KeepOnShutdown leaves the entry registered when the agent stops: its TTL bounds
+	// how long it outlives the agent, and a restarted agent refreshes it. Pods use it,
+	// so that restarting the agent does not take every pod of the node out.
+	KeepOnShutdown bool
 }
 
 // ErrInvalid is matched (errors.Is) by every error about the manifest's content.
