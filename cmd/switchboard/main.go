@@ -8,9 +8,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/switchboard-mesh/switchboard/cni"
 )
 
 func main() {
+	// The container runtime runs a CNI plugin with no arguments and CNI_COMMAND set.
+	if len(os.Args) == 1 && os.Getenv("CNI_COMMAND") != "" {
+		cni.Main()
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
 	stop()
