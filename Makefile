@@ -2,7 +2,7 @@
 BIN := $(CURDIR)/.bin
 export PATH := $(BIN):/usr/local/go/bin:$(PATH)
 
-.PHONY: all build test generate check-generated lint tools bench fuzz
+.PHONY: all build test generate check-generated lint tools bench fuzz test-kube
 
 all: build
 
@@ -32,3 +32,8 @@ bench:
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 20s) each; see tools/fuzz.sh.
 	bash tools/fuzz.sh
+
+# The first run builds kube-apiserver (tools/kube-apiserver, ~7 min on 2 busy cores)
+# into the user cache inside a test, hence the longer timeout; see internal/kubetest.
+test-kube: ## Run the tests against a real kube-apiserver (names containing Kube).
+	SWITCHBOARD_KUBE=1 go test -race -timeout 30m -run Kube ./...

@@ -31,6 +31,10 @@ type Config struct {
 	// Servers are fed like Outputs and serve their clients while Run runs; a server
 	// that is a prometheus.Collector exports its series on the agent's /metrics.
 	Servers []Server
+	// Sources feed the agent entries beside the manifest (the node's pods): each is
+	// made with the agent it feeds and the registry of the agent's metrics, and runs
+	// as long as the agent does.
+	Sources []NewSource
 	// Agent options; Publisher, Logger and Metrics are filled in by Run.
 	Agent     Options
 	Discovery DiscoveryOptions
@@ -40,6 +44,16 @@ type Config struct {
 	Reload <-chan struct{}
 	Logger *slog.Logger
 }
+
+// Source is a component that keeps one of the agent's sources current (SetSource).
+type Source interface {
+	Run(ctx context.Context) error
+	// Ready says, for /readyz, whether the source knows what to feed.
+	Ready() (bool, string)
+}
+
+// NewSource makes a Source that feeds a.
+type NewSource func(a *Agent, metrics prometheus.Registerer) (Source, error)
 
 // Run runs the agent until ctx ends: it publishes the manifest's entries through the
 // publish gate, keeps the outputs current, and serves metrics. On the way out it
@@ -76,6 +90,14 @@ func Run(ctx context.Context, cfg Config) error {
 		ao.Publisher = cfg.Registry
 	}
 	ag := New(cfg.Manifest, ao)
+	sources := make([]Source, 0, len(cfg.Sources))
+	for _, ns := range cfg.Sources {
+		src, err := ns(ag, reg)
+		if err != nil {
+			return err
+		}
+		sources = append(sources, src)
+	}
 	var disc *Discovery
 	if len(outputs) > 0 {
 		do := cfg.Discovery
@@ -93,8 +115,11 @@ func Run(ctx context.Context, cfg Config) error {
 	for _, s := range cfg.Servers {
 		g.spawn(cancel, func() error { return s.Serve(ctx) })
 	}
+	for _, s := range sources {
+		g.spawn(cancel, func() error { return s.Run(ctx) })
+	}
 	if cfg.HTTP != nil {
-		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg, readiness(ag, disc))) })
+		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg, readiness(ag, disc, sources))) })
 	}
 	if cfg.Reload != nil {
 		g.spawn(cancel, func() error { reloadLoop(ctx, cfg, ag, disc, log); return nil })
@@ -102,12 +127,17 @@ func Run(ctx context.Context, cfg Config) error {
 	return g.wait()
 }
 
-// readiness is the agent's /readyz: its own Ready, then, with outputs or servers,
-// a first complete copy of the registry.
-func readiness(ag *Agent, disc *Discovery) func() (bool, string) {
+// readiness is the agent's /readyz: its own Ready, its sources', then, with outputs
+// or servers, a first complete copy of the registry.
+func readiness(ag *Agent, disc *Discovery, sources []Source) func() (bool, string) {
 	return func() (bool, string) {
 		if ok, why := ag.Ready(); !ok {
 			return false, why
+		}
+		for _, s := range sources {
+			if ok, why := s.Ready(); !ok {
+				return false, why
+			}
 		}
 		if disc != nil {
 			select {

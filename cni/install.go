@@ -23,7 +23,7 @@ type InstallOptions struct {
 	BinDir  string // CNI plugin directory; default /opt/cni/bin
 	ConfDir string // CNI configuration directory; default /etc/cni/net.d
 	Name    string // the binary's file name and the plugin's type; default "switchboard"
-	Binary  string // the binary to install; default the running executable
+	Binary  string // the binary to install; default PluginBinary next to the running executable, else that executable
 
 	AgentSocket        string        // default DefaultAgentSocket
 	OnAgentUnreachable Policy        // default DefaultPolicy
@@ -376,6 +376,12 @@ func readFile(path string) ([]byte, fs.FileInfo, error) {
 	return data, info, err
 }
 
+// PluginBinary is the small plugin-only binary (cmd/switchboard-cni) that Install
+// prefers when it lies next to the running executable: it starts in a tenth of the
+// time the whole switchboard binary takes, and the runtime starts the plugin for
+// every pod.
+const PluginBinary = "switchboard-cni"
+
 // installBinary copies the binary to BinDir/Name unless it is there already.
 func installBinary(o InstallOptions) (bool, error) {
 	src := o.Binary
@@ -385,6 +391,9 @@ func installBinary(o InstallOptions) (bool, error) {
 			return false, fmt.Errorf("find the running executable: %w", err)
 		}
 		src = exe
+		if small := filepath.Join(filepath.Dir(exe), PluginBinary); isRegular(small) {
+			src = small
+		}
 	}
 	dst := filepath.Join(o.BinDir, o.Name)
 	if same, err := sameContent(src, dst); err != nil || same {
@@ -527,4 +536,9 @@ func fingerprint(o InstallOptions) string {
 		}
 	}
 	return b.String()
+}
+
+func isRegular(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }

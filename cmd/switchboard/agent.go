@@ -31,6 +31,7 @@ type agentFlags struct {
 	resync            time.Duration
 	metricsListen     string
 	discovery         discoveryFlags
+	pods              podFlags
 }
 
 func newAgentCmd(a *app) *cobra.Command {
@@ -45,6 +46,13 @@ re-publishes them before their TTL runs out, removes an entry as soon as a check
 (unless --remove-on-unhealthy=false), and removes everything it registered on SIGTERM.
 Without --registry-backend it runs with a no-op publisher: the same manifest works on
 nodes with and without a registry.
+
+With --cni-socket it registers the node's Kubernetes pods: the CNI plugin
+(switchboard cni, chained last in the node's CNI configuration) hands each new pod
+to the agent, which records it on disk (--cni-state-dir) and registers its named
+container ports while the pod is Ready, in --pod-cluster, with this node as owner.
+It reads the node's pods from the Kubernetes API (--kubeconfig, or in-cluster) to
+find their services and to remove what a lost DEL left behind (docs/kubernetes.md).
 
 With --render and --prometheus-sd it keeps files current from the registry: Go
 text/template files rendered with registrations CLUSTER PROTOCOL SERVICE IP (empty or
@@ -78,6 +86,7 @@ SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics, /healthz and /readyz (empty: off)")
 	f.discovery.register(fl)
+	f.pods.register(fl)
 	_ = cmd.MarkFlagFilename("manifest", "yaml", "yml")
 	bf := addBackendFlags(cmd, "")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), a, bf, f) }
@@ -112,6 +121,13 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 		return err
 	}
 	cfg.Servers = servers
+	if f.pods.enabled() {
+		src, err := f.pods.source(cfg.Logger)
+		if err != nil {
+			return err
+		}
+		cfg.Sources = append(cfg.Sources, src)
+	}
 	if bf.name != "" {
 		r, err := bf.open(ctx, cfg.Logger)
 		if err != nil {
@@ -140,8 +156,8 @@ func (f agentFlags) validate() error {
 		return err
 	}
 	switch {
-	case f.manifest == "" && len(f.renders) == 0 && f.prometheusSD == "" && !f.discovery.enabled():
-		return usagef("nothing to do: give --manifest, --render, --prometheus-sd, --xds-listen or --dns-listen")
+	case f.manifest == "" && len(f.renders) == 0 && f.prometheusSD == "" && !f.discovery.enabled() && !f.pods.enabled():
+		return usagef("nothing to do: give --manifest, --cni-socket, --render, --prometheus-sd, --xds-listen or --dns-listen")
 	case f.debounce <= 0:
 		return usagef("--debounce %s: must be positive", f.debounce)
 	case f.pollInterval <= 0:
@@ -150,6 +166,9 @@ func (f agentFlags) validate() error {
 		return usagef("--resync-interval %s: must be positive", f.resync)
 	case f.shutdownTimeout <= 0:
 		return usagef("--shutdown-timeout %s: must be positive", f.shutdownTimeout)
+	}
+	if err := f.pods.validate(); err != nil {
+		return err
 	}
 	return f.discovery.validate()
 }

@@ -190,3 +190,37 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// With the plugin-only binary beside switchboard (as the image has it), install
+// copies that one: the runtime starts it for every pod, and it starts faster.
+func TestCNIInstallPrefersThePluginBinary(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "switchboard")
+	if out, err := exec.Command("go", "build", "-o", big, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	small := filepath.Join(dir, "switchboard-cni")
+	if out, err := exec.Command("go", "build", "-o", small, "../switchboard-cni").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	bin, conf, _ := cniDirs(t)
+	if out, err := exec.Command(big, "cni", "install", "--bin-dir", bin, "--conf-dir", conf).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v: %s", err, out)
+	}
+	want, err := os.ReadFile(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(bin, "switchboard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("installed %d bytes, want the plugin-only binary's %d", len(got), len(want))
+	}
+	cmd := exec.Command(filepath.Join(bin, "switchboard"))
+	cmd.Env = []string{"CNI_COMMAND=VERSION"}
+	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), `"1.1.0"`) {
+		t.Fatalf("installed plugin VERSION: %q %v", out, err)
+	}
+}

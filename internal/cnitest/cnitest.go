@@ -192,7 +192,9 @@ func (c *Chain) Add(ctx context.Context, p *Pod) ([]netip.Addr, *types100.Result
 }
 
 // Del runs DEL through the chain.
-func (c *Chain) Del(ctx context.Context, p *Pod) error { return c.CNI.DelNetworkList(ctx, c.List, p.Runtime()) }
+func (c *Chain) Del(ctx context.Context, p *Pod) error {
+	return c.CNI.DelNetworkList(ctx, c.List, p.Runtime())
+}
 
 // Check runs CHECK through the chain.
 func (c *Chain) Check(ctx context.Context, p *Pod) error {
