@@ -16,7 +16,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
-// The labels and annotations a pod speaks to the agent with (RULES.md).
+// The labels and annotations a pod speaks to the agent with (docs/kubernetes.md).
 const (
 	// KeyRegister is the label the default selector matches (value "true") and the
 	// annotation that opts a pod in ("true") or out ("false") whatever its labels.
@@ -84,7 +84,7 @@ func (c DeriveConfig) ttl() endpoint.TTL {
 func (c DeriveConfig) requireReady() bool { return c.RequireReady == nil || *c.RequireReady }
 
 // Derive turns a pod into the entries the agent publishes for it: one per (address,
-// named port), by the rules of RULES.md. ips are the pod's addresses from its CNI
+// named port), by the rules of docs/kubernetes.md. ips are the pod's addresses from its CNI
 // records; empty means the pod's status.podIPs. A pod that is not managed, is
 // terminating or done, or has no address yet yields nothing and no reason. A managed
 // pod that cannot be registered as a whole yields nothing and skip says why: a pod is

@@ -8,7 +8,7 @@
 // attachment, and returns — it never waits on the registry backend. The Controller's
 // reconciler joins the records with the node's pods from the Kubernetes API (an
 // informer on spec.nodeName=<node>), derives each managed pod's entries (Derive;
-// the rules are in RULES.md) and hands the whole set to a Sink
+// the rules are in docs/kubernetes.md) and hands the whole set to a Sink
 // (*agent.Agent.SetSource("pods", …)), whose publish loop writes the registry
 // through the same gate as the manifest's entries. A pod's entries are held
 // (manifest.Entry.Held) until it is Ready, and kept when the agent stops
