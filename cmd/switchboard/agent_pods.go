@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -12,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/switchboard-mesh/switchboard/agent"
 	"github.com/switchboard-mesh/switchboard/agent/pods"
@@ -89,23 +86,10 @@ func (f *podFlags) source(log *slog.Logger) (agent.NewSource, error) {
 // client reads the node's pods: from --kubeconfig, else the in-cluster service
 // account. Outside a cluster without --kubeconfig there is none, and the agent says so.
 func (f *podFlags) client(log *slog.Logger) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	switch {
-	case f.kubeconfig != "":
-		cfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
-	default:
-		cfg, err = rest.InClusterConfig()
-		if errors.Is(err, rest.ErrNotInCluster) {
-			log.Warn("no Kubernetes API: not in a cluster and no --kubeconfig; pods are recorded but not registered")
-			return nil, nil
-		}
+	c, err := kubeClient(f.kubeconfig, "switchboard-agent", log)
+	if errors.Is(err, rest.ErrNotInCluster) {
+		log.Warn("no Kubernetes API: not in a cluster and no --kubeconfig; pods are recorded but not registered")
+		return nil, nil
 	}
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--kubeconfig: %w", err)}
-	}
-	cfg.UserAgent = "switchboard-agent"
-	// client-go logs through klog; send it to the agent's log in the agent's format.
-	klog.SetSlogLogger(log.With("component", "client-go"))
-	return kubernetes.NewForConfig(cfg)
+	return c, err
 }

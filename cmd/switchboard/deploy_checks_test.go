@@ -41,7 +41,17 @@ type deployment struct {
 	manifests  []manifestAt // agent manifests, rendered for a sample node
 	addresses  []string     // --registrar-address of the agents
 	streams    []streamUse  // JetStream streams the registrars and init Jobs name
+
+	serviceAccounts map[string]bool     // namespace/name
+	grants          map[string][]grant  // by ServiceAccount, namespace/name
+	podClusters     []clusterAt         // --pod-cluster of the agents that register pods
+	cniSockets      map[string][]string // --cni-socket of the agents, by pod
+	installSockets  []socketAt          // --socket of cni install, with its pod
 }
+
+type clusterAt struct{ where, cluster string }
+
+type socketAt struct{ where, pod, socket string }
 
 func (d *deployment) errorf(format string, args ...any) {
 	d.errs = append(d.errs, fmt.Errorf(format, args...))
@@ -76,6 +86,7 @@ func checkObjects(t *testing.T, objs []object) ([]string, []error) {
 	d := &deployment{
 		configMaps: map[string]object{}, claims: map[string]bool{},
 		services: map[string]service{}, commands: map[string]bool{},
+		serviceAccounts: map[string]bool{}, cniSockets: map[string][]string{},
 	}
 	var pdbs []object
 	for _, o := range objs {
@@ -85,7 +96,9 @@ func checkObjects(t *testing.T, objs []object) ([]string, []error) {
 			var w podTemplate
 			decodeAs(t, o, &w)
 			tpl := w.Spec.Template
-			d.pods = append(d.pods, pod{o.where, o.Metadata.Namespace, tpl.Metadata.Labels, tpl.Spec})
+			d.pods = append(d.pods, pod{where: o.where, kind: o.Kind, namespace: o.Metadata.Namespace, labels: tpl.Metadata.Labels, spec: tpl.Spec})
+		case "ServiceAccount":
+			d.serviceAccounts[key] = true
 		case "CronJob", "Pod", "ReplicaSet":
 			d.errorf("%s: teach deploy_test.go where a %s keeps its pod spec", o.where, o.Kind)
 		case "ConfigMap":
@@ -100,11 +113,22 @@ func checkObjects(t *testing.T, objs []object) ([]string, []error) {
 			pdbs = append(pdbs, o)
 		}
 	}
+	var rbacErrs []error
+	d.grants, rbacErrs = serviceAccountGrants(t, objs)
+	d.errs = append(d.errs, rbacErrs...)
 	for _, p := range d.pods {
+		if sa := p.spec.ServiceAccountName; sa != "" && !d.serviceAccounts[p.namespace+"/"+sa] {
+			d.errorf("%s: serviceAccountName %s: no ServiceAccount %s/%s", p.where, sa, p.namespace, sa)
+		}
 		for _, c := range slices.Concat(p.spec.InitContainers, p.spec.Containers) {
 			if argv, ok := switchboardArgv(c); ok {
 				d.checkContainer(p, c, argv)
 			}
+		}
+	}
+	for _, s := range d.installSockets {
+		if !slices.Contains(d.cniSockets[s.pod], s.socket) {
+			d.errorf("%s: --socket %s: no agent in the pod serves its CNI server there (its --cni-socket: %v)", s.where, s.socket, d.cniSockets[s.pod])
 		}
 	}
 	d.checkServices()
@@ -224,15 +248,198 @@ func (d *deployment) checkContainer(p pod, c container, argv []string) {
 		if f := flag("config"); f != "" {
 			d.checkControlPlaneConfig(where, p, c, f)
 		}
+	case "cni install":
+		d.checkCNIInstall(where, p, c, cmd)
+	case "kube-sync":
+		d.checkKubeAPI(where, p, cmd)
 	}
-	if name == "registrar" || name == "registry init" {
-		if flag("registry-backend") == "jetstream" {
+	if name == "agent" && flagValue(cmd, "cni-socket") != "" {
+		d.checkPodRegistration(where, p, c, cmd)
+	}
+	if name == "registrar" || name == "registry init" || name == "kube-sync" {
+		if flagValue(cmd, "registry-backend") == "jetstream" {
 			d.streams = append(d.streams, streamUse{
-				where: where, init: name == "registry init", create: flag("create-stream") == "true",
-				id: flag("nats-url") + " " + flag("stream") + " " + flag("subject-prefix"),
+				where: where, init: name == "registry init", create: flagValue(cmd, "create-stream") == "true",
+				id: flagValue(cmd, "nats-url") + " " + flagValue(cmd, "stream") + " " + flagValue(cmd, "subject-prefix"),
 			})
 		}
 	}
+}
+
+// flagValue is cmd's flag n, "" when cmd has no such flag.
+func flagValue(cmd *cobra.Command, n string) string {
+	if f := cmd.Flags().Lookup(n); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// --- pod registration and the Kubernetes API -------------------------------------------
+
+// checkPodRegistration: an agent that serves the CNI plugin of its node. The plugin runs
+// on the host and dials the socket at the path it was installed with, so the socket
+// must be on a hostPath volume mounted at its own host path; the pod records must be
+// on the node, to outlive the pod; the agent must know its node and reach the API
+// server, and run on every node, since each node's pods register through its agent.
+func (d *deployment) checkPodRegistration(where string, p pod, c container, cmd *cobra.Command) {
+	socket := flagValue(cmd, "cni-socket")
+	switch host, readOnly, err := hostPathOf(p, c, socket); {
+	case err != nil:
+		d.errorf("%s: --cni-socket %s: %v: the CNI plugin runs on the host and cannot reach it", where, socket, err)
+	case host != socket:
+		d.errorf("%s: --cni-socket %s is %s on the host: the CNI plugin, on the host, dials the path it is given", where, socket, host)
+	case readOnly:
+		d.errorf("%s: --cni-socket %s is on a read-only mount", where, socket)
+	}
+	d.cniSockets[p.where] = append(d.cniSockets[p.where], socket)
+	switch dir := flagValue(cmd, "cni-state-dir"); {
+	case dir == "":
+		d.errorf("%s: --cni-state-dir is empty: the pod records would not outlive the agent", where)
+	default:
+		if _, readOnly, err := hostPathOf(p, c, dir); err != nil {
+			d.errorf("%s: --cni-state-dir %s: %v: the pod records would not outlive the pod", where, dir, err)
+		} else if readOnly {
+			d.errorf("%s: --cni-state-dir %s is on a read-only mount", where, dir)
+		}
+	}
+	if n := flagValue(cmd, "node-name"); n != fieldRefSamples["spec.nodeName"] {
+		d.errorf("%s: --node-name %q is not the pod's node: set it from an env var with fieldRef spec.nodeName", where, n)
+	}
+	d.checkKubeAPI(where, p, cmd)
+	if p.kind == "DaemonSet" && !slices.ContainsFunc(p.spec.Tolerations, func(t toleration) bool {
+		return t.Operator == "Exists" && t.Key == "" && t.Effect == ""
+	}) {
+		d.errorf("%s: pod registration, but the DaemonSet does not tolerate every taint (operator Exists): pods of tainted nodes would not be registered", p.where)
+	}
+	d.podClusters = append(d.podClusters, clusterAt{where, flagValue(cmd, "pod-cluster")})
+}
+
+// checkCNIInstall: the plugin and its configuration go to the node, so the directories
+// must be writable hostPath mounts.
+func (d *deployment) checkCNIInstall(where string, p pod, c container, cmd *cobra.Command) {
+	for _, n := range []string{"bin-dir", "conf-dir"} {
+		dir := flagValue(cmd, n)
+		if dir == "" {
+			continue
+		}
+		if _, readOnly, err := hostPathOf(p, c, dir); err != nil {
+			d.errorf("%s: --%s %s: %v: nothing would be installed on the node", where, n, dir, err)
+		} else if readOnly {
+			d.errorf("%s: --%s %s is on a read-only mount", where, n, dir)
+		}
+	}
+	d.installSockets = append(d.installSockets, socketAt{where, p.where, flagValue(cmd, "socket")})
+}
+
+// checkKubeAPI: a command that talks to the API server with the in-cluster config
+// (--kubeconfig empty) needs the pod's service account token, and a ServiceAccount of
+// its own with rules bound to it, not the namespace's default one.
+func (d *deployment) checkKubeAPI(where string, p pod, cmd *cobra.Command) {
+	if cmd.Flags().Lookup("kubeconfig") == nil || flagValue(cmd, "kubeconfig") != "" {
+		return
+	}
+	sa := p.spec.ServiceAccountName
+	switch {
+	case p.spec.AutomountServiceAccountToken != nil && !*p.spec.AutomountServiceAccountToken:
+		d.errorf("%s: the in-cluster API config (--kubeconfig empty), but automountServiceAccountToken is false", where)
+	case sa == "":
+		d.errorf("%s: the in-cluster API config (--kubeconfig empty), but no serviceAccountName: give it a ServiceAccount of its own", where)
+	case len(d.grants[p.namespace+"/"+sa]) == 0:
+		d.errorf("%s: ServiceAccount %s/%s is bound to no Role or ClusterRole", where, p.namespace, sa)
+	}
+}
+
+// hostPathOf returns where file (a file, or a mount point itself) in container c is on
+// the node, and whether it is mounted read-only; file must be on a hostPath volume.
+func hostPathOf(p pod, c container, file string) (string, bool, error) {
+	best := -1
+	for i, m := range c.VolumeMounts {
+		if (filepath.Clean(m.MountPath) == filepath.Clean(file) || under(m.MountPath, file)) &&
+			(best < 0 || len(m.MountPath) > len(c.VolumeMounts[best].MountPath)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", false, errors.New("on no volume mount")
+	}
+	m := c.VolumeMounts[best]
+	v, ok := p.volumeOf(m.Name)
+	switch {
+	case !ok:
+		return "", false, fmt.Errorf("volume %s is not defined", m.Name)
+	case v.HostPath == nil:
+		return "", false, fmt.Errorf("on volume %s, which is not a hostPath", m.Name)
+	}
+	rel, _ := filepath.Rel(m.MountPath, file)
+	return filepath.Join(v.HostPath.Path, rel), m.ReadOnly, nil
+}
+
+// grant is a rule held by a ServiceAccount, in a namespace ("" for the whole cluster).
+type grant struct {
+	namespace string
+	rule      policyRule
+}
+
+// serviceAccountGrants returns the rules bound to each ServiceAccount (namespace/name)
+// by the RoleBindings and ClusterRoleBindings in objs, and every binding that names a
+// role or ServiceAccount objs do not define.
+func serviceAccountGrants(t *testing.T, objs []object) (map[string][]grant, []error) {
+	t.Helper()
+	roles := map[string]role{} // kind/namespace/name
+	accounts := map[string]bool{}
+	for _, o := range objs {
+		switch o.Kind {
+		case "Role", "ClusterRole":
+			var r role
+			decodeAs(t, o, &r)
+			ns := o.Metadata.Namespace
+			if o.Kind == "ClusterRole" {
+				ns = ""
+			}
+			roles[o.Kind+"/"+ns+"/"+o.Metadata.Name] = r
+		case "ServiceAccount":
+			accounts[o.Metadata.Namespace+"/"+o.Metadata.Name] = true
+		}
+	}
+	grants := map[string][]grant{}
+	var errs []error
+	for _, o := range objs {
+		if o.Kind != "RoleBinding" && o.Kind != "ClusterRoleBinding" {
+			continue
+		}
+		var b roleBinding
+		decodeAs(t, o, &b)
+		scope := o.Metadata.Namespace
+		if o.Kind == "ClusterRoleBinding" {
+			scope = ""
+		}
+		roleNS := scope
+		if b.RoleRef.Kind == "ClusterRole" {
+			roleNS = ""
+		} else if o.Kind == "ClusterRoleBinding" {
+			errs = append(errs, fmt.Errorf("%s: a ClusterRoleBinding binds a ClusterRole, not a %s", o.where, b.RoleRef.Kind))
+			continue
+		}
+		r, ok := roles[b.RoleRef.Kind+"/"+roleNS+"/"+b.RoleRef.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: roleRef %s %s is not defined", o.where, b.RoleRef.Kind, b.RoleRef.Name))
+			continue
+		}
+		for _, s := range b.Subjects {
+			if s.Kind != "ServiceAccount" {
+				continue
+			}
+			ns := cmp.Or(s.Namespace, o.Metadata.Namespace)
+			if !accounts[ns+"/"+s.Name] {
+				errs = append(errs, fmt.Errorf("%s: subject ServiceAccount %s/%s is not defined", o.where, ns, s.Name))
+				continue
+			}
+			for _, rule := range r.Rules {
+				grants[ns+"/"+s.Name] = append(grants[ns+"/"+s.Name], grant{scope, rule})
+			}
+		}
+	}
+	return grants, errs
 }
 
 // checkBackendParams refuses what registry.Open would refuse at start: a flag that the
@@ -581,6 +788,13 @@ func (d *deployment) checkAcross() {
 				if !slices.Contains(d.clusters, e.Endpoint.Cluster) {
 					d.errorf("%s: manifest line %d: cluster %q, but the registrar accepts %v", m.where, e.Line, e.Endpoint.Cluster, d.clusters)
 				}
+			}
+		}
+	}
+	if len(d.clusters) > 0 {
+		for _, c := range d.podClusters {
+			if !slices.Contains(d.clusters, c.cluster) {
+				d.errorf("%s: --pod-cluster %q, but the registrar accepts %v", c.where, c.cluster, d.clusters)
 			}
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"text/template"
 
-	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -32,11 +31,13 @@ const chartDir = "helm/switchboard"
 
 // templateCommands says which commands the --flags in each chart template belong to.
 var templateCommands = map[string][]string{
-	"_helpers.tpl":      {"registrar", "registry init"},
+	"_helpers.tpl":      {"registrar", "registry init", "kube-sync"},
+	"_cni.tpl":          {"cni install"},
 	"registrar.yaml":    {"registrar"},
 	"agent.yaml":        {"agent"},
 	"controlplane.yaml": {"controlplane"},
 	"stream-init.yaml":  {"registry init"},
+	"kube-sync.yaml":    {"kube-sync"},
 }
 
 var literalFlag = regexp.MustCompile(`(?:^|[^-\w])--([a-z][a-z0-9-]*)`)
@@ -58,7 +59,11 @@ func TestDeployHelmChartFlags(t *testing.T) {
 			t.Errorf("templates/%s uses --%s: add it to templateCommands", e.Name(), flags[0][1])
 		}
 		for _, name := range cmds {
-			cmd := findCommand(t, name)
+			cmd, _, err := newRootCmd(io.Discard, io.Discard).Find(strings.Fields(name))
+			if err != nil || cmd.CommandPath() != "switchboard "+name {
+				t.Errorf("templates/%s: no command switchboard %s (%v)", e.Name(), name, err)
+				continue
+			}
 			for _, f := range flags {
 				if cmd.Flag(f[1]) == nil {
 					t.Errorf("templates/%s: switchboard %s has no flag --%s", e.Name(), name, f[1])
@@ -87,15 +92,6 @@ func TestDeployHelmChartFlags(t *testing.T) {
 	}
 }
 
-func findCommand(t *testing.T, name string) *cobra.Command {
-	t.Helper()
-	cmd, _, err := newRootCmd(io.Discard, io.Discard).Find(strings.Fields(name))
-	if err != nil || cmd.CommandPath() != "switchboard "+name {
-		t.Fatalf("no command switchboard %s (%v)", name, err)
-	}
-	return cmd
-}
-
 // TestDeployHelmChartRenders renders the chart with a stand-in for `helm template`
 // (Go text/template with the few Helm functions the chart uses; no helm binary here)
 // and puts the output through the same checks as deploy/kubernetes.
@@ -119,6 +115,14 @@ func TestDeployHelmChartRenders(t *testing.T) {
 			"controlplane.database.etcd.passwordSecret": "etcd-cp"}, allCommands},
 		{"nothing", map[string]any{"registrar.enabled": false, "agent.enabled": false, "controlplane.enabled": false, "streamInit.enabled": false},
 			nil},
+		{"pod registration", map[string]any{"cni.enabled": true}, cniCommands},
+		{"pod registration, kept installed, fail", map[string]any{"cni.enabled": true, "cni.keepInstalled": true,
+			"cni.onAgentUnreachable": "fail", "cni.binDir": "/home/kubernetes/bin"}, cniCommands},
+		{"pod registration, external registrar", map[string]any{"cni.enabled": true, "registrar.enabled": false,
+			"agent.registrarAddress": "registrar.example.net:9443", "pods.cluster": "pods-b"},
+			[]string{"agent", "cni install", "controlplane", "registry init"}},
+		{"kube-sync", map[string]any{"kubeSync.enabled": true}, []string{"agent", "controlplane", "kube-sync", "registrar", "registry init"}},
+		{"kube-sync on etcd", map[string]any{"kubeSync.enabled": true, "backend.name": "etcd"}, []string{"agent", "controlplane", "kube-sync", "registrar"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

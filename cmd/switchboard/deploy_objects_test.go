@@ -43,26 +43,37 @@ type podTemplate struct {
 }
 
 type podSpec struct {
-	TerminationGracePeriodSeconds *int        `yaml:"terminationGracePeriodSeconds"`
+	TerminationGracePeriodSeconds *int   `yaml:"terminationGracePeriodSeconds"`
+	ServiceAccountName            string `yaml:"serviceAccountName"`
+	AutomountServiceAccountToken  *bool  `yaml:"automountServiceAccountToken"`
+	Tolerations                   []toleration
 	InitContainers                []container `yaml:"initContainers"`
 	Containers                    []container
 	Volumes                       []volume
 }
 
+type toleration struct {
+	Key      string
+	Operator string
+	Effect   string
+}
+
 type container struct {
-	Name         string
-	Image        string
-	Command      []string
-	Args         []string
-	Env          []envVar
-	Ports        []portSpec
-	VolumeMounts []struct {
-		Name      string
-		MountPath string `yaml:"mountPath"`
-		ReadOnly  bool   `yaml:"readOnly"`
-	} `yaml:"volumeMounts"`
-	ReadinessProbe *probe `yaml:"readinessProbe"`
-	LivenessProbe  *probe `yaml:"livenessProbe"`
+	Name           string
+	Image          string
+	Command        []string
+	Args           []string
+	Env            []envVar
+	Ports          []portSpec
+	VolumeMounts   []volumeMount `yaml:"volumeMounts"`
+	ReadinessProbe *probe        `yaml:"readinessProbe"`
+	LivenessProbe  *probe        `yaml:"livenessProbe"`
+}
+
+type volumeMount struct {
+	Name      string
+	MountPath string `yaml:"mountPath"`
+	ReadOnly  bool   `yaml:"readOnly"`
 }
 
 type portSpec struct {
@@ -95,6 +106,35 @@ type volume struct {
 	PersistentVolumeClaim *struct {
 		ClaimName string `yaml:"claimName"`
 	} `yaml:"persistentVolumeClaim"`
+	HostPath *struct {
+		Path string
+		Type string
+	} `yaml:"hostPath"`
+}
+
+// RBAC: Roles and ClusterRoles, and what binds them to ServiceAccounts.
+
+type policyRule struct {
+	APIGroups     []string `yaml:"apiGroups"`
+	Resources     []string
+	ResourceNames []string `yaml:"resourceNames"`
+	Verbs         []string
+}
+
+type role struct {
+	Rules []policyRule
+}
+
+type roleBinding struct {
+	RoleRef struct {
+		Kind string
+		Name string
+	} `yaml:"roleRef"`
+	Subjects []struct {
+		Kind      string
+		Name      string
+		Namespace string
+	}
 }
 
 type probe struct {
@@ -122,6 +162,7 @@ type selectorSpec struct {
 // pod is one workload's pod template.
 type pod struct {
 	where     string
+	kind      string // of the workload
 	namespace string
 	labels    map[string]string
 	spec      podSpec

@@ -96,6 +96,17 @@ func TestDeployHelmSchemaRejectsBadValues(t *testing.T) {
 		{"flag of another backend", nil, map[string]any{"backend.flags.etcd.nats-url": "nats://x:4222"}, "nats-url"},
 		{"misspelt backend flag", nil, map[string]any{"backend.flags.etcd.etcd-max-txn-opps": 10}, "etcd-max-txn-opps"},
 		{"fractional backend flag", nil, map[string]any{"backend.flags.etcd.etcd-max-txn-ops": 1.5}, "etcd-max-txn-ops"},
+		{"cni enabled as text", map[string]any{"cni.enabled": "true"}, nil, "/cni/enabled"},
+		{"cni unreachable policy", map[string]any{"cni.onAgentUnreachable": "retry"}, nil, "/cni/onAgentUnreachable"},
+		{"cni relative bin dir", map[string]any{"cni.binDir": "opt/cni/bin"}, nil, "/cni/binDir"},
+		{"cni wait without unit", map[string]any{"cni.wait": "300"}, nil, "/cni/wait"},
+		{"pod ttl without unit", map[string]any{"pods.ttl": "30"}, nil, "/pods/ttl"},
+		{"pod resync as number", map[string]any{"pods.resync": 30}, nil, "/pods/resync"},
+		{"empty pod selector", map[string]any{"pods.selector": ""}, nil, "/pods/selector"},
+		{"pod cluster", map[string]any{"pods.cluster": "9 lives"}, nil, "/pods/cluster"},
+		{"misspelt cni key", nil, map[string]any{"cni.keepInstaled": true}, "keepInstaled"},
+		{"kube-sync namespace", map[string]any{"kubeSync.importNamespace": "Default"}, nil, "/kubeSync/importNamespace"},
+		{"kube-sync extra arg without --", map[string]any{"kubeSync.extraArgs": []any{"resync=1m"}}, nil, "/kubeSync/extraArgs/0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

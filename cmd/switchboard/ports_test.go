@@ -17,6 +17,7 @@ func TestHTTPPortsDefaultToLoopback(t *testing.T) {
 		{[]string{"agent", "--help"}, "--metrics-listen", "127.0.0.1:9102"},
 		{[]string{"registrar", "--help"}, "--health-listen", "127.0.0.1:8081"},
 		{[]string{"controlplane", "--help"}, "--metrics-listen", "127.0.0.1:50053"},
+		{[]string{"kube-sync", "--help"}, "--metrics-listen", "127.0.0.1:9106"},
 		{[]string{"dev", "--help"}, "--registrar-health-listen", "127.0.0.1:8081"},
 		{[]string{"dev", "--help"}, "--controlplane-metrics-listen", "127.0.0.1:50053"},
 		{[]string{"dev", "--help"}, "--nats-listen", "127.0.0.1:4222"},

@@ -38,6 +38,20 @@ securityContext:
     drop: ["ALL"]
 {{- end }}
 
+{{/* For containers that write to host directories, which the node creates owned by
+root (hostPath DirectoryOrCreate): uid 0, but without any capability, so no more than
+the owner of those directories may do. */}}
+{{- define "switchboard.rootContainerSecurityContext" -}}
+securityContext:
+  runAsNonRoot: false
+  runAsUser: 0
+  runAsGroup: 0
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: ["ALL"]
+{{- end }}
+
 {{/* --registry-backend and the chosen backend's flags, as container args. Helm reads
 every number in the values as a float, which prints as 1e+06 from 1000000; the schema
 allows only integers there, so they print as integers. */}}

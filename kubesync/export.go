@@ -1,0 +1,306 @@
+package kubesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+)
+
+// fieldManager names this package in the objects' managedFields.
+const fieldManager = "switchboard-kubesync"
+
+// exporter writes the selected registry services as Services and EndpointSlices
+// in one namespace. Its key is a registry service name, which is also the
+// Service's name.
+type exporter struct {
+	ns       string
+	client   kubernetes.Interface
+	services corelisters.ServiceNamespaceLister
+	slices   discoverylisters.EndpointSliceNamespaceLister
+	view     *view
+	ctl      *controller
+	notes    notes
+	log      *slog.Logger
+	m        *metrics
+}
+
+// onService queues a Service we own, or one whose name a registry service wants:
+// a user deleting a Service that blocked ours lets ours be created.
+func (e *exporter) onService(obj any) {
+	if svc, ok := objectAs[*corev1.Service](obj); ok && (ownedService(svc) || e.view.has(svc.Name)) {
+		e.ctl.enqueue(svc.Name)
+	}
+}
+
+// onSlice queues the service of a slice we own, so one changed or deleted by
+// someone else is put back.
+func (e *exporter) onSlice(obj any) {
+	if s, ok := objectAs[*discoveryv1.EndpointSlice](obj); ok && ownedSlice(s) {
+		e.ctl.enqueue(sliceService(s))
+	}
+}
+
+// resyncAll queues every service we export or have objects for.
+func (e *exporter) resyncAll() {
+	for _, svc := range e.view.services() {
+		e.ctl.enqueue(svc)
+	}
+	if svcs, err := e.services.List(labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})); err == nil {
+		for _, s := range svcs {
+			e.ctl.enqueue(s.Name)
+		}
+	}
+	if sls, err := e.slices.List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: SliceManagedBy})); err == nil {
+		for _, s := range sls {
+			e.ctl.enqueue(sliceService(s))
+		}
+	}
+}
+
+// sync makes Kubernetes match the registry for one service: the Service and its
+// slices when it has exportable endpoints, nothing of ours otherwise.
+func (e *exporter) sync(ctx context.Context, svc string) error {
+	if msgs := validation.IsDNS1035Label(svc); len(msgs) > 0 {
+		// Registry names may hold upper case and '_', and be 253 long; a Service
+		// name may not. There is nothing of ours to remove under such a name.
+		var n []note
+		if e.view.has(svc) {
+			n = []note{{reason: reasonInvalidName, detail: strings.Join(msgs, "; ")}}
+		}
+		e.report(svc, n)
+		return nil
+	}
+	plan := planExport(e.ns, svc, e.view.endpoints(svc))
+	if plan.service == nil {
+		if err := e.remove(ctx, svc); err != nil {
+			return err
+		}
+		e.report(svc, plan.notes)
+		return nil
+	}
+	owner, err := e.ensureService(ctx, plan.service)
+	if err != nil {
+		return err
+	}
+	n := plan.notes
+	if owner == nil {
+		// The name is a user's Service: leave it, and take away any slices of ours
+		// that kube-proxy would otherwise add to it.
+		n = append(n, note{reason: reasonConflict, kind: kindService, detail: svc})
+		if err := e.deleteSlices(ctx, svc, nil); err != nil {
+			return err
+		}
+		e.report(svc, n)
+		return nil
+	}
+	sn, err := e.syncSlices(ctx, svc, owner, plan.slices)
+	if err != nil {
+		return err
+	}
+	e.report(svc, append(n, sn...))
+	return nil
+}
+
+// report logs and counts the notes of svc not reported before.
+func (e *exporter) report(svc string, n []note) {
+	for _, f := range e.notes.replace(svc, n) {
+		if f.reason == reasonConflict {
+			e.m.conflicts.WithLabelValues(f.kind).Inc()
+			e.log.Warn("name taken by an object kubesync does not own: leaving it alone", "service", svc, "kind", f.kind, "name", f.detail)
+			continue
+		}
+		e.m.skipped.WithLabelValues(dirExport, f.reason).Inc()
+		e.log.Warn("not exported", "service", svc, "reason", f.reason, "detail", f.detail)
+	}
+}
+
+// ensureService creates or updates our Service and returns it, or nil when the
+// name belongs to a Service that is not ours.
+func (e *exporter) ensureService(ctx context.Context, want *corev1.Service) (*corev1.Service, error) {
+	api := e.client.CoreV1().Services(e.ns)
+	cur, err := e.services.Get(want.Name)
+	if apierrors.IsNotFound(err) {
+		var got *corev1.Service
+		got, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			e.m.object(kindService, opCreated)
+			e.log.Info("created Service", "service", want.Name, "ports", len(want.Spec.Ports))
+			return got, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create Service %s: %w", want.Name, err)
+		}
+		// The cache has not seen it yet (our own create of a moment ago, or a
+		// user's): decide on the live object.
+		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+	}
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("get Service %s: %w", want.Name, err)
+	case !ownedService(cur):
+		return nil, nil
+	case serviceUpToDate(cur, want):
+		return cur, nil
+	}
+	upd := cur.DeepCopy()
+	upd.Labels = withLabels(upd.Labels, want.Labels)
+	upd.Spec.Type, upd.Spec.Selector = want.Spec.Type, nil
+	upd.Spec.Ports, upd.Spec.IPFamilyPolicy = want.Spec.Ports, want.Spec.IPFamilyPolicy
+	got, err := api.Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("update Service %s: %w", want.Name, err)
+	}
+	e.m.object(kindService, opUpdated)
+	e.log.Info("updated Service", "service", want.Name, "ports", len(want.Spec.Ports))
+	return got, nil
+}
+
+// serviceUpToDate compares what export sets; what the API server fills in (the
+// cluster IP, defaults) is not ours to compare.
+func serviceUpToDate(cur, want *corev1.Service) bool {
+	return cur.Spec.Type == want.Spec.Type && len(cur.Spec.Selector) == 0 &&
+		hasLabels(cur.Labels, want.Labels) &&
+		apiequality.Semantic.DeepEqual(cur.Spec.IPFamilyPolicy, want.Spec.IPFamilyPolicy) &&
+		apiequality.Semantic.DeepEqual(cur.Spec.Ports, want.Spec.Ports)
+}
+
+// syncSlices creates and updates the wanted slices, then deletes the other slices
+// of ours for svc: in that order, so the Service never has no endpoints between
+// two states that both have some.
+func (e *exporter) syncSlices(ctx context.Context, svc string, owner *corev1.Service, want []*discoveryv1.EndpointSlice) ([]note, error) {
+	ref := ownerRef(owner)
+	keep := make(map[string]bool, len(want))
+	var n []note
+	var errs []error
+	for _, w := range want {
+		if ref != nil {
+			w.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
+		keep[w.Name] = true
+		mine, err := e.ensureSlice(ctx, w)
+		if err != nil {
+			errs = append(errs, err)
+		} else if !mine {
+			n = append(n, note{reason: reasonConflict, kind: kindSlice, detail: w.Name})
+		}
+	}
+	errs = append(errs, e.deleteSlices(ctx, svc, keep))
+	return n, errors.Join(errs...)
+}
+
+// ownerRef makes our Service the slices' owner, so Kubernetes deletes them with it.
+// The fake clientset assigns no UIDs; a reference without one would be refused.
+func ownerRef(owner *corev1.Service) *metav1.OwnerReference {
+	if owner == nil || owner.UID == "" {
+		return nil
+	}
+	yes := true
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: owner.Name, UID: owner.UID, Controller: &yes}
+}
+
+// ensureSlice creates or updates one slice; it reports false when the name is
+// taken by a slice that is not ours.
+func (e *exporter) ensureSlice(ctx context.Context, want *discoveryv1.EndpointSlice) (bool, error) {
+	api := e.client.DiscoveryV1().EndpointSlices(e.ns)
+	cur, err := e.slices.Get(want.Name)
+	if apierrors.IsNotFound(err) {
+		_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			e.m.object(kindSlice, opCreated)
+			e.log.Debug("created EndpointSlice", "slice", want.Name, "endpoints", len(want.Endpoints))
+			return true, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return true, fmt.Errorf("create EndpointSlice %s: %w", want.Name, err)
+		}
+		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{}) // the cache is behind
+	}
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("get EndpointSlice %s: %w", want.Name, err)
+	case !ownedSlice(cur):
+		return false, nil
+	case sliceUpToDate(cur, want):
+		return true, nil
+	}
+	upd := cur.DeepCopy()
+	upd.Labels = withLabels(upd.Labels, want.Labels)
+	upd.OwnerReferences, upd.Endpoints, upd.Ports = want.OwnerReferences, want.Endpoints, want.Ports
+	if _, err := api.Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return true, fmt.Errorf("update EndpointSlice %s: %w", want.Name, err)
+	}
+	e.m.object(kindSlice, opUpdated)
+	e.log.Debug("updated EndpointSlice", "slice", want.Name, "endpoints", len(want.Endpoints))
+	return true, nil
+}
+
+func sliceUpToDate(cur, want *discoveryv1.EndpointSlice) bool {
+	return cur.AddressType == want.AddressType && hasLabels(cur.Labels, want.Labels) &&
+		apiequality.Semantic.DeepEqual(cur.OwnerReferences, want.OwnerReferences) &&
+		apiequality.Semantic.DeepEqual(cur.Ports, want.Ports) &&
+		apiequality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints)
+}
+
+// deleteSlices deletes our slices of svc whose names keep lacks.
+func (e *exporter) deleteSlices(ctx context.Context, svc string, keep map[string]bool) error {
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: SliceManagedBy})
+	have, err := e.slices.List(sel)
+	if err != nil {
+		return fmt.Errorf("list EndpointSlices of %s: %w", svc, err)
+	}
+	var errs []error
+	for _, s := range have {
+		if keep[s.Name] {
+			continue
+		}
+		err := e.client.DiscoveryV1().EndpointSlices(e.ns).Delete(ctx, s.Name, deleteOptions(s.UID))
+		switch {
+		case apierrors.IsNotFound(err): // deleted already; the cache is behind
+		case err != nil:
+			errs = append(errs, fmt.Errorf("delete EndpointSlice %s: %w", s.Name, err))
+		default:
+			e.m.object(kindSlice, opDeleted)
+			e.log.Debug("deleted EndpointSlice", "slice", s.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// remove deletes our slices and Service of svc, which has nothing left to export.
+func (e *exporter) remove(ctx context.Context, svc string) error {
+	if err := e.deleteSlices(ctx, svc, nil); err != nil {
+		return err
+	}
+	cur, err := e.services.Get(svc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get Service %s: %w", svc, err)
+	case !ownedService(cur):
+		return nil
+	}
+	err = e.client.CoreV1().Services(e.ns).Delete(ctx, svc, deleteOptions(cur.UID))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // deleted already; the cache is behind
+	case err != nil:
+		return fmt.Errorf("delete Service %s: %w", svc, err)
+	}
+	e.m.object(kindService, opDeleted)
+	e.log.Info("deleted Service: no endpoints left in the registry", "service", svc)
+	return nil
+}

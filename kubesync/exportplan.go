@@ -1,0 +1,249 @@
+package kubesync
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// maxSliceEndpoints is the most endpoints export puts in one slice: the
+// EndpointSlice controller's default, which kube-proxy and CoreDNS are tuned for.
+const maxSliceEndpoints = 100
+
+// exportPlan is what one registry service should look like in Kubernetes. It is
+// computed from the registry alone, so a sync compares it with what exists.
+type exportPlan struct {
+	service *corev1.Service // nil: nothing exportable, remove what we made
+	slices  []*discoveryv1.EndpointSlice
+	notes   []note
+}
+
+// portKey is one distinct (protocol, port) of a registry service.
+type portKey struct {
+	proto string
+	port  int
+}
+
+// planExport builds the Service and slices for registry service name from its
+// selected endpoints.
+func planExport(ns, name string, eps []endpoint.Endpoint) exportPlan {
+	ports, names, notes := planPorts(eps)
+	if len(ports) == 0 {
+		return exportPlan{notes: notes}
+	}
+	return exportPlan{
+		service: desiredService(ns, name, ports),
+		slices:  desiredSlices(ns, name, ports, groupAddresses(eps, names)),
+		notes:   notes,
+	}
+}
+
+// planPorts gives each distinct (protocol, port) a Service port, in protocol then
+// port order. A Service holds one port per (L4 protocol, number) and one per name,
+// so a second protocol on a port number (http and grpc both on 8080) is left out,
+// as is an entry without a port, which a Service cannot express.
+func planPorts(eps []endpoint.Endpoint) ([]corev1.ServicePort, map[portKey]string, []note) {
+	keys, notes := portKeys(eps)
+	perProto := map[string]int{}
+	for _, k := range keys {
+		perProto[k.proto]++
+	}
+	var ports []corev1.ServicePort
+	names := map[portKey]string{}
+	usedName, usedNum := map[string]bool{}, map[string]bool{}
+	for _, k := range keys {
+		sp := servicePort(k, perProto[k.proto] > 1)
+		num := fmt.Sprintf("%s/%d", sp.Protocol, sp.Port)
+		if usedName[sp.Name] || usedNum[num] {
+			notes = append(notes, note{reason: reasonPortClash, detail: fmt.Sprintf("%s/%d", k.proto, k.port)})
+			continue
+		}
+		usedName[sp.Name], usedNum[num] = true, true
+		ports = append(ports, sp)
+		names[k] = sp.Name
+	}
+	return ports, names, notes
+}
+
+// portKeys returns the distinct (protocol, port) pairs with a port, sorted, and a
+// note for each protocol seen without one.
+func portKeys(eps []endpoint.Endpoint) ([]portKey, []note) {
+	var notes []note
+	var keys []portKey
+	seen := map[portKey]bool{}
+	for _, e := range eps {
+		k := portKey{e.Protocol, e.Port}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if e.Port == 0 {
+			notes = append(notes, note{reason: reasonNoPort, detail: e.Protocol})
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b portKey) int { return cmp.Or(cmp.Compare(a.proto, b.proto), cmp.Compare(a.port, b.port)) })
+	return keys, notes
+}
+
+func servicePort(k portKey, several bool) corev1.ServicePort {
+	return corev1.ServicePort{
+		Name:        exportPortName(k.proto, k.port, several),
+		Protocol:    l4Protocol(k.proto),
+		Port:        int32(k.port),
+		TargetPort:  intstr.FromInt32(int32(k.port)),
+		AppProtocol: exportAppProtocol(k.proto),
+	}
+}
+
+// desiredService is the selector-less Service: kube-proxy takes its endpoints
+// from our slices, CoreDNS gives it a name. PreferDualStack gives it a cluster IP
+// of each family the cluster has, as its slices may be of either.
+func desiredService(ns, name string, ports []corev1.ServicePort) *corev1.Service {
+	policy := corev1.IPFamilyPolicyPreferDualStack
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}},
+		Spec: corev1.ServiceSpec{
+			Type:           corev1.ServiceTypeClusterIP,
+			Ports:          ports,
+			IPFamilyPolicy: &policy,
+		},
+	}
+}
+
+// addrGroup is the addresses of one family that serve the same set of ports: the
+// endpoints of a slice share its ports, so each such set needs slices of its own.
+type addrGroup struct {
+	family discoveryv1.AddressType
+	ports  []string // port names, sorted
+	addrs  []netip.Addr
+}
+
+// groupAddresses groups the addresses by family and the set of ports each serves.
+// An address in several clusters' entries is one endpoint.
+func groupAddresses(eps []endpoint.Endpoint, names map[portKey]string) []*addrGroup {
+	served := map[netip.Addr]map[string]bool{}
+	for _, e := range eps {
+		name, ok := names[portKey{e.Protocol, e.Port}]
+		a, err := netip.ParseAddr(e.Address)
+		if !ok || err != nil {
+			continue
+		}
+		if served[a] == nil {
+			served[a] = map[string]bool{}
+		}
+		served[a][name] = true
+	}
+	groups := map[string]*addrGroup{}
+	for a, set := range served {
+		g := groupFor(groups, a, set)
+		g.addrs = append(g.addrs, a)
+	}
+	out := make([]*addrGroup, 0, len(groups))
+	for _, g := range groups {
+		slices.SortFunc(g.addrs, netip.Addr.Compare)
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b *addrGroup) int {
+		return cmp.Or(cmp.Compare(a.family, b.family), slices.Compare(a.ports, b.ports))
+	})
+	return out
+}
+
+func groupFor(groups map[string]*addrGroup, a netip.Addr, set map[string]bool) *addrGroup {
+	fam := discoveryv1.AddressTypeIPv6
+	if a.Is4() {
+		fam = discoveryv1.AddressTypeIPv4
+	}
+	ports := make([]string, 0, len(set))
+	for n := range set {
+		ports = append(ports, n)
+	}
+	slices.Sort(ports)
+	key := string(fam) + "|" + strings.Join(ports, ",")
+	g := groups[key]
+	if g == nil {
+		g = &addrGroup{family: fam, ports: ports}
+		groups[key] = g
+	}
+	return g
+}
+
+// desiredSlices cuts each group into slices of at most maxSliceEndpoints.
+func desiredSlices(ns, svc string, ports []corev1.ServicePort, groups []*addrGroup) []*discoveryv1.EndpointSlice {
+	byName := map[string]corev1.ServicePort{}
+	for _, p := range ports {
+		byName[p.Name] = p
+	}
+	var out []*discoveryv1.EndpointSlice
+	for _, g := range groups {
+		sp := make([]discoveryv1.EndpointPort, 0, len(g.ports))
+		for _, n := range g.ports {
+			sp = append(sp, slicePort(byName[n]))
+		}
+		for i, chunk := range chunks(g.addrs, maxSliceEndpoints) {
+			out = append(out, &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: sliceName(svc, g, i), Namespace: ns, Labels: sliceLabels(svc)},
+				AddressType: g.family,
+				Endpoints:   sliceEndpoints(chunk),
+				Ports:       sp,
+			})
+		}
+	}
+	return out
+}
+
+func sliceLabels(svc string) map[string]string {
+	return map[string]string{
+		discoveryv1.LabelServiceName: svc,
+		discoveryv1.LabelManagedBy:   SliceManagedBy,
+		LabelManagedBy:               ManagedBy,
+	}
+}
+
+func slicePort(p corev1.ServicePort) discoveryv1.EndpointPort {
+	name, proto, port := p.Name, p.Protocol, p.Port
+	return discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &port, AppProtocol: p.AppProtocol}
+}
+
+func sliceEndpoints(addrs []netip.Addr) []discoveryv1.Endpoint {
+	out := make([]discoveryv1.Endpoint, len(addrs))
+	for i, a := range addrs {
+		ready := true
+		out[i] = discoveryv1.Endpoint{Addresses: []string{a.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
+	}
+	return out
+}
+
+// sliceName is deterministic, so a sync finds the slice it made before by name and
+// updates it in place: SERVICE-v4|v6-HASH-N, HASH naming the set of ports, N the
+// chunk.
+func sliceName(svc string, g *addrGroup, i int) string {
+	h := fnv.New32a()
+	h.Write([]byte(strings.Join(g.ports, ",")))
+	fam := "v6"
+	if g.family == discoveryv1.AddressTypeIPv4 {
+		fam = "v4"
+	}
+	return fmt.Sprintf("%s-%s-%08x-%d", svc, fam, h.Sum32(), i)
+}
+
+func chunks[T any](s []T, n int) [][]T {
+	var out [][]T
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
