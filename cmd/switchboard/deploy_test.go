@@ -22,9 +22,30 @@ const deployDir = "../../deploy"
 // allCommands is what a full deployment runs.
 var allCommands = []string{"agent", "controlplane", "registrar", "registry init"}
 
+// kubernetesAlternatives are the files of deploy/kubernetes that kustomization.yaml
+// does not list, each in place of the file it names (deploy/README.md).
+var kubernetesAlternatives = map[string]string{"agent-cni.yaml": "agent.yaml"}
+
+// kubernetesFiles returns what `kubectl apply -k deploy/kubernetes` applies: every
+// file but the alternatives, or, with use, alternative use in place of its file.
+func kubernetesFiles(t *testing.T, use string) map[string]string {
+	t.Helper()
+	files := readFiles(t, filepath.Join(deployDir, "kubernetes"))
+	for alt, instead := range kubernetesAlternatives {
+		if _, ok := files[alt]; !ok {
+			t.Fatalf("deploy/kubernetes has no %s", alt)
+		}
+		if alt == use {
+			files[instead] = files[alt]
+		}
+		delete(files, alt)
+	}
+	return files
+}
+
 func TestDeployKubernetesManifests(t *testing.T) {
 	dir := filepath.Join(deployDir, "kubernetes")
-	files := readFiles(t, dir)
+	files := kubernetesFiles(t, "")
 	objs := decodeFiles(t, files)
 	got := mustCheck(t, objs)
 	if !slices.Equal(got, allCommands) {
@@ -73,7 +94,7 @@ func TestDeployChecksCatchMistakes(t *testing.T) {
 		{"nats-stream-init.yaml", "- init", "- initt", "is a command group"},
 		{"nats-stream-init.yaml", "nats://nats.nats.svc:4222", "nats://nats.other.svc:4222", "no registry init creates stream"},
 	}
-	files := readFiles(t, filepath.Join(deployDir, "kubernetes"))
+	files := kubernetesFiles(t, "")
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			if !strings.Contains(files[tt.file], tt.old) {
