@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -139,9 +140,12 @@ func (l *loop) setEntries(all []sourced) {
 			if e != nil {
 				e.stop()
 			}
+			// A key that comes back before its removal was written keeps what the
+			// registry may hold of it, so that the removal still happens if needed.
+			prev := cmp.Or(e, l.orphans[k])
 			ne := newEntry(se.m)
-			if e != nil {
-				ne.registered, ne.maybe, ne.written = e.registered, e.maybe, e.written
+			if prev != nil {
+				ne.registered, ne.maybe, ne.written = prev.registered, prev.maybe, prev.written
 			}
 			e = ne
 			l.startChecks(e)

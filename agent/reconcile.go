@@ -45,9 +45,10 @@ func (l *loop) decide(e *entry, now time.Time) (write, bool) {
 	switch {
 	case open && e.due(now):
 		return write{e, registry.Register(e.m.Endpoint)}, true
-	case e.m.Held != "" && e.registered:
+	case e.m.Held != "" && e.maybe:
+		// maybe, not registered: a register whose reply was lost may have landed.
 		return write{e, registry.Unregister(e.m.Endpoint)}, true
-	case !healthy && e.registered && !l.opts.KeepWhenUnhealthy:
+	case !healthy && e.maybe && !l.opts.KeepWhenUnhealthy:
 		// Failing checks remove at once, even while a failed apply pauses the gate; the
 		// pause alone only stops refreshing.
 		return write{e, registry.Unregister(e.m.Endpoint)}, true

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,4 +127,76 @@ func TestManifestWinsOverSource(t *testing.T) {
 	if len(r.a.Status()) != 2 {
 		t.Fatalf("status lists %d entries, want the manifest's and the marker", len(r.a.Status()))
 	}
+}
+
+// lossy applies each batch and then, while lose is set, reports a failure: a write
+// that landed but whose reply timed out.
+type lossy struct {
+	r    registry.Registry
+	lose atomic.Bool
+}
+
+func (p *lossy) Apply(ctx context.Context, ops []registry.Op) error {
+	err := p.r.Apply(ctx, ops)
+	if p.lose.Load() {
+		return errors.New("deadline exceeded")
+	}
+	return err
+}
+
+// An entry whose register landed although the write reported failure is removed
+// once its source holds it: the registry may hold it.
+func TestHeldAfterAnUncertainRegister(t *testing.T) {
+	mem := memory.New()
+	defer mem.Close()
+	pub := &lossy{r: mem}
+	pub.lose.Store(true)
+	r := start(t, nil, Options{Publisher: pub, RetryMin: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	pod := mentry(ep("web", "10.0.0.1", 80, 30*time.Second))
+	pod.KeepOnShutdown = true
+	r.a.SetSource("pods", []manifest.Entry{pod})
+	eventually(t, "in the registry", func() bool { return listed(t, mem, pod.Endpoint.Key()) })
+	pod.Held = "pod not Ready"
+	r.a.SetSource("pods", []manifest.Entry{pod})
+	eventually(t, "held", func() bool { s, _ := status(r.a, pod.Endpoint.Key()); return s.Reason == "pod not Ready" })
+	pub.lose.Store(false)
+	eventually(t, "removed once writes answer", func() bool { return !listed(t, mem, pod.Endpoint.Key()) })
+}
+
+// A key that leaves its source while its removal cannot be written, and comes back
+// held (a new pod with the old one's address, not Ready yet), is still removed: the
+// old registration is not forgotten.
+func TestOrphanThatComesBackHeld(t *testing.T) {
+	reg := &recorder{r: memory.New()}
+	defer reg.r.Close()
+	r := start(t, nil, Options{Publisher: reg, RetryMin: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	pod := mentry(ep("web", "10.0.0.1", 80, 30*time.Second))
+	pod.KeepOnShutdown = true
+	r.a.SetSource("pods", []manifest.Entry{pod})
+	eventually(t, "registered", func() bool { return listed(t, reg.r, pod.Endpoint.Key()) })
+	reg.dead.Store(true)
+	r.a.SetSource("pods", nil)
+	eventually(t, "left the source", func() bool { _, ok := status(r.a, pod.Endpoint.Key()); return !ok })
+	pod.Held = "pod not Ready"
+	r.a.SetSource("pods", []manifest.Entry{pod})
+	eventually(t, "back, held", func() bool { s, _ := status(r.a, pod.Endpoint.Key()); return s.Reason == "pod not Ready" })
+	reg.dead.Store(false)
+	eventually(t, "the old registration removed", func() bool { return !listed(t, reg.r, pod.Endpoint.Key()) })
+}
+
+// Likewise for a manifest entry whose checks start failing after an uncertain
+// register: it is removed, not left to its TTL.
+func TestUnhealthyAfterAnUncertainRegister(t *testing.T) {
+	mem := memory.New()
+	defer mem.Close()
+	pub := &lossy{r: mem}
+	pub.lose.Store(true)
+	hc := newSwitchable(t, true)
+	e := mentry(ep("web", "10.0.0.1", 80, 30*time.Second), hc.spec(20*time.Millisecond, 1, 1))
+	start(t, manifestOf(e), Options{Publisher: pub, RetryMin: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	eventually(t, "in the registry", func() bool { return listed(t, mem, e.Endpoint.Key()) })
+	hc.ok.Store(false)
+	eventually(t, "a failing probe seen", func() bool { return hc.fail.Load() > 1 })
+	pub.lose.Store(false)
+	eventually(t, "removed once writes answer", func() bool { return !listed(t, mem, e.Endpoint.Key()) })
 }
