@@ -84,9 +84,10 @@ func ParseConfig(data []byte) (*Config, error) {
 	return cfg, err
 }
 
-// parseConfig is ParseConfig, and with strict false (for DEL) it returns the keys it
-// does not know, sorted, instead of refusing them; the rest is read as if they were
-// not there.
+// parseConfig is ParseConfig, and with strict false (for DEL) it returns what it
+// ignored instead of refusing it: keys it does not know (sorted; the rest is read as
+// if they were not there), then our own keys' bad values (their defaults are used)
+// and a prevResult that does not decode (DEL does not read it).
 func parseConfig(data []byte, strict bool) (*Config, []string, error) {
 	raw, err := topLevel(data)
 	if err != nil {
@@ -107,13 +108,14 @@ func parseConfig(data []byte, strict bool) (*Config, []string, error) {
 		}
 	}
 	cfg := &Config{AgentSocket: DefaultAgentSocket, OnAgentUnreachable: DefaultPolicy, Timeout: DefaultTimeout}
-	if err := cfg.decodeStandard(data, raw); err != nil {
+	if err := cfg.decodeStandard(data, raw, strict); err != nil {
 		return nil, nil, err
 	}
-	if err := cfg.decodeOwn(raw); err != nil {
+	bad, err := cfg.decodeOwn(raw, strict)
+	if err != nil {
 		return nil, nil, err
 	}
-	return cfg, unknown, nil
+	return cfg, append(unknown, bad...), nil
 }
 
 // topLevel splits the configuration into its keys, each value as written.
@@ -153,7 +155,7 @@ func unsupported(unknown []string) *types.Error {
 }
 
 // decodeStandard fills Net and parses prevResult at the config's cniVersion.
-func (c *Config) decodeStandard(data []byte, raw map[string]json.RawMessage) error {
+func (c *Config) decodeStandard(data []byte, raw map[string]json.RawMessage, strict bool) error {
 	if err := json.Unmarshal(data, &c.Net); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
@@ -168,7 +170,9 @@ func (c *Config) decodeStandard(data []byte, raw map[string]json.RawMessage) err
 	if err := c.decodeAttachments(raw); err != nil {
 		return err
 	}
-	if err := version.ParsePrevResult(&c.Net); err != nil {
+	if err := version.ParsePrevResult(&c.Net); err != nil && !strict {
+		c.Net.PrevResult = nil // DEL does not read it
+	} else if err != nil {
 		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("prevResult does not decode at cniVersion %q: %v", c.Net.CNIVersion, err), "")
 	}
 	return nil
@@ -193,35 +197,62 @@ func (c *Config) decodeAttachments(raw map[string]json.RawMessage) error {
 }
 
 // decodeOwn reads and checks agentSocket, onAgentUnreachable and timeout.
-func (c *Config) decodeOwn(raw map[string]json.RawMessage) error {
-	if v, ok := raw[keySocket]; ok {
-		s, err := stringValue(keySocket, v)
-		if err != nil {
-			return err
+func (c *Config) decodeOwn(raw map[string]json.RawMessage, strict bool) (warnings []string, err error) {
+	for _, own := range []struct {
+		key    string
+		decode func(json.RawMessage) error
+	}{{keySocket, c.decodeSocket}, {keyPolicy, c.decodePolicy}, {keyTimeout, c.decodeTimeout}} {
+		v, ok := raw[own.key]
+		if !ok {
+			continue
 		}
-		if err := checkSocket(s); err != nil {
-			return badValue(keySocket, v, err.Error())
-		}
-		c.AgentSocket = s
-	}
-	if v, ok := raw[keyPolicy]; ok {
-		s, err := stringValue(keyPolicy, v)
-		if err != nil {
-			return err
-		}
-		if c.OnAgentUnreachable, err = ParsePolicy(s); err != nil {
-			return badValue(keyPolicy, v, err.Error())
+		if err := own.decode(v); err != nil {
+			if strict {
+				return nil, err
+			}
+			// DEL: a value that does not do leaves the default, so that the pod can
+			// still be torn down.
+			warnings = append(warnings, err.Error())
 		}
 	}
-	if v, ok := raw[keyTimeout]; ok {
-		s, err := stringValue(keyTimeout, v)
-		if err != nil {
-			return err
-		}
-		if c.Timeout, err = parseTimeout(s); err != nil {
-			return badValue(keyTimeout, v, err.Error())
-		}
+	return warnings, nil
+}
+
+func (c *Config) decodeSocket(v json.RawMessage) error {
+	s, err := stringValue(keySocket, v)
+	if err != nil {
+		return err
 	}
+	if err := checkSocket(s); err != nil {
+		return badValue(keySocket, v, err.Error())
+	}
+	c.AgentSocket = s
+	return nil
+}
+
+func (c *Config) decodePolicy(v json.RawMessage) error {
+	s, err := stringValue(keyPolicy, v)
+	if err != nil {
+		return err
+	}
+	p, err := ParsePolicy(s)
+	if err != nil {
+		return badValue(keyPolicy, v, err.Error())
+	}
+	c.OnAgentUnreachable = p
+	return nil
+}
+
+func (c *Config) decodeTimeout(v json.RawMessage) error {
+	s, err := stringValue(keyTimeout, v)
+	if err != nil {
+		return err
+	}
+	d, err := parseTimeout(s)
+	if err != nil {
+		return badValue(keyTimeout, v, err.Error())
+	}
+	c.Timeout = d
 	return nil
 }
 

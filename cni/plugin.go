@@ -104,12 +104,12 @@ func (p *Plugin) unreachable(cfg *Config, cmd string, err error) error {
 // plugin does not know are ignored with a warning instead of refused: the
 // configuration may have grown since ADD (a newer runtime, installer or CNI spec).
 func (p *Plugin) Del(args *skel.CmdArgs) error {
-	cfg, unknown, err := parseConfig(args.StdinData, false)
+	cfg, ignored, err := parseConfig(args.StdinData, false)
 	if err != nil {
 		return err
 	}
-	if len(unknown) > 0 {
-		p.logger().Warn("DEL: ignoring unknown keys in network config", "keys", unknown)
+	if len(ignored) > 0 {
+		p.logger().Warn("DEL: ignoring what it cannot use in the network config", "ignored", ignored)
 	}
 	pod, err := parseCNIArgs(args.Args)
 	if err != nil {

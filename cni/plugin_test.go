@@ -313,17 +313,30 @@ func TestUnknownKeys(t *testing.T) {
 	if err := p.Del(&skel.CmdArgs{ContainerID: containerID, IfName: "eth0", Args: podCNIArgs, StdinData: conf}); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "keys=\"[Name agentSokcet zzz]\"") {
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "ignored=\"[Name agentSokcet zzz]\"") {
 		t.Fatalf("DEL logged %q", logs.String())
 	}
 	wantCalls(t, a, &cniv1.DelRequest{Ref: testRef, Pod: &cniv1.Pod{Namespace: "shop", Name: "web-0", Uid: "uid-1"}})
 }
 
-// TestDelBadConfig: DEL ignores unknown keys, not a configuration it cannot read.
+// TestDelBadConfig: DEL refuses only a configuration it cannot read at all; bad
+// values of its own keys and a prevResult that does not decode leave the defaults, so
+// that the pod can be torn down.
 func TestDelBadConfig(t *testing.T) {
-	_, sock := startAgent(t)
+	a, sock := startAgent(t)
 	_, e := runCmd(t, "DEL", []byte(`{"name":`), podCNIArgs)
 	wantCode(t, e, types.ErrDecodingFailure)
-	_, e = runCmd(t, "DEL", chained(t, sock, "", map[string]any{"unknown": 1, "timeout": "soon"}), podCNIArgs)
-	wantCode(t, e, types.ErrInvalidNetworkConfig)
+	var logs bytes.Buffer
+	p := &Plugin{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	conf := chained(t, sock, "", map[string]any{"unknown": 1, "timeout": "soon", "onAgentUnreachable": "maybe",
+		"prevResult": map[string]any{"ips": "not a list"}})
+	if err := p.Del(&skel.CmdArgs{ContainerID: containerID, IfName: "eth0", Args: podCNIArgs, StdinData: conf}); err != nil {
+		t.Fatalf("DEL with bad values: %v", err)
+	}
+	for _, want := range []string{"level=WARN", "unknown", "timeout", "onAgentUnreachable"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("DEL logged %q, want it to name %q", logs.String(), want)
+		}
+	}
+	wantCalls(t, a, &cniv1.DelRequest{Ref: testRef, Pod: &cniv1.Pod{Namespace: "shop", Name: "web-0", Uid: "uid-1"}})
 }
