@@ -311,6 +311,11 @@ func (d *deployment) checkPodRegistration(where string, p pod, c container, cmd 
 	}) {
 		d.errorf("%s: pod registration, but the DaemonSet does not tolerate every taint (operator Exists): pods of tainted nodes would not be registered", p.where)
 	}
+	if !p.spec.HostNetwork || p.spec.DNSPolicy != "ClusterFirstWithHostNet" {
+		// Otherwise the agent's own sandbox goes through the plugin, which needs the
+		// agent: with onAgentUnreachable fail, a restarted node never starts it.
+		d.errorf("%s: pod registration, but the agent is not on the host network (hostNetwork with dnsPolicy ClusterFirstWithHostNet): its own pod would need the CNI plugin, which needs the agent", p.where)
+	}
 	d.podClusters = append(d.podClusters, clusterAt{where, flagValue(cmd, "pod-cluster")})
 }
 

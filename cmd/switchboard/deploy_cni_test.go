@@ -366,6 +366,7 @@ func TestDeployCNIChecksCatchMistakes(t *testing.T) {
 		{"    name: switchboard-agent\n    namespace: switchboard-system", "    name: switchboard-agent\n    namespace: default",
 			"subject ServiceAccount default/switchboard-agent is not defined"},
 		{"- operator: Exists", "- key: dedicated\n          operator: Exists", "does not tolerate every taint"},
+		{"      hostNetwork: true\n", "", "the agent is not on the host network"},
 		{"--bin-dir=/host/opt/cni/bin", "--bin-dir=/opt/cni/bin", "--bin-dir /opt/cni/bin: on no volume mount"},
 		{"              mountPath: /host/etc/cni/net.d\n", "              mountPath: /host/etc/cni/net.d\n              readOnly: true\n",
 			"--conf-dir /host/etc/cni/net.d is on a read-only mount"},

@@ -46,6 +46,8 @@ type podSpec struct {
 	TerminationGracePeriodSeconds *int   `yaml:"terminationGracePeriodSeconds"`
 	ServiceAccountName            string `yaml:"serviceAccountName"`
 	AutomountServiceAccountToken  *bool  `yaml:"automountServiceAccountToken"`
+	HostNetwork                   bool   `yaml:"hostNetwork"`
+	DNSPolicy                     string `yaml:"dnsPolicy"`
 	Tolerations                   []toleration
 	InitContainers                []container `yaml:"initContainers"`
 	Containers                    []container
