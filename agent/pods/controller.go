@@ -190,6 +190,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		served <- err
 	}()
 	r := newReconciler(c, store, src)
+	if src != nil {
+		r.previous = loadEntries(c.cfg.StateDir, c.log, time.Now())
+	}
 	r.run(ctx)
 	return <-served
 }

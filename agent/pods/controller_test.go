@@ -77,6 +77,13 @@ func newTestNode(t testing.TB, objs ...*corev1.Pod) *testNode {
 // ready.
 func (n *testNode) start(mod func(*pods.Config)) {
 	n.t.Helper()
+	n.run(mod)
+	eventually(n.t, "controller ready", func() bool { ok, _ := n.ctrl.Ready(); return ok })
+}
+
+// run runs a new controller (mod may change its config) without waiting for it.
+func (n *testNode) run(mod func(*pods.Config)) {
+	n.t.Helper()
 	n.metrics = prometheus.NewPedanticRegistry()
 	cfg := pods.Config{StateDir: n.dir, Socket: n.socket, NodeName: node, Cluster: "prod", Resync: 200 * time.Millisecond,
 		TTL: 5 * time.Second, Client: n.client, Sink: n.agent, Logger: newLogger(n.logs), Metrics: n.metrics}
@@ -93,7 +100,6 @@ func (n *testNode) start(mod func(*pods.Config)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctrl, n.cancel, n.done = ctrl, cancel, make(chan error, 1)
 	go func() { n.done <- ctrl.Run(ctx) }()
-	eventually(n.t, "controller ready", func() bool { ok, _ := ctrl.Ready(); return ok })
 }
 
 // stop stops the controller, if one runs, and waits for Run to return.
@@ -346,6 +352,43 @@ func (s *recordingSink) calls() int {
 	return s.n
 }
 
+// entries is what the sink was last given: key, then " held: why" when held.
+func (s *recordingSink) entries() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []string{}
+	for _, e := range s.last {
+		k := e.Endpoint.Key().String()
+		if e.Held != "" {
+			k += " held: " + e.Held
+		}
+		if !e.KeepOnShutdown {
+			k += " not KeepOnShutdown"
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// gives waits until the sink was last given want (as entries lists them).
+func (s *recordingSink) gives(t testing.TB, what string, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		got := s.entries()
+		if reflect.DeepEqual(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the sink was given %v, want %v", what, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // readRecords decodes the record files in dir without opening a Store, which would
 // clean up the temporary files of a running controller's writes.
 func readRecords(t testing.TB, dir string) []pods.Record {
@@ -364,4 +407,33 @@ func readRecords(t testing.TB, dir string) []pods.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// A static pod's runtime sends the kubelet's config hash as K8S_POD_UID: the mirror
+// pod the API shows carries it in its kubernetes.io/config.mirror annotation, under a
+// UID of its own. The record is the pod's: its address is registered, a resync does
+// not delete it as a gone pod's, and CHECK finds it.
+func TestControllerStaticPodOwnsItsRecord(t *testing.T) {
+	mirror := newPod("etcd-node-a", withAnnotation(corev1.MirrorPodAnnotationKey, "6f1c0e5d2a"))
+	n := newTestNode(t, mirror)
+	store, _, _ := openStore(t, n.dir)
+	rec := record("c1", "etcd-node-a", "10.0.0.7")
+	rec.Ref.Network = "k8s-pod-network"
+	rec.Pod.UID = "6f1c0e5d2a"
+	rec.Created = time.Now().Add(-time.Hour) // older than a resync: a gone pod's would be deleted
+	if err := store.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	n.start(nil)
+	// The step that publishes the record's address has also collected gone pods' records.
+	n.registered("the static pod, from its record", key("10.0.0.7", 8080))
+	if got := n.recordFiles(); got != 1 {
+		t.Fatalf("%d record files, want the static pod's", got)
+	}
+	if _, err := n.cni.Check(callCtx(t), &cniv1.CheckRequest{Ref: refOf("c1"), Ips: []string{"10.0.0.7"}}); err != nil {
+		t.Fatalf("CHECK of the static pod = %v", err)
+	}
+	if v := value(t, n.metrics, "switchboard_agent_pod_reconcile_corrections_total", "reason", "pod_gone"); v != 0 {
+		t.Fatalf("pod_gone corrections %v, want 0", v)
+	}
 }

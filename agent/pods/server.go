@@ -74,14 +74,22 @@ func (s *Server) observe(method string, start time.Time, err *error) {
 // invalid is the status of a request that broke a rule.
 func invalid(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
 
-// Add records an attachment. Nothing is recorded when the request is invalid.
-func (s *Server) Add(_ context.Context, req *cniv1.AddRequest) (_ *cniv1.AddResponse, err error) {
+// Add records an attachment. Nothing is recorded when the request is invalid, or
+// when its caller gave up (ctx is done) before the attachment was on disk: the
+// plugin did not learn that it was recorded, a DEL may already have come and gone,
+// and the reconciler registers such a pod from status.podIPs.
+func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (_ *cniv1.AddResponse, err error) {
 	defer s.observe("add", time.Now(), &err)
 	rec := Record{Ref: refOf(req.GetRef()), Pod: podOf(req.GetPod()), Netns: req.GetNetns(), IPs: req.GetIps(), Created: time.Now()}
 	if err := rec.normalize(); err != nil {
 		return nil, invalid(err)
 	}
-	if err := s.store.Put(rec); err != nil {
+	if err := s.store.PutContext(ctx, rec); err != nil {
+		s.opts.Nudge() // the record may have been visible for a moment
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			s.log.Warn("attachment not recorded: the CNI ADD's caller gave up", "pod", rec.Pod.String(), "container", rec.Ref.ContainerID, "err", err)
+			return nil, status.FromContextError(cerr).Err()
+		}
 		s.log.Error("cannot record attachment", "pod", rec.Pod.String(), "container", rec.Ref.ContainerID, "err", err)
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}

@@ -242,3 +242,54 @@ func TestServeSocketFile(t *testing.T) {
 		t.Fatalf("the regular file was touched: %v", err)
 	}
 }
+
+// The plugin gives up on an ADD whose write outlasts its timeout (its deadline
+// reaches the server's context) and, under "allow", the pod starts anyway: the
+// attachment is withdrawn, so that a DEL that overtook it does not leave a record
+// behind, and the ADD answers with the context's error. The reconciler registers the
+// pod from status.podIPs.
+func TestAddWithdrawnWhenItsCallerGivesUpDuringTheWrite(t *testing.T) {
+	dir := t.TempDir()
+	store, _, _ := openStore(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	pods.SetFileSync(store, func(f *os.File) error { // a slow disk: the fsync outlasts the deadline
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			t.Error("the ADD's deadline did not pass")
+		}
+		return f.Sync()
+	})
+	var nudges atomic.Int64
+	srv := pods.NewServer(store, pods.ServerOptions{Nudge: func() { nudges.Add(1) }})
+	_, err := srv.Add(ctx, addRequest("c1", "default", "web-1", "u1", "10.0.0.1"))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Add = %v, want DeadlineExceeded", err)
+	}
+	if n := store.Len(); n != 0 {
+		t.Fatalf("%d attachments recorded by an ADD whose caller gave up", n)
+	}
+	if again, _, _ := openStore(t, dir); again.Len() != 0 {
+		t.Fatal("the withdrawn attachment is still on disk")
+	}
+}
+
+// A DEL that reaches the store before the pending write of an ADD whose caller gave
+// up finds nothing; the ADD must not record the attachment after it.
+func TestDelOvertakingAGivenUpAddLeavesNoRecord(t *testing.T) {
+	ts := newTestServer(t)
+	srv := pods.NewServer(ts.store, pods.ServerOptions{})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond)) // the plugin's timeout passed
+	defer cancel()
+	resp, err := ts.client.Del(callCtx(t), &cniv1.DelRequest{Ref: refOf("c1"), Pod: &cniv1.Pod{Namespace: "default", Name: "web-1"}})
+	if err != nil || resp.GetFound() {
+		t.Fatalf("DEL = %v, %v; want found=false", resp, err)
+	}
+	if _, err := srv.Add(ctx, addRequest("c1", "default", "web-1", "u1", "10.0.0.1")); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Add = %v, want DeadlineExceeded", err)
+	}
+	if n := ts.store.Len(); n != 0 {
+		t.Fatalf("the ADD recorded the attachment after its DEL: %d records", n)
+	}
+}

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -32,6 +33,11 @@ type Store struct {
 	// mu guards recs, so that readers (the reconciler) never wait for an fsync.
 	mu   sync.RWMutex
 	recs map[Ref]Record
+
+	// Test hooks (export_test.go), nil otherwise: they replace the fsync of a
+	// written file and of the directory.
+	fileSync func(*os.File) error
+	dirSync  func(dir string) error
 }
 
 const (
@@ -130,7 +136,18 @@ func (s *Store) Dir() string { return s.dir }
 
 // Put records r durably, replacing a record of the same attachment. A zero Created
 // is set to now.
-func (s *Store) Put(r Record) error {
+func (s *Store) Put(r Record) error { return s.PutContext(context.Background(), r) }
+
+// PutContext is Put for a caller that may give up, such as a CNI ADD whose plugin
+// stops waiting: when ctx is done before the write starts, nothing is recorded; when
+// it is done by the time the write is on disk, the record is withdrawn again, and
+// the error wraps ctx's. Either way a DEL the caller's give-up let in before the
+// write does not find the record come back after it.
+//
+// Once the file is renamed into place the record is in memory too, even when the
+// directory's fsync then fails and Put returns that error: memory and disk agree, so
+// that a DEL removes the file rather than leave it to come back at the next start.
+func (s *Store) PutContext(ctx context.Context, r Record) error {
 	if err := r.normalize(); err != nil {
 		return err
 	}
@@ -144,28 +161,41 @@ func (s *Store) Put(r Record) error {
 	name := fileName(r.Ref)
 	unlock := s.lock(name)
 	defer unlock()
-	if err := s.writeFile(name, b); err != nil {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("record attachment: not written, its caller gave up: %w", err)
+	}
+	renamed, err := s.writeFile(name, b)
+	if renamed {
+		s.mu.Lock()
+		s.recs[r.Ref] = r
+		n := len(s.recs)
+		s.mu.Unlock()
+		s.m.setRecords(n)
+	}
+	if err != nil {
 		return fmt.Errorf("record attachment: %w", err)
 	}
-	s.mu.Lock()
-	s.recs[r.Ref] = r
-	n := len(s.recs)
-	s.mu.Unlock()
-	s.m.setRecords(n)
+	if cerr := ctx.Err(); cerr != nil {
+		if _, err := s.deleteLocked(r.Ref); err != nil {
+			return fmt.Errorf("record attachment: its caller gave up (%w), and withdrawing it failed: %w", cerr, err)
+		}
+		return fmt.Errorf("record attachment: withdrawn, its caller gave up: %w", cerr)
+	}
 	return nil
 }
 
 // writeFile replaces name with b atomically and durably: a temporary file, fsync,
 // rename, fsync of the directory (without which the rename may not survive a crash).
-func (s *Store) writeFile(name string, b []byte) error {
+// renamed reports whether the new file is in place, even when err is not nil.
+func (s *Store) writeFile(name string, b []byte) (renamed bool, err error) {
 	f, err := os.CreateTemp(s.dir, tmpPrefix+"*")
 	if err != nil {
-		return err
+		return false, err
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
 	if err == nil {
-		err = f.Sync()
+		err = s.syncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -175,7 +205,21 @@ func (s *Store) writeFile(name string, b []byte) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return err
+		return false, err
+	}
+	return true, s.syncDir()
+}
+
+func (s *Store) syncFile(f *os.File) error {
+	if s.fileSync != nil {
+		return s.fileSync(f)
+	}
+	return f.Sync()
+}
+
+func (s *Store) syncDir() error {
+	if s.dirSync != nil {
+		return s.dirSync(s.dir)
 	}
 	return syncDir(s.dir)
 }
@@ -223,7 +267,7 @@ func (s *Store) deleteLocked(ref Ref) (bool, error) {
 	if err := os.Remove(filepath.Join(s.dir, fileName(ref))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, fmt.Errorf("forget attachment: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := s.syncDir(); err != nil {
 		return true, fmt.Errorf("forget attachment: %w", err)
 	}
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,4 +216,33 @@ func value(t testing.TB, g prometheus.Gatherer, name string, labels ...string) f
 		}
 	}
 	return 0
+}
+
+// A write whose rename succeeded is the attachment's file even when the directory's
+// fsync then fails: Put reports the error, the record is in memory as it is on disk,
+// and a DEL removes the file (else it would come back at the next start).
+func TestStorePutFailingAfterRenameStaysDeletable(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := openStore(t, dir)
+	var fail atomic.Bool
+	fail.Store(true)
+	pods.SetDirSync(s, func(string) error {
+		if fail.Swap(false) {
+			return errors.New("injected: directory fsync failed")
+		}
+		return nil
+	})
+	r := record("c1", "web-1", "10.0.0.1")
+	if err := s.Put(r); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("Put = %v, want the directory fsync's error", err)
+	}
+	if got, ok := s.Get(r.Ref); !ok || !reflect.DeepEqual(got, r) {
+		t.Fatalf("Get = %+v, %v; want the record whose file is on disk", got, ok)
+	}
+	if found, err := s.Delete(r.Ref); !found || err != nil {
+		t.Fatalf("Delete = %v, %v; want found", found, err)
+	}
+	if again, _, _ := openStore(t, dir); again.Len() != 0 {
+		t.Fatalf("after DEL the record comes back at restart: %+v", again.List())
+	}
 }
