@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math/rand/v2"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -473,4 +478,93 @@ func waitMetric(t *testing.T, what string, read func() string, want string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The soak as a node lives it: 500 pod ADD/DEL cycles through the real CNI chain, the
+// pods in a real kube-apiserver, with about one DEL in ten lost (the pod is deleted
+// from the API, its sandbox torn down without telling the plugin) and the agent
+// SIGKILLed or stopped every few dozen cycles. At the end the registrar holds exactly
+// the endpoints of the pods that exist and are Ready. SOAK_SEED replays a run.
+func TestKubeSoakPodCycles(t *testing.T) {
+	cnitest.Require(t)
+	kube := kubetest.Start(t)
+	reg := startRegistrar(t)
+	w := watchRegistrar(t, reg.addr)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "run", "cni.sock")
+	ag := &cniAgent{t: t, args: []string{"agent", "--cni-socket", sock, "--cni-state-dir", filepath.Join(dir, "state"),
+		"--kubeconfig", kube.Kubeconfig(t), "--node-name", "node-1", "--pod-cluster", "east",
+		"--pod-resync", "1s", "--pod-ttl", "10s", "--metrics-listen", "127.0.0.1:" + freePort(t),
+		"--registry-backend", "registrar", "--registrar-address", reg.addr}}
+	ag.start()
+	chain := cnitest.NewChain(t, "1.0.0", cnitest.Plugin{Type: "switchboard", Binary: binary(t), Config: map[string]any{"agentSocket": sock}})
+	k := &kubePods{t: t, c: kube.Clientset, ns: "soak"}
+	k.namespace()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	t.Logf("SOAK_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	type live struct {
+		sandbox *cnitest.Pod
+		ip      string
+		ready   bool
+	}
+	pods := map[string]*live{}
+	var dropped, restarts int
+	for i := range 500 {
+		if len(pods) < 5 || (len(pods) < 30 && rng.IntN(2) == 0) {
+			name := fmt.Sprintf("web-%d", i)
+			k.pod(name)
+			sb := cnitest.NewPod(t, k.ns, name, "")
+			p := &live{sandbox: sb, ip: add(ctx, t, chain, sb)}
+			if p.ready = rng.IntN(4) != 0; p.ready {
+				k.ready(name, "")
+			}
+			pods[name] = p
+		} else {
+			name := pickKey(rng, pods)
+			p := pods[name]
+			k.delete(name)
+			if rng.IntN(10) == 0 {
+				dropped++ // the runtime loses the DEL: only the namespace goes
+			} else {
+				del(ctx, t, chain, p.sandbox)
+			}
+			p.sandbox.Remove(t)
+			delete(pods, name)
+		}
+		if i%40 == 39 {
+			restarts++
+			ag.stop([]syscall.Signal{syscall.SIGKILL, syscall.SIGTERM}[rng.IntN(2)])
+			ag.start()
+		}
+	}
+	var want []string
+	for _, p := range pods {
+		if p.ready {
+			want = append(want, p.ip+":8080/http", p.ip+":9090/grpc")
+		}
+	}
+	t.Logf("500 cycles: %d pods left (%d endpoints Ready), %d DELs dropped, %d agent restarts", len(pods), len(want), dropped, restarts)
+	w.wait(t, "the registrar holds exactly the Ready pods' endpoints", func() bool {
+		if len(w.entries) != len(want) {
+			return false
+		}
+		for _, k := range want {
+			if _, ok := w.entries[k]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func pickKey[V any](rng *rand.Rand, m map[string]V) string {
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[rng.IntN(len(keys))]
 }

@@ -233,4 +233,3 @@ func runWithHealth(ctx context.Context, a *app, f kubeSyncFlags, s *kubesync.Syn
 	}
 	return runErr
 }
-

@@ -164,6 +164,14 @@ func NewPod(t testing.TB, namespace, name, uid string) *Pod {
 	return &Pod{ContainerID: "c" + id, NetNS: "/var/run/netns/" + ns, Namespace: namespace, Name: name, UID: uid}
 }
 
+// Remove deletes the pod's network namespace now, as a runtime tears a sandbox down.
+func (p *Pod) Remove(t testing.TB) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "del", filepath.Base(p.NetNS)).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del: %v: %s", err, out)
+	}
+}
+
 // Runtime is the RuntimeConf a container runtime passes for p on eth0.
 func (p *Pod) Runtime() *libcni.RuntimeConf {
 	args := [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", p.Namespace}, {"K8S_POD_NAME", p.Name}}
