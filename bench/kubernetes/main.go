@@ -107,7 +107,11 @@ func run(n, burst, parallel int) error {
 	if err != nil {
 		return err
 	}
-	rpc, err := b.rpcLatency(min(200, n))
+	rpc, err := b.rpcLatency(min(200, n), false)
+	if err != nil {
+		return err
+	}
+	fresh, err := b.rpcLatency(min(200, n), true)
 	if err != nil {
 		return err
 	}
@@ -124,6 +128,7 @@ func run(n, burst, parallel int) error {
 	row("CNI ADD, plugin process switchboard-cni", addLat)
 	row("CNI ADD, plugin process switchboard (whole)", whole)
 	row("CNI ADD, the agent's Add call (record fsync)", rpc)
+	row("  the same on a new gRPC connection each", fresh)
 	fmt.Printf("\nburst of %d pods: all visible %s after the first ADD started (goal ≤ 1 s); load %s\n", burst, all.Round(time.Millisecond), loadavg())
 	return nil
 }
@@ -208,28 +213,37 @@ func (b *bench) wholeBinary(count int) ([]time.Duration, error) {
 
 // rpcLatency times the agent's Add over its socket, record and fsync included, for
 // attachments of pods added before (Add replaces a record), so that nothing new is
-// registered before the burst.
-func (b *bench) rpcLatency(count int) ([]time.Duration, error) {
-	conn, err := grpc.NewClient("unix://"+b.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+// registered before the burst. With fresh, each call dials a new connection, as each
+// plugin process does.
+func (b *bench) rpcLatency(count int, fresh bool) ([]time.Duration, error) {
+	var conn *grpc.ClientConn
+	dial := func() (err error) {
+		conn, err = grpc.NewClient("unix://"+b.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		return err
+	}
+	if err := dial(); err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	c := cniv1.NewPodNetworkClient(conn)
 	var out []time.Duration
 	for i := range count {
 		req := &cniv1.AddRequest{Ref: &cniv1.AttachmentRef{Network: "bench", ContainerId: containerID(i), Ifname: "eth0"},
 			Pod: &cniv1.Pod{Namespace: "bench", Name: podName(i), Uid: podUID(i)}, Netns: "/var/run/netns/bench", Ips: []string{podIP(i)}}
 		start := time.Now()
+		if fresh && i > 0 {
+			_ = conn.Close()
+			if err := dial(); err != nil {
+				return nil, err
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.Add(ctx, req)
+		_, err := cniv1.NewPodNetworkClient(conn).Add(ctx, req)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, time.Since(start))
 	}
-	return out, nil
+	return out, conn.Close()
 }
 
 // plugin runs the switchboard binary as a container runtime runs a chained plugin:
