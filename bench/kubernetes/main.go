@@ -123,12 +123,18 @@ func run(n, burst, parallel int) error {
 	if err != nil {
 		return err
 	}
+	anchor, anchorErr := anchorPlugin(min(200, n))
 	fmt.Printf("%-44s %9s %9s %9s\n", "", "p50", "p99", "max")
 	row("CNI ADD → visible to a registrar watcher", visLat)
 	row("CNI ADD, plugin process switchboard-cni", addLat)
 	row("CNI ADD, plugin process switchboard (whole)", whole)
 	row("CNI ADD, the agent's Add call (record fsync)", rpc)
 	row("  the same on a new gRPC connection each", fresh)
+	if anchorErr != nil {
+		fmt.Printf("anchor (Debian's tuning plugin, chained, no I/O): not run: %v\n", anchorErr)
+	} else {
+		row("anchor: Debian's tuning plugin, chained", anchor)
+	}
 	fmt.Printf("\nburst of %d pods: all visible %s after the first ADD started (goal ≤ 1 s); load %s\n", burst, all.Round(time.Millisecond), loadavg())
 	return nil
 }
@@ -244,6 +250,37 @@ func (b *bench) rpcLatency(count int, fresh bool) ([]time.Duration, error) {
 		out = append(out, time.Since(start))
 	}
 	return out, conn.Close()
+}
+
+// anchorPlugin times ADD of Debian's tuning plugin with nothing to tune: a chained
+// Go plugin that passes prevResult through, which is what a plugin process costs
+// before it does any work. It needs root (a network namespace) and the plugin.
+func anchorPlugin(count int) ([]time.Duration, error) {
+	const bin, ns = "/usr/lib/cni/tuning", "switchboard-bench"
+	if _, err := os.Stat(bin); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip netns add: %v: %s", err, out)
+	}
+	defer func() { _ = exec.Command("ip", "netns", "del", ns).Run() }()
+	stdin, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "bench", "type": "tuning",
+		"prevResult": map[string]any{"cniVersion": "1.0.0",
+			"interfaces": []any{map[string]any{"name": "eth0", "sandbox": "/var/run/netns/" + ns}},
+			"ips":        []any{map[string]any{"address": "10.244.0.5/16", "interface": 0}}}})
+	var out []time.Duration
+	for range count {
+		cmd := exec.Command(bin)
+		cmd.Stdin = bytes.NewReader(stdin)
+		cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=anchor", "CNI_NETNS=/var/run/netns/" + ns,
+			"CNI_IFNAME=eth0", "CNI_PATH=/usr/lib/cni"}
+		start := time.Now()
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("tuning ADD: %v: %s", err, msg)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
 }
 
 // plugin runs the switchboard binary as a container runtime runs a chained plugin:
