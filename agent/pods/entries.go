@@ -57,35 +57,20 @@ type entriesFileV1 struct {
 }
 
 type savedEntry struct {
-	Endpoint       savedEndpoint `json:"endpoint"`
-	Held           string        `json:"held,omitempty"`
-	KeepOnShutdown bool          `json:"keep_on_shutdown,omitempty"`
-	Namespace      string        `json:"namespace"`
-	Pod            string        `json:"pod"`
-	FromRecords    bool          `json:"from_records,omitempty"`
-}
-
-type savedEndpoint struct {
-	Cluster     string            `json:"cluster"`
-	Service     string            `json:"service"`
-	Protocol    string            `json:"protocol"`
-	Address     string            `json:"address"`
-	Port        int               `json:"port"`
-	Node        string            `json:"node,omitempty"`
-	Priority    int               `json:"priority"`
-	Weight      int               `json:"weight,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	TTL         endpoint.TTL      `json:"ttl,omitempty"`
+	Endpoint       endpoint.Endpoint `json:"endpoint"` // its JSON payload form
+	Held           string            `json:"held,omitempty"`
+	KeepOnShutdown bool              `json:"keep_on_shutdown,omitempty"`
+	Namespace      string            `json:"namespace"`
+	Pod            string            `json:"pod"`
+	FromRecords    bool              `json:"from_records,omitempty"`
 }
 
 func encodeEntries(ss []sourced) ([]byte, error) {
 	f := entriesFileV1{Version: entriesVersion, Entries: make([]savedEntry, len(ss))}
 	for i, s := range ss {
-		e := s.Entry.Endpoint
 		f.Entries[i] = savedEntry{
-			Endpoint: savedEndpoint{Cluster: e.Cluster, Service: e.Service, Protocol: e.Protocol, Address: e.Address,
-				Port: e.Port, Node: e.Node, Priority: e.Priority, Weight: e.Weight, Annotations: e.Annotations, TTL: e.TTL},
-			Held: s.Entry.Held, KeepOnShutdown: s.Entry.KeepOnShutdown,
+			Endpoint: s.Entry.Endpoint,
+			Held:     s.Entry.Held, KeepOnShutdown: s.Entry.KeepOnShutdown,
 			Namespace: s.Pod.Namespace, Pod: s.Pod.Name, FromRecords: s.FromRecords,
 		}
 	}
@@ -121,7 +106,7 @@ func decodeEntries(b []byte) ([]sourced, error) {
 	out := make([]sourced, len(f.Entries))
 	seen := make(map[endpoint.Key]bool, len(f.Entries))
 	for i, s := range f.Entries {
-		e := endpoint.Endpoint(s.Endpoint)
+		e := s.Endpoint
 		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("entries[%d]: %w", i, err)
 		}
