@@ -506,11 +506,13 @@ func checkListenAddr(addr string, c container) error {
 }
 
 // httpPaths are the paths each command serves on its health or metrics listener
-// (registrar/health.go, agent/http.go, controlplane/server/http.go).
+// (registrar/health.go, agent/http.go, controlplane/server/http.go,
+// cmd/switchboard/kubesync.go).
 var httpPaths = map[string][]string{
 	"registrar":    {"/healthz", "/readyz", "/metrics"},
 	"agent":        {"/healthz", "/metrics"},
 	"controlplane": {"/healthz", "/readyz", "/metrics"},
+	"kube-sync":    {"/healthz", "/readyz", "/metrics"},
 }
 
 func checkProbes(name string, c container) []error {

@@ -389,17 +389,19 @@ func TestDeployCNIChecksCatchMistakes(t *testing.T) {
 
 func TestDeployHelmChartKubeSync(t *testing.T) {
 	full := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	jetstream := []string{"kube-sync", "--registry-backend=jetstream", "--nats-url=nats://nats.nats.svc:4222", "--create-stream=false", "--cluster=cluster-a"}
+	tail := []string{"--metrics-listen=0.0.0.0:9106", "--log-format=json"}
 	tests := []struct {
 		name        string
 		set         map[string]any
-		export, imp string
+		export, imp string // "": that direction is off
 		args        []string
 	}{
-		{"defaults", nil, "switchboard-system", "default",
-			[]string{"kube-sync", "--registry-backend=jetstream", "--nats-url=nats://nats.nats.svc:4222", "--create-stream=false",
-				"--cluster=cluster-a", "--export-namespace=switchboard-system", "--import-namespace=default",
-				"--metrics-listen=0.0.0.0:9106", "--log-format=json"}},
-		{"namespaces, cluster, etcd", map[string]any{"kubeSync.exportNamespace": "mesh", "kubeSync.importNamespace": "apps",
+		{"export only", map[string]any{"kubeSync.exportNamespace": "mesh"}, "mesh", "",
+			slices.Concat(jetstream, []string{"--export-namespace=mesh"}, tail)},
+		{"import only", map[string]any{"kubeSync.importNamespace": "apps"}, "", "apps",
+			slices.Concat(jetstream, []string{"--import-namespace=apps"}, tail)},
+		{"both, cluster, etcd", map[string]any{"kubeSync.exportNamespace": "mesh", "kubeSync.importNamespace": "apps",
 			"kubeSync.cluster": "kube-b", "backend.name": "etcd", "kubeSync.extraArgs": []any{"--log-level=debug"}}, "mesh", "apps",
 			[]string{"kube-sync", "--registry-backend=etcd", "--etcd-endpoints=etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379",
 				"--cluster=kube-b", "--export-namespace=mesh", "--import-namespace=apps",
@@ -429,6 +431,9 @@ func TestDeployHelmChartKubeSync(t *testing.T) {
 			if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9106 {
 				t.Errorf("ports %+v, want 9106 (metrics)", c.Ports)
 			}
+			if r := c.ReadinessProbe; r == nil || r.HTTPGet == nil || r.HTTPGet.Path != "/readyz" || r.HTTPGet.Port != "metrics" {
+				t.Errorf("readinessProbe %+v, want GET /readyz on port metrics", r)
+			}
 			if a := p.spec.AutomountServiceAccountToken; p.spec.ServiceAccountName != "switchboard-kube-sync" || a == nil || !*a {
 				t.Errorf("serviceAccountName %q, automountServiceAccountToken %v: want switchboard-kube-sync, true", p.spec.ServiceAccountName, a)
 			}
@@ -436,13 +441,16 @@ func TestDeployHelmChartKubeSync(t *testing.T) {
 			for _, err := range errs {
 				t.Error(err)
 			}
-			want := grantStrings([]grant{
-				{tt.export, policyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: full}},
-				{tt.export, policyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: full}},
-				{tt.imp, policyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}},
-			})
-			if got := grantStrings(grants["switchboard-system/switchboard-kube-sync"]); !slices.Equal(got, want) {
-				t.Errorf("kube-sync holds\n%q\nwant exactly\n%q", got, want)
+			var want []grant
+			if tt.export != "" {
+				want = append(want, grant{tt.export, policyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: full}},
+					grant{tt.export, policyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: full}})
+			}
+			if tt.imp != "" {
+				want = append(want, grant{tt.imp, policyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}}})
+			}
+			if got := grantStrings(grants["switchboard-system/switchboard-kube-sync"]); !slices.Equal(got, grantStrings(want)) {
+				t.Errorf("kube-sync holds\n%q\nwant exactly\n%q", got, grantStrings(want))
 			}
 			for _, o := range objs {
 				if o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding" {
@@ -450,5 +458,16 @@ func TestDeployHelmChartKubeSync(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Each direction of kube-sync is opt-in: enabling it without naming a namespace to
+// export to or import from is a mistake the chart names.
+func TestDeployHelmChartKubeSyncNeedsADirection(t *testing.T) {
+	values := chartValues(t)
+	set(t, values, "kubeSync.enabled", true)
+	_, err := renderChart(t, values)
+	if err == nil || !strings.Contains(err.Error(), "kubeSync.exportNamespace or kubeSync.importNamespace") {
+		t.Fatalf("render: %v, want it to ask for a direction", err)
 	}
 }

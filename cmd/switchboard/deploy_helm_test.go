@@ -121,8 +121,8 @@ func TestDeployHelmChartRenders(t *testing.T) {
 		{"pod registration, external registrar", map[string]any{"cni.enabled": true, "registrar.enabled": false,
 			"agent.registrarAddress": "registrar.example.net:9443", "pods.cluster": "pods-b"},
 			[]string{"agent", "cni install", "controlplane", "registry init"}},
-		{"kube-sync", map[string]any{"kubeSync.enabled": true}, []string{"agent", "controlplane", "kube-sync", "registrar", "registry init"}},
-		{"kube-sync on etcd", map[string]any{"kubeSync.enabled": true, "backend.name": "etcd"}, []string{"agent", "controlplane", "kube-sync", "registrar"}},
+		{"kube-sync", map[string]any{"kubeSync.enabled": true, "kubeSync.exportNamespace": "mesh", "kubeSync.importNamespace": "default"}, []string{"agent", "controlplane", "kube-sync", "registrar", "registry init"}},
+		{"kube-sync on etcd", map[string]any{"kubeSync.enabled": true, "kubeSync.importNamespace": "default", "backend.name": "etcd"}, []string{"agent", "controlplane", "kube-sync", "registrar"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
