@@ -56,8 +56,10 @@ func (f *podFlags) validate() error {
 		return usagef("--cni-state-dir: must not be empty with --cni-socket")
 	case f.ttl <= 0:
 		return usagef("--pod-ttl %s: must be positive", f.ttl)
-	case f.resync <= 0:
-		return usagef("--pod-resync %s: must be positive", f.resync)
+	case f.resync < time.Second:
+		// Each resync lists and compares every pod of the node: below a second it
+		// would only burn the CPU.
+		return usagef("--pod-resync %s: must be at least 1s", f.resync)
 	}
 	if _, err := labels.Parse(f.selector); err != nil {
 		return usagef("--pod-selector %q: %v", f.selector, err)

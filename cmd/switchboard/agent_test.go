@@ -80,6 +80,7 @@ func TestAgentUsageErrors(t *testing.T) {
 		{"pods without cluster", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--node-name", "n1"}, "--pod-cluster"},
 		{"pods without node", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--pod-cluster", "east", "--node-name", ""}, "--node-name"},
 		{"pods bad selector", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--pod-cluster", "east", "--node-name", "n1", "--pod-selector", "a in (b"}, "--pod-selector"},
+		{"pods resync too short", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--pod-cluster", "east", "--node-name", "n1", "--pod-resync", "1ns"}, "--pod-resync"},
 		{"pods bad ttl", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--pod-cluster", "east", "--node-name", "n1", "--pod-ttl", "0s"}, "--pod-ttl"},
 		{"pods bad cluster", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--pod-cluster", "no spaces", "--node-name", "n1"}, "cluster"},
 		{"pods bad kubeconfig", []string{"agent", "--cni-socket", filepath.Join(dir, "cni.sock"), "--pod-cluster", "east", "--node-name", "n1", "--kubeconfig", filepath.Join(dir, "none")}, "--kubeconfig"},
