@@ -38,11 +38,12 @@ func TestExportDecidesOnTheLiveObjectWhenTheCacheLags(t *testing.T) {
 				log:      slog.New(slog.DiscardHandler), m: newMetrics(),
 			}
 			ctx := context.Background()
-			owner, err := e.ensureService(ctx, plan.service.DeepCopy())
-			if err != nil || (owner != nil) != c.wantOwner {
-				t.Fatalf("ensureService = %v, %v; want an owner: %v", owner, err, c.wantOwner)
+			rec := e.refused.begin("web")
+			owner, taken, err := e.ensureService(ctx, plan.service.DeepCopy(), rec)
+			if err != nil || (owner != nil) != c.wantOwner || taken == c.wantOwner {
+				t.Fatalf("ensureService = %v, %v, %v; want an owner: %v", owner, taken, err, c.wantOwner)
 			}
-			mine, err := e.ensureSlice(ctx, plan.slices[0].DeepCopy())
+			mine, err := e.ensureSlice(ctx, plan.slices[0].DeepCopy(), rec)
 			if err != nil || mine != c.wantMine {
 				t.Fatalf("ensureSlice = %v, %v; want %v", mine, err, c.wantMine)
 			}

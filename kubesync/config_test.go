@@ -65,8 +65,18 @@ func TestMetricsRegisterAndLint(t *testing.T) {
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "kubesync_conflicts_total", "kubesync_skipped_total"); err != nil || n != 8 {
-		t.Fatalf("%d series (%v), want every label value there from the start: 2 conflict kinds, 6 skip reasons", n, err)
+	if n, err := testutil.GatherAndCount(reg, "switchboard_kubesync_conflicts_total", "switchboard_kubesync_skipped_total"); err != nil || n != 9 {
+		t.Fatalf("%d series (%v), want every label value there from the start: 2 conflict kinds, 7 skip reasons", n, err)
+	}
+	// Every component's series carry the switchboard_ prefix.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "switchboard_kubesync_") {
+			t.Errorf("series %s: want the switchboard_kubesync_ prefix", mf.GetName())
+		}
 	}
 	if ok, why := s.Ready(); ok || why == "" {
 		t.Errorf("Ready before Run = %v %q, want false with a reason", ok, why)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
@@ -21,12 +22,15 @@ type controller struct {
 	dir   string
 	queue workqueue.TypedRateLimitingInterface[string]
 	sync  func(ctx context.Context, key string) error
-	log   *slog.Logger
-	m     *metrics
+	// timeout bounds each sync, if set: a write that hangs is given up and retried
+	// with backoff rather than holding a worker for ever.
+	timeout time.Duration
+	log     *slog.Logger
+	m       *metrics
 }
 
-func newController(dir string, sync func(context.Context, string) error, log *slog.Logger, m *metrics) *controller {
-	return &controller{dir: dir, sync: sync, log: log, m: m}
+func newController(dir string, sync func(context.Context, string) error, timeout time.Duration, log *slog.Logger, m *metrics) *controller {
+	return &controller{dir: dir, sync: sync, timeout: timeout, log: log, m: m}
 }
 
 // open makes the queue. It runs goroutines until shut down, so it is made when
@@ -67,7 +71,7 @@ func (c *controller) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
+	if err := c.syncOne(ctx, key); err != nil {
 		switch {
 		case ctx.Err() != nil:
 			return true // stopping: the failure is the cancellation, not the key's
@@ -84,6 +88,16 @@ func (c *controller) next(ctx context.Context) bool {
 	c.m.syncs.WithLabelValues(c.dir).Inc()
 	c.m.lastSync.WithLabelValues(c.dir).SetToCurrentTime()
 	return true
+}
+
+// syncOne runs one sync, within the timeout if there is one.
+func (c *controller) syncOne(ctx context.Context, key string) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	return c.sync(ctx, key)
 }
 
 // staleCache reports whether err is the API server refusing a write made from a

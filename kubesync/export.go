@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,6 +23,12 @@ import (
 // fieldManager names this package in the objects' managedFields.
 const fieldManager = "switchboard-kubesync"
 
+// callTimeout bounds each API call export makes, and each registry List when
+// polling: one that hangs is given up and the sync retried with backoff, rather
+// than holding a worker for ever. It is generous, as the client's own rate limit
+// counts against it.
+const callTimeout = 30 * time.Second
+
 // exporter writes the selected registry services as Services and EndpointSlices
 // in one namespace. Its key is a registry service name, which is also the
 // Service's name.
@@ -33,6 +40,7 @@ type exporter struct {
 	view     *view
 	ctl      *controller
 	notes    notes
+	refused  refusals
 	log      *slog.Logger
 	m        *metrics
 }
@@ -72,7 +80,9 @@ func (e *exporter) resyncAll() {
 
 // sync makes Kubernetes match the registry for one service: the Service and its
 // slices when it has exportable endpoints, nothing of ours otherwise.
-func (e *exporter) sync(ctx context.Context, svc string) error {
+func (e *exporter) sync(ctx context.Context, svc string) (err error) {
+	rec := e.refused.begin(svc)
+	defer func() { e.refused.end(svc, rec, err != nil) }()
 	if msgs := validation.IsDNS1035Label(svc); len(msgs) > 0 {
 		// Registry names may hold upper case and '_', and be 253 long; a Service
 		// name may not. There is nothing of ours to remove under such a name.
@@ -91,22 +101,25 @@ func (e *exporter) sync(ctx context.Context, svc string) error {
 		e.report(svc, plan.notes)
 		return nil
 	}
-	owner, err := e.ensureService(ctx, plan.service)
+	owner, taken, err := e.ensureService(ctx, plan.service, rec)
 	if err != nil {
 		return err
 	}
 	n := plan.notes
 	if owner == nil {
-		// The name is a user's Service: leave it, and take away any slices of ours
-		// that kube-proxy would otherwise add to it.
-		n = append(n, note{reason: reasonConflict, kind: kindService, detail: svc})
+		// The name is a user's Service, or the API server refused ours: leave it,
+		// and take away any slices of ours, which kube-proxy would add to the
+		// user's and which would have no Service otherwise.
+		if taken {
+			n = append(n, note{reason: reasonConflict, kind: kindService, detail: svc})
+		}
 		if err := e.deleteSlices(ctx, svc, nil); err != nil {
 			return err
 		}
 		e.report(svc, n)
 		return nil
 	}
-	sn, err := e.syncSlices(ctx, svc, owner, plan.slices)
+	sn, err := e.syncSlices(ctx, svc, owner, plan.slices, rec)
 	if err != nil {
 		return err
 	}
@@ -127,45 +140,70 @@ func (e *exporter) report(svc string, n []note) {
 	}
 }
 
-// ensureService creates or updates our Service and returns it, or nil when the
-// name belongs to a Service that is not ours.
-func (e *exporter) ensureService(ctx context.Context, want *corev1.Service) (*corev1.Service, error) {
+// ensureService creates or updates our Service and returns it. It returns nil
+// and taken when the name belongs to a Service that is not ours, and nil alone
+// when the API server refused to create ours. When it refused an update, the
+// Service as it is is returned.
+func (e *exporter) ensureService(ctx context.Context, want *corev1.Service, rec *refusalRecord) (owner *corev1.Service, taken bool, err error) {
 	api := e.client.CoreV1().Services(e.ns)
+	obj := kindService + "/" + want.Name
 	cur, err := e.services.Get(want.Name)
 	if apierrors.IsNotFound(err) {
+		v := version("", want.Spec, want.Labels)
+		if rec.known(obj, v) {
+			return nil, false, nil
+		}
 		var got *corev1.Service
-		got, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		got, err = api.Create(cctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		cancel()
 		if err == nil {
 			e.m.object(kindService, opCreated)
 			e.log.Info("created Service", "service", want.Name, "ports", len(want.Spec.Ports))
-			return got, nil
+			return got, false, nil
+		}
+		if apierrors.IsInvalid(err) {
+			e.refusedWrite(rec, kindService, want.Name, v, err)
+			return nil, false, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create Service %s: %w", want.Name, err)
+			return nil, false, fmt.Errorf("create Service %s: %w", want.Name, err)
 		}
 		// The cache has not seen it yet (our own create of a moment ago, or a
 		// user's): decide on the live object.
-		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+		cctx, cancel = context.WithTimeout(ctx, callTimeout)
+		cur, err = api.Get(cctx, want.Name, metav1.GetOptions{})
+		cancel()
 	}
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("get Service %s: %w", want.Name, err)
+		return nil, false, fmt.Errorf("get Service %s: %w", want.Name, err)
 	case !ownedService(cur):
-		return nil, nil
+		return nil, true, nil
 	case serviceUpToDate(cur, want):
-		return cur, nil
+		return cur, false, nil
+	}
+	v := version(cur.ResourceVersion, want.Spec, want.Labels)
+	if rec.known(obj, v) {
+		return cur, false, nil
 	}
 	upd := cur.DeepCopy()
 	upd.Labels = withLabels(upd.Labels, want.Labels)
 	upd.Spec.Type, upd.Spec.Selector = want.Spec.Type, nil
 	upd.Spec.Ports, upd.Spec.IPFamilyPolicy = want.Spec.Ports, want.Spec.IPFamilyPolicy
-	got, err := api.Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	got, err := api.Update(cctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
+	if apierrors.IsInvalid(err) {
+		e.refusedWrite(rec, kindService, want.Name, v, err)
+		return cur, false, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("update Service %s: %w", want.Name, err)
+		return nil, false, fmt.Errorf("update Service %s: %w", want.Name, err)
 	}
 	e.m.object(kindService, opUpdated)
 	e.log.Info("updated Service", "service", want.Name, "ports", len(want.Spec.Ports))
-	return got, nil
+	return got, false, nil
 }
 
 // serviceUpToDate compares what export sets; what the API server fills in (the
@@ -180,7 +218,7 @@ func serviceUpToDate(cur, want *corev1.Service) bool {
 // syncSlices creates and updates the wanted slices, then deletes the other slices
 // of ours for svc: in that order, so the Service never has no endpoints between
 // two states that both have some.
-func (e *exporter) syncSlices(ctx context.Context, svc string, owner *corev1.Service, want []*discoveryv1.EndpointSlice) ([]note, error) {
+func (e *exporter) syncSlices(ctx context.Context, svc string, owner *corev1.Service, want []*discoveryv1.EndpointSlice, rec *refusalRecord) ([]note, error) {
 	ref := ownerRef(owner)
 	keep := make(map[string]bool, len(want))
 	var n []note
@@ -190,7 +228,7 @@ func (e *exporter) syncSlices(ctx context.Context, svc string, owner *corev1.Ser
 			w.OwnerReferences = []metav1.OwnerReference{*ref}
 		}
 		keep[w.Name] = true
-		mine, err := e.ensureSlice(ctx, w)
+		mine, err := e.ensureSlice(ctx, w, rec)
 		if err != nil {
 			errs = append(errs, err)
 		} else if !mine {
@@ -212,21 +250,36 @@ func ownerRef(owner *corev1.Service) *metav1.OwnerReference {
 }
 
 // ensureSlice creates or updates one slice; it reports false when the name is
-// taken by a slice that is not ours.
-func (e *exporter) ensureSlice(ctx context.Context, want *discoveryv1.EndpointSlice) (bool, error) {
+// taken by a slice that is not ours. A write the API server refuses as invalid is
+// recorded in rec and is no error: it is not tried again until it changes.
+func (e *exporter) ensureSlice(ctx context.Context, want *discoveryv1.EndpointSlice, rec *refusalRecord) (bool, error) {
 	api := e.client.DiscoveryV1().EndpointSlices(e.ns)
+	obj := kindSlice + "/" + want.Name
+	content := []any{want.AddressType, want.Labels, want.OwnerReferences, want.Endpoints, want.Ports}
 	cur, err := e.slices.Get(want.Name)
 	if apierrors.IsNotFound(err) {
-		_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		v := version("", content...)
+		if rec.known(obj, v) {
+			return true, nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err = api.Create(cctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		cancel()
 		if err == nil {
 			e.m.object(kindSlice, opCreated)
 			e.log.Debug("created EndpointSlice", "slice", want.Name, "endpoints", len(want.Endpoints))
 			return true, nil
 		}
+		if apierrors.IsInvalid(err) {
+			e.refusedWrite(rec, kindSlice, want.Name, v, err)
+			return true, nil
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return true, fmt.Errorf("create EndpointSlice %s: %w", want.Name, err)
 		}
-		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{}) // the cache is behind
+		cctx, cancel = context.WithTimeout(ctx, callTimeout)
+		cur, err = api.Get(cctx, want.Name, metav1.GetOptions{}) // the cache is behind
+		cancel()
 	}
 	switch {
 	case err != nil:
@@ -236,10 +289,20 @@ func (e *exporter) ensureSlice(ctx context.Context, want *discoveryv1.EndpointSl
 	case sliceUpToDate(cur, want):
 		return true, nil
 	}
+	v := version(cur.ResourceVersion, content...)
+	if rec.known(obj, v) {
+		return true, nil
+	}
 	upd := cur.DeepCopy()
 	upd.Labels = withLabels(upd.Labels, want.Labels)
 	upd.OwnerReferences, upd.Endpoints, upd.Ports = want.OwnerReferences, want.Endpoints, want.Ports
-	if _, err := api.Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := api.Update(cctx, upd, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		if apierrors.IsInvalid(err) {
+			e.refusedWrite(rec, kindSlice, want.Name, v, err)
+			return true, nil
+		}
 		return true, fmt.Errorf("update EndpointSlice %s: %w", want.Name, err)
 	}
 	e.m.object(kindSlice, opUpdated)
@@ -266,7 +329,9 @@ func (e *exporter) deleteSlices(ctx context.Context, svc string, keep map[string
 		if keep[s.Name] {
 			continue
 		}
-		err := e.client.DiscoveryV1().EndpointSlices(e.ns).Delete(ctx, s.Name, deleteOptions(s.UID))
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := e.client.DiscoveryV1().EndpointSlices(e.ns).Delete(cctx, s.Name, deleteOptions(s.UID))
+		cancel()
 		switch {
 		case apierrors.IsNotFound(err): // deleted already; the cache is behind
 		case err != nil:
@@ -293,7 +358,9 @@ func (e *exporter) remove(ctx context.Context, svc string) error {
 	case !ownedService(cur):
 		return nil
 	}
-	err = e.client.CoreV1().Services(e.ns).Delete(ctx, svc, deleteOptions(cur.UID))
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err = e.client.CoreV1().Services(e.ns).Delete(cctx, svc, deleteOptions(cur.UID))
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil // deleted already; the cache is behind

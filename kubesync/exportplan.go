@@ -35,9 +35,13 @@ type portKey struct {
 }
 
 // planExport builds the Service and slices for registry service name from its
-// selected endpoints.
+// selected endpoints. Entries whose address no slice may hold are left out first,
+// so a port only they serve is not in the Service, and a service left with nothing
+// has no Service at all.
 func planExport(ns, name string, eps []endpoint.Endpoint) exportPlan {
-	ports, names, notes := planPorts(eps)
+	eps, notes := exportableAddresses(eps)
+	ports, names, pn := planPorts(eps)
+	notes = append(notes, pn...)
 	if len(ports) == 0 {
 		return exportPlan{notes: notes}
 	}
@@ -46,6 +50,61 @@ func planExport(ns, name string, eps []endpoint.Endpoint) exportPlan {
 		slices:  desiredSlices(ns, name, ports, groupAddresses(eps, names)),
 		notes:   notes,
 	}
+}
+
+// exportableAddresses returns the entries whose address an EndpointSlice may hold,
+// each in the form it is written in, and a note for each address left out (one per
+// address, whatever its ports and clusters).
+func exportableAddresses(eps []endpoint.Endpoint) ([]endpoint.Endpoint, []note) {
+	out := eps[:0:0]
+	var notes []note
+	noted := map[string]bool{}
+	for _, e := range eps {
+		a, why := sliceAddress(e.Address)
+		if why != "" {
+			if !noted[e.Address] {
+				noted[e.Address] = true
+				notes = append(notes, note{reason: reasonInvalidAddress, detail: e.Address + ": " + why})
+			}
+			continue
+		}
+		e.Address = a.String()
+		out = append(out, e)
+	}
+	return out, notes
+}
+
+// sliceAddress is the address an EndpointSlice holds for a registry address, or
+// why the API server would refuse it. Its rules are those of k8s.io/kubernetes
+// v1.37 (pkg/apis/discovery/validation, validateEndpoints): a canonical IP of the
+// slice's family (strict IP validation refuses IPv4-mapped IPv6 in either family)
+// that ValidateEndpointIP accepts: not unspecified, loopback, link-local unicast or
+// link-local multicast. TestKubeEndpointAddressRules checks them against a real
+// API server.
+//
+// An IPv4-mapped IPv6 address (::ffff:10.0.0.3) is the IPv4 address it maps: it
+// reaches the same host, and the API server takes it for IPv4 anyway, so it is
+// exported as that, in an IPv4 slice, and checked as that.
+func sliceAddress(s string) (netip.Addr, string) {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return a, "not an IP address"
+	case a.Zone() != "":
+		return a, "has an IPv6 zone"
+	}
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified():
+		return a, "unspecified"
+	case a.IsLoopback():
+		return a, "loopback (127.0.0.0/8, ::1)"
+	case a.IsLinkLocalUnicast():
+		return a, "link-local (169.254.0.0/16, fe80::/10)"
+	case a.IsLinkLocalMulticast():
+		return a, "link-local multicast (224.0.0.0/24, ffx2::/16)"
+	}
+	return a, ""
 }
 
 // planPorts gives each distinct (protocol, port) a Service port, in protocol then
@@ -136,9 +195,9 @@ func groupAddresses(eps []endpoint.Endpoint, names map[portKey]string) []*addrGr
 	served := map[netip.Addr]map[string]bool{}
 	for _, e := range eps {
 		name, ok := names[portKey{e.Protocol, e.Port}]
-		a, err := netip.ParseAddr(e.Address)
-		if !ok || err != nil {
-			continue
+		a, why := sliceAddress(e.Address)
+		if !ok || why != "" {
+			continue // a port left out; exportableAddresses took out the addresses
 		}
 		if served[a] == nil {
 			served[a] = map[string]bool{}

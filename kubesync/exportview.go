@@ -204,7 +204,9 @@ func poll(ctx context.Context, reg registry.Registry, f endpoint.Filter, interva
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		eps, err := reg.List(ctx, f)
+		lctx, cancel := context.WithTimeout(ctx, callTimeout)
+		eps, err := reg.List(lctx, f)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return

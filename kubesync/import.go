@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,6 +33,42 @@ type importer struct {
 	// else in the registry is ever unregistered.
 	mu      sync.Mutex
 	written map[string]map[endpoint.Key]endpoint.Endpoint
+
+	// failing is set by a registry write that failed and cleared by one that
+	// worked; lastOK is when one last worked (or, if none has, when failing began).
+	failing bool
+	lastOK  time.Time
+}
+
+// importTimeout bounds one import sync, its registry write above all. Entries are
+// refreshed every TTL/3: a write that hangs is given up by TTL/2, which leaves
+// time to retry before the entries written last expire.
+func importTimeout(ttl time.Duration) time.Duration { return ttl / 6 }
+
+// wrote records how a registry write went, for failingFor.
+func (i *importer) wrote(err error, now time.Time) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	switch {
+	case err == nil:
+		i.failing, i.lastOK = false, now
+	case !i.failing:
+		i.failing = true
+		if i.lastOK.IsZero() {
+			i.lastOK = now
+		}
+	}
+}
+
+// failingFor is how long ago a registry write last worked, if the last one
+// failed; zero if it worked.
+func (i *importer) failingFor(now time.Time) time.Duration {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.failing {
+		return 0
+	}
+	return now.Sub(i.lastOK)
 }
 
 // onSlice queues the service of a slice that is not ours: ours hold what export
@@ -84,7 +121,9 @@ func (i *importer) sync(ctx context.Context, svc string) error {
 	i.mu.Unlock()
 	ops, counts := importOps(prev, want)
 	if len(ops) > 0 {
-		if err := i.reg.Apply(ctx, ops); err != nil {
+		err := i.reg.Apply(ctx, ops)
+		i.wrote(err, time.Now())
+		if err != nil {
 			return fmt.Errorf("registry: %w", err)
 		}
 	}

@@ -3,6 +3,7 @@ package kubesync
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registry"
+	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
 func importConfig(ttl time.Duration) Config {
@@ -137,6 +139,8 @@ func TestImportFollowsSliceChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor("unregistered", func() error { return sameList(e.registered(self), nil) })
+	// Counted once Apply returns, which may be after the registry shows it.
+	e.atLeast("unregistrations counted", e.s.m.entries.WithLabelValues(entryUnregistered), 3)
 	if n := testutil.ToFloat64(e.s.m.entries.WithLabelValues(entryUnregistered)); n != 3 {
 		t.Errorf("unregistered %g, want 3", n)
 	}
@@ -171,4 +175,50 @@ func TestImportRefreshesAndExpires(t *testing.T) {
 
 	e.stop()
 	e.waitFor("expired", func() error { return sameList(e.registered(self), nil) })
+}
+
+// hangingRegistry is a registry whose Apply, while hang is set, blocks until its
+// context ends, as a backend whose server stopped answering does.
+type hangingRegistry struct {
+	registry.Registry
+	hang atomic.Bool
+}
+
+func (r *hangingRegistry) Apply(ctx context.Context, ops []registry.Op) error {
+	if r.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return r.Registry.Apply(ctx, ops)
+}
+
+// A registry write that hangs is given up in time to retry before the entries
+// expire, and once writes have failed for longer than the TTL, import is not
+// ready: what it registered has expired.
+func TestImportGivesUpAHungRegistry(t *testing.T) {
+	r := memory.New()
+	defer r.Close()
+	hr := &hangingRegistry{Registry: r}
+	hr.hang.Store(true)
+	cfg := importConfig(time.Second)
+	cfg.Registry = hr
+	s := userSlice("api-1", "api", discoveryv1.AddressTypeIPv4, []slicePortSpec{{name: "http", port: 80}}, sliceEP{addr: "10.1.0.1"})
+	e := start(t, cfg, s)
+
+	e.atLeast("failed writes", e.s.m.syncErrors.WithLabelValues(dirImport), 2)
+	e.waitFor("not ready", func() error {
+		if ok, why := e.s.Ready(); ok || !strings.Contains(why, "registry") {
+			return fmt.Errorf("Ready = %v %q, want false naming the registry", ok, why)
+		}
+		return nil
+	})
+
+	hr.hang.Store(false)
+	e.waitFor("registered", func() error { return sameList(e.registered(self), []string{"api/http/10.1.0.1:80"}) })
+	e.waitFor("ready again", func() error {
+		if ok, why := e.s.Ready(); !ok {
+			return fmt.Errorf("Ready = false: %s", why)
+		}
+		return nil
+	})
 }

@@ -2,14 +2,17 @@ package kubesync
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/kubetest"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -107,5 +110,110 @@ func TestKubeSyncRealAPIServer(t *testing.T) {
 	}
 	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Get(ctx, api.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the user's slice: %v", err)
+	}
+}
+
+// An address the API server refuses in a slice (loopback, link-local,
+// unspecified, IPv4-mapped IPv6…) is left out: it neither blocks the other
+// addresses of its slice nor freezes the slice with addresses that have left.
+func TestKubeExportLeavesOutAddressesTheAPIServerRefuses(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	cs := c.Clientset
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, Config{Client: cs, Export: &ExportConfig{Namespace: ns}, Resync: 50 * time.Millisecond})
+	a, b := ep(other, "web", "http", "10.0.0.1", 8080), ep(other, "web", "http", "10.0.0.2", 8080)
+	e.apply(registerAll(a, b)...)
+	e.waitFor("exported", func() error {
+		return sameMap(e.exported(), map[string]string{"web": "ports http=TCP/8080/http; IPv4[http]: 10.0.0.1,10.0.0.2"})
+	})
+
+	// 10.0.0.2 leaves as a loopback entry (`switchboard dev` in another cluster)
+	// arrives: the slice is updated without either.
+	e.apply(registry.Unregister(b), registry.Register(ep(other, "web", "http", "127.0.0.1", 8080)))
+	e.waitFor("updated", func() error {
+		return sameMap(e.exported(), map[string]string{"web": "ports http=TCP/8080/http; IPv4[http]: 10.0.0.1"})
+	})
+
+	// Every kind of refused address, new slices of both families, an IPv4-mapped
+	// address, and a service with nothing exportable.
+	var more []endpoint.Endpoint
+	for _, x := range refusedAddrs {
+		more = append(more, ep(other, "web", "http", x, 8080), ep(other, "web", "grpc", x, 9090))
+	}
+	more = append(more, ep(other, "web", "grpc", "2001:db8::1", 9090), ep(other, "web", "grpc", "::ffff:10.0.0.3", 9090),
+		ep(other, "loop", "http", "::1", 8080), ep(other, "loop", "http", "127.0.0.2", 8080))
+	e.apply(registerAll(more...)...)
+	e.waitFor("exported", func() error {
+		return sameMap(e.exported(), map[string]string{
+			"web": "ports grpc=TCP/9090/grpc,http=TCP/8080/http; IPv4[grpc]: 10.0.0.3; IPv4[http]: 10.0.0.1; IPv6[grpc]: 2001:db8::1",
+		})
+	})
+	e.atLeast("resyncs", e.s.m.syncs.WithLabelValues(dirExport), testutil.ToFloat64(e.s.m.syncs.WithLabelValues(dirExport))+10)
+	if n := sum(e.s.m.syncErrors); n != 0 {
+		t.Errorf("%g sync errors, want none", n)
+	}
+	if _, err := cs.CoreV1().Services(ns).Get(ctx, "loop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Service loop, which has no address to export: %v, want none", err)
+	}
+}
+
+// sliceAddress refuses exactly the addresses the API server refuses in a slice
+// of the address's family, and takes an IPv4-mapped address for the IPv4 one,
+// which the API server refuses to hold as written in either family.
+func TestKubeEndpointAddressRules(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	cs := c.Clientset
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	accepts := func(fam discoveryv1.AddressType, addr string) error {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "rules", Namespace: ns},
+			AddressType: fam,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+		}
+		_, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && !apierrors.IsInvalid(err) {
+			t.Fatalf("create a slice holding %s: %v", addr, err)
+		}
+		return err
+	}
+	for _, addr := range []string{
+		"10.0.0.1", "100.64.0.1", "255.255.255.255", "169.253.255.255", "224.0.1.1", "239.255.255.250",
+		"2001:db8::1", "fec0::1", "ff01::1", "ff05::1", "64:ff9b::a00:1", "2002::1", "fc00::1",
+		"0.0.0.0", "127.0.0.1", "127.255.255.254", "169.254.0.1", "169.254.255.255", "224.0.0.1", "224.0.0.255",
+		"::", "::1", "fe80::1", "febf:ffff::1", "ff02::1", "ff12::1", "ff32::1",
+		"::ffff:10.0.0.1", "::ffff:127.0.0.1", "::ffff:169.254.0.1",
+	} {
+		a := netip.MustParseAddr(addr)
+		got, why := sliceAddress(addr)
+		if a.Is4In6() {
+			for _, fam := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+				if accepts(fam, addr) == nil {
+					t.Errorf("the API server takes %s in an %s slice: export could write it as it is", addr, fam)
+				}
+			}
+			if want := a.Unmap(); got != want {
+				t.Errorf("sliceAddress(%s) = %s, want %s", addr, got, want)
+			}
+			continue
+		}
+		fam := discoveryv1.AddressTypeIPv6
+		if a.Is4() {
+			fam = discoveryv1.AddressTypeIPv4
+		}
+		err := accepts(fam, addr)
+		switch {
+		case err == nil && why != "":
+			t.Errorf("sliceAddress(%s) refuses it (%s), the API server takes it", addr, why)
+		case err != nil && why == "":
+			t.Errorf("sliceAddress(%s) takes it, the API server refuses it: %v", addr, err)
+		case why == "" && got.String() != addr:
+			t.Errorf("sliceAddress(%s) = %s, want it as it is", addr, got)
+		}
 	}
 }

@@ -97,7 +97,7 @@ func (s *Syncer) setUpExport() error {
 		services: svcs.Lister().Services(ec.Namespace), slices: slices.Lister().EndpointSlices(ec.Namespace),
 		log: s.log.With("direction", dirExport, "namespace", ec.Namespace), m: s.m,
 	}
-	e.ctl = newController(dirExport, e.sync, e.log, s.m)
+	e.ctl = newController(dirExport, e.sync, 0, e.log, s.m) // each API call has its own bound
 	e.view = newView(selector(s.cfg.Cluster, ec), e.ctl.enqueue)
 	s.exp = e
 	if err := s.watch(svcs.Informer(), handler(e.onService)); err != nil {
@@ -115,7 +115,7 @@ func (s *Syncer) setUpImport() error {
 		log:    s.log.With("direction", dirImport, "namespace", ic.Namespace), m: s.m,
 		written: map[string]map[endpoint.Key]endpoint.Endpoint{},
 	}
-	i.ctl = newController(dirImport, i.sync, i.log, s.m)
+	i.ctl = newController(dirImport, i.sync, importTimeout(ic.TTL), i.log, s.m)
 	s.imp = i
 	return s.watch(slices.Informer(), handler(i.onSlice))
 }
@@ -198,15 +198,23 @@ func (s *Syncer) controllers() []*controller {
 	return out
 }
 
-// Ready reports whether the syncer works from complete information: the
-// informer caches are synced and, when exporting, the registry has been read
-// whole. The reason says what is missing. It suits /readyz.
+// Ready reports whether the syncer works from complete information and its
+// work shows: the informer caches are synced; when exporting, the registry has
+// been read whole; when importing, registry writes have not been failing for
+// longer than the TTL (when the entries written last have expired). The reason
+// says what is missing. It suits /readyz.
 func (s *Syncer) Ready() (bool, string) {
 	switch {
 	case !s.ready.Load():
 		return false, "Kubernetes informer caches not synced yet"
 	case s.exp != nil && !s.exp.view.isRead():
 		return false, "registry not read yet"
+	}
+	if s.imp != nil {
+		if d := s.imp.failingFor(time.Now()); d > s.cfg.Import.TTL {
+			return false, fmt.Sprintf("registry writes failing for %s, longer than the import TTL %s: the imported entries have expired",
+				d.Round(time.Second), s.cfg.Import.TTL)
+		}
 	}
 	return true, ""
 }

@@ -23,6 +23,10 @@ import (
 
 func init() { subcommands = append(subcommands, newKubeSyncCmd) }
 
+// minResync is the shortest --resync: each one queues every service, so a shorter
+// period only spins. (--import-ttl, the other period, is whole seconds already.)
+const minResync = time.Second
+
 // kubeSyncFlags are the flags of `switchboard kube-sync`.
 type kubeSyncFlags struct {
 	kubeconfig      string
@@ -53,7 +57,9 @@ port (named after the protocol: http, grpc, or http-8443 when a protocol has
 several), and the label app.kubernetes.io/managed-by=switchboard-kubesync. A
 registry service whose name is not a valid Service name, or whose name a Service
 of someone else's already has, is skipped with a warning: kube-sync never changes
-or deletes an object without its label.
+or deletes an object without its label. Addresses no EndpointSlice may hold
+(loopback, link-local, unspecified) are left out with a warning, and a service
+left with none gets no Service; an IPv4-mapped IPv6 address is exported as IPv4.
 
 Import (--import-namespace): every ready address and port of that namespace's
 EndpointSlices is registered under this cluster (--cluster) and the Service's
@@ -68,7 +74,8 @@ replica per cluster. It needs to get, list and watch Services and
 EndpointSlices, and (for export) create, update and delete them.
 
 /healthz, /readyz (ready once the Kubernetes caches are synced and the registry
-has been read) and /metrics are served on --metrics-listen. SIGTERM stops it;
+has been read; not ready while import's registry writes have failed for longer
+than --import-ttl) and /metrics are served on --metrics-listen. SIGTERM stops it;
 what it wrote stays (exported objects until the next run, imported entries
 until their TTL).`,
 		Example: `  # other clusters' services as Services in namespace "mesh", from the in-cluster config
@@ -88,7 +95,7 @@ until their TTL).`,
 	fl.BoolVar(&f.exportOthers, "export-only-other-clusters", false, "export only other clusters' endpoints; this cluster's pods reach its own through their own Services")
 	fl.StringVar(&f.importNamespace, "import-namespace", "", "register the ready endpoints of this namespace's Services (empty: no import)")
 	fl.DurationVar(&f.importTTL, "import-ttl", kubesync.DefaultTTL, "TTL of imported entries, renewed every third of it (whole seconds)")
-	fl.DurationVar(&f.resync, "resync", kubesync.DefaultResync, "sync every service again this often, even without a change")
+	fl.DurationVar(&f.resync, "resync", kubesync.DefaultResync, "sync every service again this often, even without a change (at least 1s)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9106", "address serving /metrics, /healthz and /readyz (empty: off)")
 	_ = cmd.MarkFlagFilename("kubeconfig")
 	bf := addBackendFlags(cmd, "")
@@ -116,8 +123,8 @@ func (f kubeSyncFlags) validate(backend string) error {
 		return usagef("--registry-backend %q: %v", backend, registry.ErrUnknownBackend)
 	case backend == "memory":
 		return usagef("--registry-backend memory: the memory backend lives and dies with this process, so nothing else would see what kube-sync syncs; use the registry your clusters share")
-	case f.resync <= 0:
-		return usagef("--resync %s: must be positive", f.resync)
+	case f.resync < minResync:
+		return usagef("--resync %s: must be at least %s: each resync queues every service", f.resync, minResync)
 	}
 	if err := endpoint.ValidateName("cluster", f.cluster); err != nil {
 		return usagef("--cluster: %v", err)
