@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"path"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ func (v *view) replace(state map[endpoint.Key]endpoint.Endpoint) {
 	v.mu.Unlock()
 	v.readOnce.Do(func() { close(v.read) })
 	for svc, eps := range next {
-		if !sameEndpoints(prev[svc], eps) {
+		if !maps.EqualFunc(prev[svc], eps, endpoint.Equal) {
 			v.changed(svc)
 		}
 	}
@@ -133,18 +134,6 @@ func (v *view) services() []string {
 		out = append(out, svc)
 	}
 	return out
-}
-
-func sameEndpoints(a, b map[endpoint.Key]endpoint.Endpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, e := range a {
-		if f, ok := b[k]; !ok || !endpoint.Equal(e, f) {
-			return false
-		}
-	}
-	return true
 }
 
 // selector is the export selection: the service matches a pattern, and the entry

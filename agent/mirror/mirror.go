@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -105,7 +106,7 @@ func (m *Mirror) notify() {
 // the first complete copy.
 func (m *Mirror) replace(entries map[endpoint.Key]endpoint.Endpoint) {
 	m.mu.Lock()
-	changed := !m.synced || !sameEntries(m.entries, entries)
+	changed := !m.synced || !maps.EqualFunc(m.entries, entries, endpoint.Equal)
 	m.entries, m.synced = entries, true
 	if changed {
 		m.sorted = nil
@@ -143,18 +144,6 @@ func (m *Mirror) apply(ev registry.Event) {
 	if synced {
 		m.notify()
 	}
-}
-
-func sameEntries(a, b map[endpoint.Key]endpoint.Endpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, e := range a {
-		if f, ok := b[k]; !ok || !endpoint.Equal(e, f) {
-			return false
-		}
-	}
-	return true
 }
 
 // retry spaces retries after failures: full jitter over a capped exponential, so
