@@ -76,7 +76,10 @@ func pubUntilReceived(t *testing.T, lines <-chan string, args ...string) string 
 // freeBase finds a port base with k free consecutive ports on 127.0.0.1.
 func freeBase(t *testing.T, k int) int {
 	t.Helper()
-	for base := 47000 + os.Getpid()%2000; base < 60000; base += k {
+	// Below Linux's ephemeral range (32768 and up), where nothing else on the machine
+	// is handed a port by the kernel: an outgoing connection of a test running beside
+	// this one could otherwise take a port of the range between the check and its use.
+	for base := 21000 + os.Getpid()%2000; base < 32000; base += k {
 		ok := true
 		for p := base; p < base+k && ok; p++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
