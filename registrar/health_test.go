@@ -199,6 +199,28 @@ func TestDebugMemory(t *testing.T) {
 	}
 }
 
+// A Kill that comes before Run's gRPC Serve has started (Serve then answers
+// grpc.ErrServerStopped) is Kill's doing too, not a listener that failed.
+func TestKillBeforeServingEndsRunWithoutError(t *testing.T) {
+	b := memory.New()
+	defer b.Close()
+	s, err := NewServer(ServerConfig{Registrar: Config{Cluster: "east", Backend: b}, Listen: "127.0.0.1:0", HealthListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after an early Kill = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of Kill")
+	}
+}
+
 // Kill stops the server's gRPC serving itself: Run must not report that as a
 // listener that failed under it ("serving stopped").
 func TestKillEndsRunWithoutError(t *testing.T) {

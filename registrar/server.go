@@ -187,7 +187,11 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case serveErr = <-serveDone:
 		// A listener failed under us: shut down rather than run deaf. Serve
-		// returns nil only when stopped, which before ctx ends is Kill's doing.
+		// returns nil when stopped, and ErrServerStopped when the stop came before
+		// it started: before ctx ends, either is Kill's doing.
+		if errors.Is(serveErr, grpc.ErrServerStopped) {
+			serveErr = nil
+		}
 		if serveErr != nil {
 			serveErr = fmt.Errorf("registrar: serving stopped: %w", serveErr)
 		}
