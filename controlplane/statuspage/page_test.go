@@ -153,7 +153,7 @@ func TestServedOverHTTP(t *testing.T) {
 	if !strings.Contains(frag, `data-node="edge/n1"`) || strings.Contains(frag, "<html") {
 		t.Errorf("/status/fragment:\n%s", frag)
 	}
-	for _, asset := range []string{"/status/assets/app.js", "/status/assets/style.css"} {
+	for _, asset := range []string{"/status/assets/app.js", "/status/common/style.css"} {
 		if resp, body := fetch(t, base+asset); resp.StatusCode != http.StatusOK || len(body) < 100 {
 			t.Errorf("%s: %d, %d bytes", asset, resp.StatusCode, len(body))
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	"github.com/switchboard-mesh/switchboard/internal/webui"
 )
 
 // assets are served as they are; templates are not served.
@@ -81,6 +82,7 @@ func (p *Page) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /status/fragment", p.serve("fragment", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /status/state.json", p.serveJSON)
 	mux.Handle("GET /status/assets/", http.StripPrefix("/status/", http.FileServerFS(assets)))
+	webui.MountAssets(mux, "/status/common/")
 }
 
 // snapshot returns a snapshot no older than a quarter of the refresh interval.
@@ -138,15 +140,8 @@ func (p *Page) serveJSON(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(s)
 }
 
-// secure sets headers that keep the page to its own assets: no inline script runs,
-// nothing loads from elsewhere, and no other site frames it.
-func secure(w http.ResponseWriter, contentType string) {
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; frame-ancestors 'none'")
-}
+// secure sets the shared page headers (webui.Secure).
+func secure(w http.ResponseWriter, contentType string) { webui.Secure(w, contentType) }
 
 func sortedStates(m map[string]int) []string {
 	out := make([]string, 0, len(m))
