@@ -164,8 +164,12 @@ func installHooks(t *testing.T, r reg) *gatedHooks {
 	// never leaves the loop held.
 	t.Cleanup(func() { close(stop) })
 	r.hooks.beforeWatch = func(rev int64, drop context.CancelFunc) {
+		// Whether to hold is decided before the open is announced: the test may
+		// lift the gate right after it has seen the open, and then sends release,
+		// which this open must take, however late this goroutine runs on.
+		gated := h.gated.Load()
 		h.opens <- watchOpen{rev, drop}
-		if h.gated.Load() {
+		if gated {
 			select {
 			case <-h.release:
 			case <-stop:
@@ -177,6 +181,17 @@ func installHooks(t *testing.T, r reg) *gatedHooks {
 		h.resyncs.Add(1)
 	}
 	return h
+}
+
+// open lets the held watch loop go on.
+func (h *gatedHooks) open(t *testing.T) {
+	t.Helper()
+	h.gated.Store(false)
+	select {
+	case h.release <- struct{}{}:
+	case <-time.After(wait):
+		t.Fatal("the watch loop is not held before a watch")
+	}
 }
 
 func (h *gatedHooks) next(t *testing.T) watchOpen {
@@ -227,8 +242,7 @@ func TestWatchResumeAndCompaction(t *testing.T) {
 	mustApply(t, r, registry.Register(g2))
 	mustApply(t, r, registry.Unregister(g))
 	mustApply(t, r, registry.Register(hh))
-	h.gated.Store(false)
-	h.release <- struct{}{}
+	h.open(t)
 	expectEvents(t, ch, added(g), updated(g2), removed(g2), added(hh))
 	expectQuiet(t, ch)
 	if n := h.resyncs.Load(); n != 0 {
@@ -255,8 +269,7 @@ func TestWatchResumeAndCompaction(t *testing.T) {
 	if _, err := r.client.Compact(ctx, now, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
-	h.gated.Store(false)
-	h.release <- struct{}{}
+	h.open(t)
 	// c's last value is compacted away: its removal carries its key fields.
 	expectEvents(t, ch, removed(keyFields(c)), updated(a2), added(b))
 	if n := h.resyncs.Load(); n != 1 {
