@@ -2,7 +2,7 @@
 BIN := $(CURDIR)/.bin
 export PATH := $(BIN):/usr/local/go/bin:$(PATH)
 
-.PHONY: all build test generate check-generated lint tools bench fuzz test-kube
+.PHONY: all build test generate check-generated lint tools bench fuzz test-kube test-jaeger
 
 all: build
 
@@ -37,3 +37,8 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 20s) each; see tools/fuzz.s
 # into the user cache inside a test, hence the longer timeout; see internal/kubetest.
 test-kube: ## Run the tests against a real kube-apiserver (names containing Kube).
 	SWITCHBOARD_KUBE=1 go test -race -timeout 30m -run Kube ./...
+
+# The first run builds Jaeger (tools/jaeger, a few minutes) into the user cache inside a
+# test, hence the longer timeout; see internal/jaegertest and docs/operations.md, "Tracing".
+test-jaeger: ## Run the tracing tests against a real Jaeger (names containing Jaeger).
+	SWITCHBOARD_JAEGER=1 go test -race -timeout 30m -run Jaeger ./...

@@ -13,10 +13,13 @@ import (
 // API turns it into RESOURCE_EXHAUSTED so the agent retries instead of losing it.
 var errQueueFull = errors.New("write queue full")
 
-// batchOp is one op of a batch, with the write id that was current when it was taken.
+// batchOp is one op of a batch, with the write id that was current when it was
+// taken, and the traces of the writes it persists (nil if none is traced): op's
+// and those of the writes to the key it replaced since the last batch.
 type batchOp struct {
-	op registry.Op
-	id uint64
+	op     registry.Op
+	id     uint64
+	traces []*writeTrace
 }
 
 // accept takes validated writes into the snapshot at once (broadcasting them) and
@@ -25,6 +28,13 @@ type batchOp struct {
 // now (nil if none), and its first error refuses the whole request. It returns the
 // version at which the writes are visible.
 func (s *state) accept(ops []registry.Op, check func(i int, op registry.Op, cur *endpoint.Endpoint) error) (token.Version, error) {
+	return s.acceptTraced(ops, check, nil)
+}
+
+// acceptTraced is accept for a write request traced as tr (nil: not traced): its
+// ops remember tr until they are persisted, and the events they cause carry the
+// trace context of their fan-out (tracing.go).
+func (s *state) acceptTraced(ops []registry.Op, check func(i int, op registry.Op, cur *endpoint.Endpoint) error, tr *writeTrace) (token.Version, error) {
 	s.mu.Lock()
 	defer s.unlock()
 	if check != nil {
@@ -53,9 +63,11 @@ func (s *state) accept(ops []registry.Op, check func(i int, op registry.Op, cur 
 	if len(s.pending)+fresh > s.maxQueue {
 		return token.Version{}, fmt.Errorf("%w: %d writes waiting to be persisted, limit %d", errQueueFull, len(s.pending), s.maxQueue)
 	}
+	s.origin = tr
 	for _, op := range ops {
 		s.acceptOne(op)
 	}
+	s.origin = nil
 	s.acked = s.seq
 	s.m.queueDepth(len(s.pending))
 	select {
@@ -77,6 +89,9 @@ func (s *state) acceptOne(op registry.Op) {
 		s.pending[k] = p
 	}
 	p.op, p.id = op, s.writeID
+	if s.origin != nil {
+		p.traces = addTraces(p.traces, s.origin) // tracing.go
+	}
 	s.markDirty(k, p)
 	s.recompute(k)
 	switch {
@@ -121,7 +136,8 @@ func (s *state) takeBatch() []batchOp {
 			continue
 		}
 		p.dirty, p.next = false, 0
-		out = append(out, batchOp{op: p.op, id: p.id})
+		out = append(out, batchOp{op: p.op, id: p.id, traces: p.traces})
+		p.traces = nil
 	}
 	s.dirty = s.dirty[:0]
 	s.ndirty = 0
@@ -141,6 +157,10 @@ func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permane
 		p := s.pending[k]
 		current := p != nil && p.id == b.id
 		if failed[k] {
+			if p != nil && !permanent && b.traces != nil {
+				// The batch that writes the key next persists these writes too.
+				p.traces = addTraces(b.traces, p.traces...) // tracing.go
+			}
 			switch {
 			case !current:
 				// A newer write to the key is already queued; it supersedes this one.

@@ -49,6 +49,9 @@ type state struct {
 	ndirty   int
 	writeID  uint64
 	maxQueue int
+	// origin is the trace of the write being accepted, while accept applies it;
+	// nil when it is not traced (tracing.go).
+	origin *writeTrace
 
 	ring    []ringEvent
 	changed bool // events were appended under the lock: signal the watchers
@@ -88,6 +91,10 @@ type pend struct {
 	since uint64 // the smallest version an unpersisted write was acknowledged with
 	next  uint64 // the same for the writes accepted since the key was last taken into a batch; 0 if none
 	dirty bool   // waiting for a batch; false while in flight
+	// traces are the traces of the writes accepted since the key was last taken
+	// into a batch (op and the ones it replaced), oldest first, at most
+	// maxPendTraces; nil when none is traced (tracing.go).
+	traces []*writeTrace
 }
 
 type ringEvent struct {
@@ -207,15 +214,15 @@ func (s *state) recompute(k endpoint.Key) {
 		e := &entry{ep: want, wire: marshalEndpoint(want)}
 		s.put(k, e)
 		s.count(k.Cluster, +1)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_ADDED, k.Service, e.wire)
+		s.emit(registrarv1.EndpointEvent_ENDPOINT_ADDED, k, e.wire)
 	case ok && !endpoint.Equal(cur.ep, want):
 		e := &entry{ep: want, wire: marshalEndpoint(want)}
 		s.put(k, e)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_UPDATED, k.Service, e.wire)
+		s.emit(registrarv1.EndpointEvent_ENDPOINT_UPDATED, k, e.wire)
 	case !ok && cur != nil:
 		s.drop(k)
 		s.count(k.Cluster, -1)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_REMOVED, k.Service, cur.wire)
+		s.emit(registrarv1.EndpointEvent_ENDPOINT_REMOVED, k, cur.wire)
 	}
 }
 
@@ -260,12 +267,17 @@ func (s *state) count(cluster string, d int) {
 	s.m.endpointCount(cluster, n)
 }
 
-// emit appends one change to the history ring.
-func (s *state) emit(t registrarv1.EndpointEvent_EventType, service string, wire []byte) {
+// emit appends one change of key k to the history ring. The change of a traced
+// write carries the trace context of its fan-out span (tracing.go).
+func (s *state) emit(t registrarv1.EndpointEvent_EventType, k endpoint.Key, wire []byte) {
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := s.current()
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: t, service: service, msg: share(encodeChange(t, wire, v, p))}
+	var traceparent string
+	if s.origin != nil {
+		traceparent = s.fanout(t, k, v)
+	}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: t, service: k.Service, msg: share(encodeChange(t, wire, v, p, traceparent))}
 	s.changed = true
 }
 

@@ -28,6 +28,7 @@ const (
 	fieldScopeID   = 9
 	fieldEvents    = 10
 	fieldZipped    = 11 // compressed
+	fieldTrace     = 12 // traceparent
 )
 
 // An event is encoded once, when it happens, and the same bytes go to every watcher;
@@ -47,17 +48,24 @@ func marshalEndpoint(e endpoint.Endpoint) []byte {
 	return b
 }
 
-// encodeChange assembles an ADDED, UPDATED or REMOVED event.
-func encodeChange(t registrarv1.EndpointEvent_EventType, ep []byte, v token.Version, persisted uint64) []byte {
+// encodeChange assembles an ADDED, UPDATED or REMOVED event. traceparent, the
+// W3C trace context of the event's fan-out span (tracing.go), is written only when
+// set: with tracing off an event's bytes are what they always were.
+func encodeChange(t registrarv1.EndpointEvent_EventType, ep []byte, v token.Version, persisted uint64, traceparent string) []byte {
 	// At least trackedCap: a paced watcher sends these very bytes in a buffer
 	// whose writing gRPC reports (batch.go), which it does only past 1 KiB.
-	out := make([]byte, 0, max(len(ep)+80, trackedCap))
+	out := make([]byte, 0, max(len(ep)+80+len(traceparent)+2, trackedCap))
 	out = protowire.AppendTag(out, fieldType, protowire.VarintType)
 	out = protowire.AppendVarint(out, uint64(t))
 	out = protowire.AppendTag(out, fieldEndpoint, protowire.BytesType)
 	out = protowire.AppendBytes(out, ep)
 	out = appendVersion(out, fieldVersion, v)
-	return appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
+	out = appendVersion(out, fieldPersisted, token.Version{Epoch: v.Epoch, Seq: persisted})
+	if traceparent != "" {
+		out = protowire.AppendTag(out, fieldTrace, protowire.BytesType)
+		out = protowire.AppendString(out, traceparent)
+	}
+	return out
 }
 
 // encodeComplete assembles a SNAPSHOT_COMPLETE event.

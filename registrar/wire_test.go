@@ -26,13 +26,35 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	v := token.Version{Epoch: 0xabc, Seq: 42}
 
 	var got registrarv1.EndpointEvent
-	if err := proto.Unmarshal(encodeChange(registrarv1.EndpointEvent_ENDPOINT_UPDATED, wire, v, 40), &got); err != nil {
+	plain := encodeChange(registrarv1.EndpointEvent_ENDPOINT_UPDATED, wire, v, 40, "")
+	if err := proto.Unmarshal(plain, &got); err != nil {
 		t.Fatal(err)
 	}
 	want := &registrarv1.EndpointEvent{Type: registrarv1.EndpointEvent_ENDPOINT_UPDATED, Endpoint: e.ToProto(),
 		Version: v.String(), Persisted: token.Version{Epoch: 0xabc, Seq: 40}.String()}
 	if !proto.Equal(&got, want) {
 		t.Fatalf("change event decodes to %v, want %v", &got, want)
+	}
+	// Untraced, the event has no traceparent field at all: the bytes are what
+	// protobuf writes for the message without it.
+	if b, err := (proto.MarshalOptions{Deterministic: true}).Marshal(want); err != nil || string(b) != string(plain) {
+		t.Fatalf("an untraced change is not the message without a traceparent (%v):\n%x\n%x", err, plain, b)
+	}
+
+	// Traced, it carries the traceparent as field 12, and nothing else changes.
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	got.Reset()
+	traced := encodeChange(registrarv1.EndpointEvent_ENDPOINT_REMOVED, wire, v, 40, tp)
+	if err := proto.Unmarshal(traced, &got); err != nil {
+		t.Fatal(err)
+	}
+	want = &registrarv1.EndpointEvent{Type: registrarv1.EndpointEvent_ENDPOINT_REMOVED, Endpoint: e.ToProto(),
+		Version: v.String(), Persisted: token.Version{Epoch: 0xabc, Seq: 40}.String(), Traceparent: tp}
+	if !proto.Equal(&got, want) {
+		t.Fatalf("traced change event decodes to %v, want %v", &got, want)
+	}
+	if cap(traced) < trackedCap || len(traced) > cap(traced) {
+		t.Fatalf("traced event: %d bytes in %d of capacity, want at least %d", len(traced), cap(traced), trackedCap)
 	}
 
 	got.Reset()

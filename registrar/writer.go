@@ -61,6 +61,7 @@ func (w *writer) run(ctx context.Context) {
 
 // flushOnce writes one batch and reports whether the backend took all of it.
 func (w *writer) flushOnce(ctx context.Context) bool {
+	var err error
 	batch := w.s.takeBatch()
 	if len(batch) == 0 {
 		return true
@@ -70,8 +71,12 @@ func (w *writer) flushOnce(ctx context.Context) bool {
 		ops[i] = b.op
 	}
 	w.m.batchSize.Observe(float64(len(ops)))
-	actx, cancel := context.WithTimeout(ctx, w.timeout)
-	err := w.backend.Apply(actx, ops)
+	tctx, endBatch := traceBatch(ctx, batch) // tracing.go
+	defer func() { endBatch(err) }()
+	actx, cancel := context.WithTimeout(tctx, w.timeout)
+	actx, endApply := traceBackend(actx, w.backend, ops)
+	err = w.backend.Apply(actx, ops)
+	endApply(err)
 	cancel()
 	if err == nil {
 		w.m.batches.WithLabelValues("ok").Inc()

@@ -23,6 +23,7 @@ type controlPlaneOptions struct {
 	northbound    string
 	southbound    string
 	insecure      bool
+	tracing       *tracingFlags
 }
 
 func newControlPlaneCmd(a *app) *cobra.Command {
@@ -57,6 +58,7 @@ stops working. Every successful northbound mutation is logged with audit=true.`,
 	cmd.Flags().StringVar(&o.northbound, "northbound-listen", "", "management API address (switchboard ctl); overrides northbound.endpoint (default 127.0.0.1:50051)")
 	cmd.Flags().StringVar(&o.southbound, "southbound-listen", "", "address data-plane nodes connect to; overrides southbound.endpoint (default 127.0.0.1:50052)")
 	cmd.Flags().StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:50053", "address for /healthz, /readyz and /metrics (empty: none)")
+	o.tracing = addTracingFlags(cmd)
 	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow plaintext endpoints, a northbound API without authorization and a southbound endpoint without registration_auth on non-loopback addresses (logged as a warning)")
 	return cmd
 }
@@ -101,6 +103,9 @@ func runControlPlane(cmd *cobra.Command, a *app, o controlPlaneOptions) error {
 	if err := checkListens("northbound-listen", o.northbound, "southbound-listen", o.southbound, "metrics-listen", o.metricsListen); err != nil {
 		return err
 	}
+	if err := o.tracing.validate(); err != nil {
+		return err
+	}
 	cfg, err := loadControlPlaneConfig(cmd, a, o.configFile)
 	if err != nil {
 		return err
@@ -120,6 +125,13 @@ func runControlPlane(cmd *cobra.Command, a *app, o controlPlaneOptions) error {
 		return err
 	}
 	log := a.logger()
+	// Before the gRPC servers are made, which take their tracing options then;
+	// the deferred stop flushes the spans after the servers have stopped.
+	stopTracing, err := o.tracing.start(cmd.Context(), log, "switchboard-controlplane")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv, err := server.New(cmd.Context(), server.Options{
 		Config: cfg, Logger: log, MetricsListen: o.metricsListen, AuditLogger: a.auditLogger(),
 	})

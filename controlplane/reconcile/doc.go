@@ -7,4 +7,7 @@
 // backoff from the base retry delay capped at 30 s, a key dropped after max_requeues
 // failures (the periodic sweep brings it back), and "connection not found" retried
 // without consuming a retry.
+//
+// With tracing on (internal/tracing), each pass of either reconciler over a node is
+// a trace of its own (tracing.go).
 package reconcile

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 	"github.com/switchboard-mesh/switchboard/internal/controllerproto"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 )
 
 // LinkOptions configure a Links reconciler.
@@ -78,7 +79,12 @@ func (p *linkPlan) command() *controllerv1.ConfigCommand {
 // Sync reconciles the links whose source is nodeID: pre-flight, connection list,
 // classification, one ConfigCommand, ack processing. An error asks the queue to retry
 // with backoff.
-func (r *Links) Sync(ctx context.Context, nodeID string) error {
+func (r *Links) Sync(ctx context.Context, nodeID string) (err error) {
+	if tracing.Enabled() { // tracing.go
+		var end func(error)
+		ctx, end = startPass(ctx, spanLinks, nodeID)
+		defer func() { end(err) }()
+	}
 	ok, err := connected(ctx, r.o.Store, r.o.Nodes, nodeID)
 	if err != nil || !ok {
 		return err
@@ -99,6 +105,7 @@ func (r *Links) Sync(ctx context.Context, nodeID string) error {
 	}
 	r.routesOver(nodeID, plan.ready)
 	cmd := plan.command()
+	noteCommand(ctx, cmd)
 	if len(cmd.ConnectionsToDelete)+len(cmd.ConnectionsToCreate) == 0 {
 		return nil
 	}

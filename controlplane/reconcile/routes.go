@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
 	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 	"github.com/switchboard-mesh/switchboard/internal/controllerproto"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 )
 
 // RouteOptions configure a Routes reconciler. Subscriptions the CP does not track are
@@ -82,7 +83,12 @@ func (p *routePlan) command() *controllerv1.ConfigCommand {
 // Sync reconciles the routes whose source is nodeID. It returns an error wrapping
 // ErrRetrySoon when a subscribe hit "connection not found" (the connection vanished
 // after the pre-flight check), any other error to retry with backoff.
-func (r *Routes) Sync(ctx context.Context, nodeID string) error {
+func (r *Routes) Sync(ctx context.Context, nodeID string) (err error) {
+	if tracing.Enabled() { // tracing.go
+		var end func(error)
+		ctx, end = startPass(ctx, spanRoutes, nodeID)
+		defer func() { end(err) }()
+	}
 	ok, err := connected(ctx, r.o.Store, r.o.Nodes, nodeID)
 	if err != nil || !ok {
 		return err
@@ -109,6 +115,7 @@ func (r *Routes) Sync(ctx context.Context, nodeID string) error {
 		return err
 	}
 	cmd := plan.command()
+	noteCommand(ctx, cmd)
 	if len(cmd.SubscriptionsToSet)+len(cmd.SubscriptionsToDelete) == 0 {
 		return settle(plan.errs)
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/switchboard-mesh/switchboard/controlplane/southbound"
 	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
+	controllerv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controller/v1"
 	controlplanev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/controlplane/v1"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 	"github.com/switchboard-mesh/switchboard/nodeauth"
 )
 
@@ -184,6 +186,9 @@ func (s *Server) buildServers() error {
 	if err != nil {
 		return fmt.Errorf("southbound: %w", err)
 	}
+	// With tracing on, calls get server spans, but not the nodes' control
+	// channels: a stream open for as long as the node runs.
+	sopts = append(sopts, tracing.ServerOptions("/"+controllerv1.ControllerService_ServiceDesc.ServiceName+"/")...)
 	// Stop waits for stream handlers, so no disconnect is processed after the store
 	// closes.
 	s.sgrpc = grpc.NewServer(append(sopts, grpc.WaitForHandlers(true), s.southboundGate())...)
@@ -199,6 +204,7 @@ func (s *Server) buildServers() error {
 	if err != nil {
 		return fmt.Errorf("northbound: %w", err)
 	}
+	nopts = append(nopts, tracing.ServerOptions()...)
 	s.ngrpc = grpc.NewServer(append(append(nopts, s.access.ServerOptions()...), s.northboundGate())...)
 	controlplanev1.RegisterControlPlaneServiceServer(s.ngrpc,
 		northbound.New(s.svc, s.streams, s.Enqueue, s.log.With("component", "northbound"), northbound.WithGroupSecrets(s.secrets)))

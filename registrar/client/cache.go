@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -35,6 +37,11 @@ type cache struct {
 	watchers  map[*watcher]struct{}
 	now       func() time.Time
 
+	// currentSince is when current last changed (the cache's start before it
+	// first does): a stream's (re)connection or its end, not every snapshot a
+	// scope change brings on the same stream (inspect.go).
+	currentSince time.Time
+
 	// covered is the set of services base holds (nil: all); scopes maps the ids
 	// of the sets a scoped client asked for to the sets (scope.go).
 	covered   map[string]struct{}
@@ -56,11 +63,12 @@ type ownWrite struct {
 	op      registry.Op
 	at      token.Version // the registrar version the write is visible at
 	when    time.Time
-	overlay bool // shown instead of base until the stream passes at
+	overlay bool               // shown instead of base until the stream passes at
+	trace   *trace.SpanContext // the write's trace context, nil if it is not traced (tracing.go)
 }
 
 func newCache(now func() time.Time) *cache {
-	return &cache{
+	c := &cache{
 		base:     map[endpoint.Key]endpoint.Endpoint{},
 		own:      map[endpoint.Key]*ownWrite{},
 		svcs:     map[string]*service{},
@@ -70,6 +78,8 @@ func newCache(now func() time.Time) *cache {
 		now:      now,
 		lastGood: now(),
 	}
+	c.currentSince = c.lastGood
+	return c
 }
 
 // visible is what key k looks like to readers.
@@ -129,7 +139,10 @@ type ownRef struct {
 }
 
 // wrote records writes the registrar accepted at version v and shows them at once.
-func (c *cache) wrote(ops []registry.Op, v token.Version) {
+func (c *cache) wrote(ops []registry.Op, v token.Version) { c.wroteTraced(ops, v, nil) }
+
+// wroteTraced is wrote for writes of a traced call: each remembers tr.
+func (c *cache) wroteTraced(ops []registry.Op, v token.Version, tr *trace.SpanContext) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -142,7 +155,7 @@ func (c *cache) wrote(ops []registry.Op, v token.Version) {
 			c.refresh(k)
 			continue
 		}
-		w := &ownWrite{op: op, at: v, when: now, overlay: !c.passed(v)}
+		w := &ownWrite{op: op, at: v, when: now, overlay: !c.passed(v), trace: tr}
 		c.own[k] = w
 		c.unconfirmed = append(c.unconfirmed, ownRef{key: k, w: w})
 		if w.overlay {
@@ -393,8 +406,12 @@ func (c *cache) resent(refs []ownRef, v token.Version) {
 }
 
 func (c *cache) markCurrent() {
+	now := c.now()
+	if !c.current {
+		c.currentSince = now
+	}
 	c.current = true
-	c.lastGood = c.now()
+	c.lastGood = now
 }
 
 // disconnected records that the stream is down: the cache now ages.
@@ -404,6 +421,7 @@ func (c *cache) disconnected() {
 	if c.current {
 		c.current = false
 		c.lastGood = c.now()
+		c.currentSince = c.lastGood
 	}
 }
 

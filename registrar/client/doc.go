@@ -17,4 +17,9 @@
 // new epoch (failover, restart), it compares the writes it still remembers with the
 // new replica's snapshot and sends again those the registrar lost — what a crashed
 // replica had accepted but not yet persisted.
+//
+// With tracing on in the process (internal/tracing, docs/operations.md "Tracing"),
+// a write's call carries its caller's trace context, a re-send continues the traces
+// of the writes it sends, and a change event that carries the registrar's trace
+// context is applied under a span of that trace (tracing.go).
 package client

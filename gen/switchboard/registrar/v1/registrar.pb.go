@@ -435,7 +435,15 @@ type EndpointEvent struct {
 	// the receiver computes from the key if it needs it): decompress each frame and
 	// merge it into this message, as protobuf merges a message parsed from those
 	// bytes, to have the part uncompressed.
-	Compressed    [][]byte `protobuf:"bytes,11,rep,name=compressed,proto3" json:"compressed,omitempty"`
+	Compressed [][]byte `protobuf:"bytes,11,rep,name=compressed,proto3" json:"compressed,omitempty"`
+	// ADDED, UPDATED and REMOVED, optional: the W3C trace context
+	// (https://www.w3.org/TR/trace-context/#traceparent-header, e.g.
+	// "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01") of the registrar's
+	// fan-out of the write that caused the event, so that a watcher that traces
+	// continues the write's trace. Set only when the registrar traces and the write
+	// was sampled (docs/operations.md, "Tracing"); a receiver that does not trace
+	// ignores it.
+	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -531,6 +539,13 @@ func (x *EndpointEvent) GetCompressed() [][]byte {
 		return x.Compressed
 	}
 	return nil
+}
+
+func (x *EndpointEvent) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type ListAllEndpointsRequest struct {
@@ -677,7 +692,7 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\x12!\n" +
 	"\fall_services\x18\x06 \x01(\bR\vallServices\x12%\n" +
 	"\x0eaccept_batches\x18\a \x01(\bR\racceptBatches\x12+\n" +
-	"\x11accept_compressed\x18\b \x01(\bR\x10acceptCompressed\"\xc1\x04\n" +
+	"\x11accept_compressed\x18\b \x01(\bR\x10acceptCompressed\"\xe3\x04\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +
@@ -690,7 +705,8 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	" \x03(\v2'.switchboard.registrar.v1.EndpointEventR\x06events\x12\x1e\n" +
 	"\n" +
 	"compressed\x18\v \x03(\fR\n" +
-	"compressed\"\x8e\x01\n" +
+	"compressed\x12 \n" +
+	"\vtraceparent\x18\f \x01(\tR\vtraceparent\"\x8e\x01\n" +
 	"\tEventType\x12\x11\n" +
 	"\rFULL_SNAPSHOT\x10\x00\x12\x12\n" +
 	"\x0eENDPOINT_ADDED\x10\x01\x12\x14\n" +
