@@ -15,5 +15,7 @@
 //
 // Server (server.go) wires the gRPC service switchboard.registrar.v1.Registrar, the
 // gRPC health and reflection services and the HTTP health port (/healthz, /readyz,
-// /metrics). The agent side lives in registrar/client.
+// /metrics, and the read-only web page at /ui, package registrar/ui, which reads the
+// registrar only through the introspection API of inspect.go). The agent side lives
+// in registrar/client.
 package registrar

@@ -11,8 +11,9 @@ import (
 
 // healthHandler serves the health port: /healthz (alive), /readyz (ready once the
 // backend has been read in full, and until shutdown begins), /metrics and, with
-// debugMemory, /debug/memory.
-func (r *Registrar) healthHandler(g prometheus.Gatherer, debugMemory bool) http.Handler {
+// debugMemory, /debug/memory; and what mount adds (the web page, server_ui.go), if
+// not nil.
+func (r *Registrar) healthHandler(g prometheus.Gatherer, debugMemory bool, mount func(*http.ServeMux)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -34,6 +35,9 @@ func (r *Registrar) healthHandler(g prometheus.Gatherer, debugMemory bool) http.
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	if debugMemory {
 		mux.HandleFunc("GET /debug/memory", r.debugMemory)
+	}
+	if mount != nil {
+		mount(mux)
 	}
 	return mux
 }

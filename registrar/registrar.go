@@ -118,8 +118,14 @@ type Registrar struct {
 	// period counts the periods of stuckAfter, from 1: a send notes the one it
 	// began in (watcher.sending). A load, where reading the clock on every send
 	// of a fan-out cost 2% of it.
-	period  atomic.Int64
-	senders senders
+	period atomic.Int64
+	// periodAt is when the current period began, Unix ns: Status turns a
+	// send's period into a time with it (inspector.list).
+	periodAt atomic.Int64
+	senders  senders
+	// insp and syncer are what Status reports (inspect.go).
+	insp   inspector
+	syncer atomic.Pointer[syncer]
 
 	runOnce sync.Once
 	abort   atomic.Bool
@@ -143,6 +149,7 @@ func New(cfg Config) (*Registrar, error) {
 	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster)}
 	r.s = newState(epoch, cfg.History, cfg.MaxQueue, m)
 	r.period.Store(1) // 0 is no send under way
+	r.periodAt.Store(time.Now().UnixNano())
 	return r, nil
 }
 
@@ -157,6 +164,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 	}
 	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, backstop: r.cfg.BackstopInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
 		noFeed: make(chan struct{})}
+	r.syncer.Store(y)
 	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	var wg sync.WaitGroup
@@ -196,7 +204,9 @@ func (r *Registrar) senderLoop(ctx context.Context) {
 	every(ctx, stuckAfter, func() {
 		// Sends that began two periods ago or earlier have been under way for a
 		// whole period at least.
-		r.senders.unstick(r.s.stalled(r.period.Add(1) - 2))
+		p := r.period.Add(1)
+		r.periodAt.Store(time.Now().UnixNano())
+		r.senders.unstick(r.s.stalled(p - 2))
 	})
 }
 

@@ -159,6 +159,7 @@ func (w *watcher) step() error {
 		}
 		msg := w.pending()
 		if msg == nil {
+			w.cursor.Store(w.next) // current: for Status (inspect.go)
 			return nil
 		}
 		w.sending.Store(w.r.period.Load())
@@ -168,5 +169,6 @@ func (w *watcher) step() error {
 			return err
 		}
 		w.sent()
+		w.cursor.Store(w.next)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/grpcstop"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 )
 
 // ServerConfig configures a Server: a Registrar with its gRPC and HTTP endpoints.
@@ -45,6 +46,10 @@ type ServerConfig struct {
 	DebugMemory bool
 	// GRPCOptions are added to the gRPC server's own (ServerOptions).
 	GRPCOptions []grpc.ServerOption
+	// NoUI turns off the read-only web page the health port serves at /ui
+	// (docs/registrar.md, "Web page"); UI configures it.
+	NoUI bool
+	UI   UIOptions
 }
 
 // Server runs one registrar replica and its endpoints.
@@ -60,6 +65,7 @@ type Server struct {
 	cancel  context.CancelFunc
 	killed  bool
 	started bool
+	page    *page // the web page (server_ui.go); nil when off
 }
 
 // NewServer creates the registrar and binds its listeners, so the addresses are
@@ -94,14 +100,15 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			s.lis.Close()
 			return nil, fmt.Errorf("registrar: health listen %s: %w", cfg.HealthListen, err)
 		}
-		s.http = &http.Server{Handler: reg.healthHandler(cfg.Metrics, cfg.DebugMemory), ReadHeaderTimeout: 10 * time.Second}
+		s.http = &http.Server{Handler: reg.healthHandler(cfg.Metrics, cfg.DebugMemory, s.newPage(cfg)), ReadHeaderTimeout: 10 * time.Second}
 	}
 	return s, nil
 }
 
 // ServerOptions are the gRPC server options a Registrar needs — its codec, which
-// sends pre-encoded events as they are — plus keepalive settings and, when tlsConf
-// is set, TLS, with refused handshakes logged to log (nil: not logged). A
+// sends pre-encoded events as they are — plus keepalive settings, when tlsConf
+// is set, TLS, with refused handshakes logged to log (nil: not logged), and
+// while tracing is on, its stats handler. A
 // grpc.Server that hosts a Registrar (RegisterService) must be made with them.
 func ServerOptions(tlsConf *tls.Config, log *slog.Logger) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
@@ -118,7 +125,9 @@ func ServerOptions(tlsConf *tls.Config, log *slog.Logger) []grpc.ServerOption {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	return opts
+	// With tracing on, calls carry W3C trace context and get server spans
+	// (tracing.go); the watch streams do not: their events carry their own.
+	return append(opts, tracing.ServerOptions(untracedMethods...)...)
 }
 
 // loggedCreds logs every refused TLS handshake: the peer only sees a closed
@@ -167,6 +176,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.started, s.cancel = true, cancel
 	s.mu.Unlock()
+	defer s.runPage(ctx)() // ctx has ended by the time Run returns
 
 	regDone := make(chan error, 1)
 	go func() { regDone <- s.reg.Run(ctx) }()

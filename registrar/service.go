@@ -16,6 +16,7 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/rpcinput"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -211,7 +212,7 @@ func (w *watcher) openStream() error {
 		w.rescope = make(chan scope, 1)
 		go readScopes(w, cancel)
 	}
-	r.openWatcher(w, req.GetLastVersion())
+	r.openWatcher(w, req.GetLastVersion(), req.GetClusterName())
 	return nil
 }
 
@@ -325,13 +326,19 @@ func toEndpoint(p *registryv1.Endpoint, kind registry.OpKind) (endpoint.Endpoint
 	return k.Endpoint(), nil
 }
 
-func (r *Registrar) accept(ctx context.Context, ops []registry.Op) (token.Version, error) {
+func (r *Registrar) accept(ctx context.Context, ops []registry.Op) (v token.Version, err error) {
+	var tr *writeTrace
+	if tracing.Enabled() { // tracing.go
+		var end func(token.Version, error)
+		ctx, tr, end = traceAccept(ctx, ops)
+		defer func() { end(v, err) }()
+	}
 	select {
 	case <-r.s.closing:
 		return token.Version{}, errShuttingDown
 	default:
 	}
-	v, err := r.s.accept(ops, r.writeCheck(ctx))
+	v, err = r.s.acceptTraced(ops, r.writeCheck(ctx), tr)
 	if errors.Is(err, errQueueFull) {
 		return v, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v; retry later", err))
 	}

@@ -26,9 +26,10 @@ type syncer struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	m        *metrics
-	noFeed   chan struct{} // closed when the backend turns out to have no change feed
-	live     atomic.Bool   // the watch has delivered its initial state and not ended
-	lastFull atomic.Int64  // when the last full read (List or watch's initial state) ended, Unix ns
+	noFeed   chan struct{}             // closed when the backend turns out to have no change feed
+	live     atomic.Bool               // the watch has delivered its initial state and not ended
+	lastFull atomic.Int64              // when the last full read (List or watch's initial state) ended, Unix ns
+	lastErr  atomic.Pointer[syncError] // the last failed read, for Status (inspect.go)
 }
 
 func (y *syncer) pollLoop(ctx context.Context) {
@@ -89,6 +90,7 @@ func (y *syncer) poll(ctx context.Context) {
 		y.s.abortFull(start)
 		if ctx.Err() == nil {
 			y.m.syncErrors.Inc()
+			y.noteError(err)
 			y.log.Warn("polling the registry backend failed", "err", err)
 		}
 		return
@@ -129,6 +131,7 @@ func (y *syncer) watchLoop(ctx context.Context) {
 			}
 			if ctx.Err() == nil && !errors.Is(err, registry.ErrNoWatch) {
 				y.m.syncErrors.Inc()
+				y.noteError(err)
 				y.log.Warn("registry watch ended; re-opening", "err", err, "retry_in", wait)
 			}
 		},

@@ -22,7 +22,7 @@ import (
 // An idle watcher is its stream's handler goroutine, waiting, plus this struct;
 // the work — receiving the request, sending — is done by senders (sender.go), so
 // that the waiting goroutine keeps its smallest stack. Its fields are ordered to
-// pack into 224 bytes, a size class of the allocator.
+// pack into 224 bytes, a size class of the allocator (TestWatcherStaysInItsSizeClass).
 type watcher struct {
 	r      *Registrar
 	stream grpc.ServerStream
@@ -39,6 +39,10 @@ type watcher struct {
 	next    uint64 // the sequence of the next event to send
 	// resumeAt, while resumed, is the version its SNAPSHOT_COMPLETE carries.
 	resumeAt uint64
+	// cursor is next as the sender left it after a send, or when w was
+	// current; 0 until w's first snapshot is complete. Status reads it
+	// (inspect.go): next is the sender's alone.
+	cursor atomic.Uint64
 	// sending is the period the send under way began in (Registrar.period), 0 if
 	// none.
 	sending atomic.Int64
@@ -118,9 +122,10 @@ func (w *watcher) progressDue() bool {
 
 // openWatcher counts w (filled in by the caller, but for its cursor) among the
 // connected agents and sets its cursor from the agent's last_version.
-func (r *Registrar) openWatcher(w *watcher, lastVersion string) {
+func (r *Registrar) openWatcher(w *watcher, lastVersion, cluster string) {
 	w.open = true
 	w.full, w.next, w.resumeAt, w.resumed = r.start(lastVersion)
+	r.noteOpen(w, cluster) // inspect.go
 	r.watchers.Add(1)
 	r.m.connected.Inc()
 	if r.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -142,6 +147,7 @@ func (w *watcher) close() {
 	if !w.open {
 		return
 	}
+	r.noteClose(w) // inspect.go
 	if w.pr.timer != nil {
 		w.pr.timer.Stop()
 	}
@@ -203,6 +209,7 @@ func (w *watcher) woken() error {
 			// A new set: a snapshot of it replaces what the client holds.
 			w.scope, w.full, w.resumed, w.snap = sc, true, false, nil
 			w.pr.skipped = skipped{}
+			w.r.noteScope(w) // inspect.go
 		default:
 		}
 	}

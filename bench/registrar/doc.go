@@ -18,8 +18,10 @@
 // registrar with their tokens, and resume), batching
 // (backend transactions, counted as etcd revisions, for a burst of registrations),
 // read (the client's cached read), list (ListAllEndpoints, each way timed by a client
-// process of its own: undecoded, generated client, client.ListAll) and direct (agents on
-// the backend directly versus through one registrar).
+// process of its own: undecoded, generated client, client.ListAll), direct (agents on
+// the backend directly versus through one registrar) and page (the web page's first
+// view at -snapshot-endpoints endpoints, and the fan-out's p99 with the page open
+// beside it without).
 //
 // Benchmark watchers decode only what they measure (event type and address), so the
 // numbers are the registrar's, not the cost of 1,000 agents decoding on the same two

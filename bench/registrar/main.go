@@ -194,6 +194,7 @@ func run(o options) error {
 		"list":     func() ([]result, error) { return listAll(ctx, e, o) },
 		"direct":   func() ([]result, error) { return directVsRegistrar(ctx, e, o) },
 		"scoped":   func() ([]result, error) { return scoped(ctx, e, o) },
+		"page":     func() ([]result, error) { return pageScenario(ctx, e, o) },
 	}
 	before, err := hostspeed.Measure()
 	if err != nil {

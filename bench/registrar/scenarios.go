@@ -67,6 +67,11 @@ type fanoutCase struct {
 	resume bool
 	goal   time.Duration
 	anchor string
+	// page opens the registrar's web page (viewPage) for the run, counting its
+	// fetches in fetched.
+	page    bool
+	fetched *atomic.Int64
+	p99     *time.Duration // if set, receives the run's p99
 }
 
 // fanout times RegisterEndpoint until the last watcher has the event. The watchers
@@ -78,6 +83,13 @@ func fanout(ctx context.Context, e *env, o options, c fanoutCase) ([]result, err
 		return nil, err
 	}
 	defer stop()
+	if c.page {
+		pageCtx, closePage := context.WithCancel(ctx)
+		defer closePage()
+		if err := viewPage(pageCtx, "http://"+srv.HealthAddr().String(), c.fetched); err != nil {
+			return nil, err
+		}
+	}
 	regs := o.registrations
 	conns, err := dialN(srv.Addr().String(), 1)
 	if err != nil {
@@ -113,6 +125,9 @@ func fanout(ctx context.Context, e *env, o options, c fanoutCase) ([]result, err
 	}
 	lat := sortedLatencies(seen, started)
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	if c.p99 != nil {
+		*c.p99 = p99
+	}
 	how := "separate process, " + transport.String()
 	if c.resume {
 		how += ", resumed from the current version"

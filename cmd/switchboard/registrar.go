@@ -31,6 +31,8 @@ type registrarFlags struct {
 	listen        string
 	healthListen  string
 	debugMemory   bool
+	ui            bool
+	uiHistory     int
 	tlsCert       string
 	tlsKey        string
 	tlsClientCA   string
@@ -42,6 +44,7 @@ type registrarFlags struct {
 	anyWriter     bool
 	insecure      bool
 	listenGiven   bool
+	tracing       *tracingFlags
 }
 
 func newRegistrarCmd(a *app) *cobra.Command {
@@ -73,7 +76,9 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.IntVar(&f.history, "history-size", 16384, "recent changes kept for resuming agents; one further behind gets a full snapshot")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown keeps trying to persist queued writes")
 	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address; without TLS, 127.0.0.1 unless --insecure")
-	fl.StringVar(&f.healthListen, "health-listen", "127.0.0.1:8081", `HTTP address for /healthz, /readyz and /metrics ("" disables)`)
+	fl.StringVar(&f.healthListen, "health-listen", "127.0.0.1:8081", `HTTP address for /healthz, /readyz, /metrics and the web page /ui ("" disables)`)
+	fl.BoolVar(&f.ui, "ui", true, "serve the read-only web page at /ui on the health address: endpoints, watchers and their lag, the backend's sync (docs/registrar.md, \"Web page\")")
+	fl.IntVar(&f.uiHistory, "ui-history", 10000, "changes the web page keeps for the endpoints' history (1 to 1,000,000)")
 	fl.BoolVar(&f.debugMemory, "debug-memory", false, "also serve GET /debug/memory on the health address: heap and goroutine stacks after a forced GC, and the open watch streams (each call runs a full GC)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "server certificate (PEM); enables TLS")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "server key (PEM)")
@@ -88,6 +93,7 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.StringVar(&f.writePolicy, "write-policy", "", "with mTLS: YAML file granting identities whole services or clusters, and naming who may read (see docs/security.md)")
 	fl.BoolVar(&f.anyWriter, "allow-any-writer", false, "with mTLS: let every authenticated identity write any endpoint (no per-node rule)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow plaintext gRPC, or TLS without client certificates, on a non-loopback --listen address (the registrar then cannot tell agents apart)")
+	f.tracing = addTracingFlags(cmd)
 	bf := addBackendFlags(cmd, "memory")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if f.cluster == "" {
@@ -96,7 +102,14 @@ move to another replica) and persists every queued write before it exits.`,
 		if bf.name == "registrar" {
 			return usagef("--registry-backend registrar: a registrar needs an external registry, not another registrar")
 		}
+		// The page's ring is allocated whole when it starts.
+		if f.ui && (f.uiHistory < 1 || f.uiHistory > maxUIHistory) {
+			return usagef("--ui-history %d: must be 1 to %d", f.uiHistory, maxUIHistory)
+		}
 		if err := checkListens("listen", f.listen, "health-listen", f.healthListen); err != nil {
+			return err
+		}
+		if err := f.tracing.validate(); err != nil {
 			return err
 		}
 		from, err := registrar.ParseIdentitySource(f.identityFrom)
@@ -110,8 +123,20 @@ move to another replica) and persists every queued write before it exits.`,
 	return cmd
 }
 
+// maxUIHistory bounds --ui-history: a change the page keeps costs up to 3 KB
+// (docs/registrar.md, "Web page").
+const maxUIHistory = 1_000_000
+
 func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlags) error {
 	log := a.logger()
+	// Before the gRPC server is made, which takes its tracing options then; the
+	// deferred stop runs after the server's graceful shutdown has persisted the
+	// queued writes, so their batches' spans are flushed too.
+	stopTracing, err := f.tracing.start(ctx, log, "switchboard-registrar")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, err := registrarTLS(ctx, log, f)
 	if err != nil {
 		return err
@@ -131,6 +156,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 	defer backend.Close()
 	srv, err := registrar.NewServer(registrar.ServerConfig{
 		Listen: f.listen, HealthListen: f.healthListen, DebugMemory: f.debugMemory, TLS: st.conf,
+		NoUI: !f.ui, UI: registrar.UIOptions{History: f.uiHistory, Logger: log},
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
 			SyncInterval: f.syncInterval, BackstopInterval: f.backstop, BatchInterval: f.batchInterval, BatchSize: f.batchSize,

@@ -27,6 +27,7 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/codewords"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -55,6 +56,7 @@ type driver struct {
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	reconnects atomic.Uint64
+	lost       lastError // why the watch stream last ended (inspect.go)
 	// interest is what a scoped client's users need (guarded by cache.mu); a
 	// change pokes scopeKick (scope.go).
 	interest  interest
@@ -140,6 +142,9 @@ func dial(o Options) (*grpc.ClientConn, error) {
 		// A snapshot list before the stream is up can be large.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
 	}, o.DialOptions...)
+	// With tracing on, write and list calls carry the caller's trace context
+	// (tracing.go); with it off this adds nothing.
+	dopts = append(dopts, tracing.DialOptions(untracedMethods...)...)
 	conn, err := grpc.NewClient(r.Scheme()+":///registrar", dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("registrar client: %w", err)
@@ -171,6 +176,7 @@ func (c *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	c.wroteServices(coalesced)
 	var failed []endpoint.Key
 	var firstErr error
+	tr := writeTrace(ctx) // remembered with the writes, for a re-send (tracing.go)
 	c.writeMu.RLock()
 	defer c.writeMu.RUnlock()
 	for _, chunk := range requests(coalesced, func(op registry.Op) registry.Op { return op }) {
@@ -182,7 +188,7 @@ func (c *driver) Apply(ctx context.Context, ops []registry.Op) error {
 			firstErr = cmpErr(firstErr, err)
 			continue
 		}
-		c.cache.wrote(chunk, v)
+		c.cache.wroteTraced(chunk, v, tr)
 	}
 	switch {
 	case firstErr == nil:

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
+	"github.com/switchboard-mesh/switchboard/internal/tracing"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -31,6 +33,7 @@ func (c *driver) run(ctx context.Context) {
 		}
 		wait := b.Next()
 		c.reconnects.Add(1)
+		c.lost.set(err, time.Now())
 		c.log.Info("registrar watch stream lost; reconnecting", "err", err, "in", wait)
 		if !backoff.Sleep(ctx, wait) {
 			return
@@ -98,6 +101,9 @@ func (c *driver) apply(ctx context.Context, ev *registrarv1.EndpointEvent, st *s
 	case registrarv1.EndpointEvent_SNAPSHOT_COMPLETE:
 		return c.complete(ctx, ev, st)
 	default:
+		if ev.GetTraceparent() != "" && tracing.Enabled() {
+			return c.tracedChange(ev) // tracing.go
+		}
 		return c.change(ev)
 	}
 	return nil
@@ -284,7 +290,9 @@ func (c *driver) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error
 		for j, r := range group {
 			ops[j] = r.w.op
 		}
-		v, err := c.send(ctx, ops)
+		sctx, end := traceResend(ctx, group) // tracing.go
+		v, err := c.send(sctx, ops)
+		end(err)
 		if err != nil {
 			return slices.Concat(groups[i:]...), err
 		}
