@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/agent/check"
 	"github.com/switchboard-mesh/switchboard/agent/manifest"
+	"github.com/switchboard-mesh/switchboard/agent/ui"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -66,10 +68,15 @@ type Agent struct {
 	mu      sync.Mutex
 	pending *reload // the latest Reload or ReloadFailed not yet applied
 	// sources holds the latest SetSource entries of each source not yet applied.
-	sources  map[string][]manifest.Entry
+	sources map[string][]manifest.Entry
+	// statuses is what the loop last published. The loop writes over an array
+	// once another is published (publishStatus): read statuses under mu only,
+	// and copy them out.
 	statuses []EntryStatus
 	// notReady says why the agent is not ready yet (Ready); empty once it is.
 	notReady string
+	// changes counts the changes of what the agent's page shows (inspect.go).
+	changes ui.Changes
 }
 
 type reload struct {
@@ -167,7 +174,13 @@ type EntryStatus struct {
 	Registered bool
 	// Reason is why the gate is closed; empty when it is open.
 	Reason string
-	Checks []CheckStatus
+	// Held says the entry's source holds it back (Reason says why); Since is when
+	// the gate's answer last changed; WriteError is the last registry write's
+	// error while writes fail.
+	Held       bool
+	Since      time.Time
+	WriteError string
+	Checks     []CheckStatus
 }
 
 // CheckStatus is the state of one check.
@@ -175,6 +188,8 @@ type CheckStatus struct {
 	Check     string
 	Healthy   bool
 	LastError string
+	// State holds the counters and recent results, for the agent's page.
+	State check.State
 }
 
 // Ready reports whether the agent does what its manifest asks: the manifest is
@@ -187,7 +202,8 @@ func (a *Agent) Ready() (ready bool, why string) {
 }
 
 // Status returns the state of every entry, in manifest order, as of the loop's last
-// step.
+// step. The entries' Checks are shared with the agent and with other callers: do
+// not modify them.
 func (a *Agent) Status() []EntryStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/agent/mirror"
+	"github.com/switchboard-mesh/switchboard/agent/ui"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -46,6 +47,10 @@ type Discovery struct {
 	ready   chan struct{}
 	release func() // stops following the outputs' demand (demand.go)
 	warned  *warnedSet
+	// updates keeps each output's last update for the agent's page, and changes
+	// is bumped after each round (inspect.go); Run sets changes.
+	updates outputLog
+	changes *ui.Changes
 }
 
 // NewDiscovery returns a Discovery over src; Run starts it.
@@ -121,6 +126,7 @@ func (d *Discovery) updateAll(ctx context.Context) bool {
 	for _, o := range d.outputs {
 		wrote, err := o.Update(ctx, eps)
 		d.opts.Metrics.output(o.Name(), wrote, err)
+		d.updates.record(o.Name(), wrote, err, time.Now())
 		d.reportRefused(o)
 		switch {
 		case err != nil:
@@ -131,5 +137,6 @@ func (d *Discovery) updateAll(ctx context.Context) bool {
 		}
 	}
 	d.synced.Do(func() { close(d.ready) })
+	d.changes.Bump()
 	return ok
 }

@@ -13,5 +13,6 @@
 //     a Discovery mirrors the registry (package mirror) and keeps rendered files
 //     (package render) and file_sd files (package filesd) current.
 //
-// Run wires both together with metrics and /healthz; `switchboard agent` calls it.
+// Run wires both together with metrics, /healthz and the agent's read-only page at
+// /ui (package ui, fed by inspect.go); `switchboard agent` calls it.
 package agent

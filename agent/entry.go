@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/agent/check"
@@ -14,9 +15,12 @@ type entry struct {
 	m        manifest.Entry
 	source   string // "" for the manifest, else the SetSource name
 	trackers []*check.Tracker
-	lastErr  []error
-	seen     []bool             // each check has produced a result
-	stop     context.CancelFunc // stops the entry's check goroutines
+	// checks is what status publishes of the checks. Statuses already published
+	// share it, so it is replaced (setCheck), never written in place; it changes
+	// only when a check's result comes in, not on every step of the loop.
+	checks []CheckStatus
+	seen   []bool             // each check has produced a result
+	stop   context.CancelFunc // stops the entry's check goroutines
 
 	// registered: the last successful write for the key registered it. maybe: a
 	// register was attempted and no unregister has succeeded since, so shutdown must
@@ -26,15 +30,18 @@ type entry struct {
 	refreshAt         time.Time         // zero: no refresh due (no TTL, or not registered)
 	retryAt           time.Time         // after a failed write: not before this
 	failures          int
-	reason            string // the gate's last answer, for status and logs
-	would             bool   // dry-run: whether the gate would be open
+	reason            string    // the gate's last answer, for status and logs
+	would             bool      // dry-run: whether the gate would be open
+	since             time.Time // when reason last changed
+	writeErr          string    // the last write's error while writes fail
 }
 
 func newEntry(m manifest.Entry) *entry {
-	e := &entry{m: m, trackers: make([]*check.Tracker, len(m.Checks)), lastErr: make([]error, len(m.Checks)),
+	e := &entry{m: m, trackers: make([]*check.Tracker, len(m.Checks)), checks: make([]CheckStatus, len(m.Checks)),
 		seen: make([]bool, len(m.Checks))}
 	for i, c := range m.Checks {
 		e.trackers[i] = check.NewTracker(c.Rise, c.Fall)
+		e.checks[i] = CheckStatus{Check: c.String(), State: e.trackers[i].State()}
 	}
 	e.reason = "starting"
 	return e
@@ -70,16 +77,22 @@ func (e *entry) due(now time.Time) bool {
 	return !e.refreshAt.IsZero() && !now.Before(e.refreshAt)
 }
 
+// status is the entry's state as published after every step of the loop. It
+// allocates nothing: the checks' part is the one setCheck keeps.
 func (e *entry) status() EntryStatus {
-	s := EntryStatus{Key: e.m.Endpoint.Key(), Source: e.source, Healthy: e.healthy(), Registered: e.registered, Reason: e.reason}
-	for i, c := range e.m.Checks {
-		cs := CheckStatus{Check: c.String(), Healthy: e.trackers[i].Healthy()}
-		if e.lastErr[i] != nil {
-			cs.LastError = e.lastErr[i].Error()
-		}
-		s.Checks = append(s.Checks, cs)
-	}
-	return s
+	return EntryStatus{Key: e.m.Endpoint.Key(), Source: e.source, Healthy: e.healthy(), Registered: e.registered, Reason: e.reason,
+		Held: e.m.Held != "", Since: e.since, WriteError: e.writeErr, Checks: e.checks}
+}
+
+// setCheck publishes check i's tracker as it now stands, with lastErr, the last
+// result's error text ("" for a pass). Only the loop calls it, when a result comes
+// in or the check cannot start; the copy costs one check's state once per result,
+// where rebuilding every check's on every step cost them all each time.
+func (e *entry) setCheck(i int, lastErr string) {
+	cs := slices.Clone(e.checks)
+	t := e.trackers[i]
+	cs[i] = CheckStatus{Check: cs[i].Check, Healthy: t.Healthy(), LastError: lastErr, State: t.State()}
+	e.checks = cs
 }
 
 // refreshInterval is how long a registration may go unrefreshed; zero means it never

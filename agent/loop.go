@@ -40,6 +40,8 @@ type loop struct {
 	results   chan result
 	checksCtx context.Context
 	checks    sync.WaitGroup
+	// spare is the statuses published the step before the last (publishStatus).
+	spare []EntryStatus
 }
 
 // Run runs checks and publishes until ctx ends, then removes what it registered and
@@ -175,8 +177,9 @@ func (l *loop) startChecks(e *entry) {
 	for i, spec := range e.m.Checks {
 		c, err := check.New(spec)
 		if err != nil {
-			// The manifest validated the spec; if it still fails the check counts as failing.
-			e.lastErr[i] = err
+			// The manifest validated the spec; if it still fails the check counts as
+			// failing, and its status says why.
+			e.setCheck(i, err.Error())
 			continue
 		}
 		l.checks.Add(1)
@@ -218,9 +221,12 @@ func (l *loop) observe(r result) {
 		return
 	}
 	spec := r.e.m.Checks[r.i]
-	r.e.lastErr[r.i], r.e.seen[r.i] = r.err, true
+	r.e.seen[r.i] = true
 	l.opts.Metrics.checkResult(spec.Kind, r.err == nil)
-	if !r.e.trackers[r.i].Observe(r.err == nil) {
+	msg := errText(r.err) // once: the status's LastError and the tracker's output share it
+	changed := r.e.trackers[r.i].Record(time.Now(), r.err == nil, msg)
+	r.e.setCheck(r.i, msg)
+	if !changed {
 		return
 	}
 	key := r.e.m.Endpoint.Key().String()
@@ -255,16 +261,26 @@ func (l *loop) nextWake(now time.Time) time.Duration {
 	return next
 }
 
+// publishStatus publishes every entry's status, after every step. Status copies
+// the published statuses under the agent's lock and nobody else reads them, so the
+// ones replaced are written over the next time: two arrays take turns, and a step
+// allocates nothing (BenchmarkPublishStatus).
 func (l *loop) publishStatus() {
-	st := make([]EntryStatus, len(l.entries))
-	for i, e := range l.entries {
-		st[i] = e.status()
-		l.opts.Metrics.entryState(e.m.Endpoint, st[i].Healthy, e.registered)
+	st := l.spare[:0]
+	for _, e := range l.entries {
+		st = append(st, e.status())
+	}
+	clear(st[len(st):cap(st)]) // fewer entries than last time: let the others go
+	if m := l.opts.Metrics; m != nil {
+		for i, e := range l.entries {
+			m.entryState(e.m.Endpoint, st[i].Healthy, e.registered)
+		}
 	}
 	notReady := l.waitingFor()
 	l.mu.Lock()
-	l.statuses, l.notReady = st, notReady
+	l.spare, l.statuses, l.notReady = l.statuses, st, notReady
 	l.mu.Unlock()
+	l.changes.Bump() // every step may change what the page shows
 }
 
 // waitingFor says what keeps the agent from being ready ("" when nothing does): a
@@ -311,7 +327,7 @@ func (l *loop) shutdown(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ShutdownTimeout)
 	defer cancel()
-	err := l.pub.Apply(wctx, ops)
+	err := l.publish(wctx, ops, "shutdown") // tracing.go
 	l.opts.Metrics.write("unregister", len(ops), err)
 	if err != nil {
 		return fmt.Errorf("unregister %d entries on shutdown: %w", len(ops), err)

@@ -75,7 +75,7 @@ func (l *loop) transition(e *entry, reason string, healthy bool) {
 		return
 	}
 	prev := e.reason
-	e.reason = reason
+	e.reason, e.since = reason, time.Now()
 	switch reason {
 	case "":
 		l.log.Info("publish gate open", "entry", key)
@@ -95,15 +95,16 @@ func (l *loop) apply(ctx context.Context, batch []write, now time.Time) {
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, l.opts.WriteTimeout)
-	err := l.pub.Apply(wctx, ops)
+	err := l.publish(wctx, ops, "reconcile") // tracing.go
 	cancel()
 	if ctx.Err() != nil && err != nil {
 		return // shutting down: the final removal covers these entries
 	}
+	msg := errText(err) // once for the batch, not once an entry
 	for _, w := range batch {
 		l.opts.Metrics.write(w.op.Kind.String(), 1, err)
 		if err != nil {
-			l.failed(w, err, now)
+			l.failed(w, msg, now)
 			continue
 		}
 		l.succeeded(w, now)
@@ -112,7 +113,7 @@ func (l *loop) apply(ctx context.Context, batch []write, now time.Time) {
 
 func (l *loop) succeeded(w write, now time.Time) {
 	e := w.e
-	e.failures, e.retryAt = 0, time.Time{}
+	e.failures, e.retryAt, e.writeErr = 0, time.Time{}, ""
 	key := e.m.Endpoint.Key()
 	if w.op.Kind == registry.OpUnregister {
 		wasRegistered := e.registered
@@ -141,7 +142,8 @@ func (l *loop) succeeded(w write, now time.Time) {
 	}
 }
 
-func (l *loop) failed(w write, err error, now time.Time) {
+// failed records a failed write; msg is the batch's error.
+func (l *loop) failed(w write, msg string, now time.Time) {
 	e := w.e
 	wait := l.backoff(e.failures)
 	// A registration must be retried before its TTL would run out, or it expires.
@@ -149,6 +151,6 @@ func (l *loop) failed(w write, err error, now time.Time) {
 		wait = min(wait, d)
 	}
 	e.failures++
-	e.retryAt = now.Add(wait)
-	l.log.Warn("registry write failed", "op", w.op.Kind.String(), "entry", e.m.Endpoint.Key().String(), "err", err, "retry_in", wait)
+	e.retryAt, e.writeErr = now.Add(wait), msg
+	l.log.Warn("registry write failed", "op", w.op.Kind.String(), "entry", e.m.Endpoint.Key().String(), "err", msg, "retry_in", wait)
 }

@@ -38,8 +38,10 @@ type Config struct {
 	// Agent options; Publisher, Logger and Metrics are filled in by Run.
 	Agent     Options
 	Discovery DiscoveryOptions
-	// HTTP, when set, serves /metrics, /healthz and /readyz; Run closes it.
+	// HTTP, when set, serves /metrics, /healthz and /readyz, and the agent's page
+	// at /ui unless UI.Disabled; Run closes it.
 	HTTP net.Listener
+	UI   UIOptions
 	// Reload makes Run load ManifestPath again and re-render the outputs (SIGHUP).
 	Reload <-chan struct{}
 	Logger *slog.Logger
@@ -103,6 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 		do := cfg.Discovery
 		do.Logger, do.Metrics = log, metrics
 		disc = NewDiscovery(cfg.Registry, outputs, do)
+		disc.changes = &ag.changes // renders change the agent's page
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -119,7 +122,9 @@ func Run(ctx context.Context, cfg Config) error {
 		g.spawn(cancel, func() error { return s.Run(ctx) })
 	}
 	if cfg.HTTP != nil {
-		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, Handler(reg, readiness(ag, disc, sources))) })
+		ready := readiness(ag, disc, sources)
+		h := withUI(ctx, &g, cancel, cfg, ag, disc, ready, Handler(reg, ready))
+		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, h) })
 	}
 	if cfg.Reload != nil {
 		g.spawn(cancel, func() error { reloadLoop(ctx, cfg, ag, disc, log); return nil })

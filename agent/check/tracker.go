@@ -6,8 +6,9 @@ package check
 type Tracker struct {
 	rise, fall int
 	healthy    bool
-	failed     bool // a result failed since the tracker started or was last healthy
-	streak     int  // consecutive results that disagree with the current state
+	failed     bool    // a result failed since the tracker started or was last healthy
+	streak     int     // consecutive results that disagree with the current state
+	hist       history // what Record keeps for status pages (history.go)
 }
 
 // NewTracker returns an unhealthy tracker; thresholds below 1 count as 1.

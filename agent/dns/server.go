@@ -52,6 +52,7 @@ type Server struct {
 	zone   atomic.Pointer[zone]
 	mu     sync.Mutex // serialises Update
 	serial uint32
+	stats  stats // queries answered, for the agent's page (inspect.go)
 }
 
 // New returns a server for the domain that will answer on udp and tcp (either may be
@@ -162,6 +163,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		resp = s.reply(z, req, udp, w.LocalAddr())
 	}
 	s.m.queries.WithLabelValues(proto, dns.RcodeToString[resp.Rcode]).Inc()
+	s.stats.answered.Add(1)
 	if err := w.WriteMsg(resp); err != nil {
 		s.log.Debug("dns answer not sent", "err", err)
 	}

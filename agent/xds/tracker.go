@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -21,15 +23,26 @@ type tracker struct {
 	changed chan struct{}
 
 	mu      sync.Mutex
-	streams map[int64]*stream
+	streams map[streamID]*stream
 	nodes   map[string]int // node id → open streams
 	last    []string       // the last demand signalled; ["*"] for all
+	// notify, when set (Server.OnChange), is called after what Clients returns
+	// may have changed.
+	notify atomic.Pointer[func()]
+}
+
+// streamID names an open stream. go-control-plane numbers SotW and delta streams
+// with counters of their own, both from 1: the id alone does not tell them apart.
+type streamID struct {
+	delta bool
+	id    int64
 }
 
 type stream struct {
-	node string
-	subs map[string]*subscription // by type URL
-	sent map[string]string        // type URL → version of the last SotW response
+	node   string
+	opened time.Time                // the stream's first request
+	subs   map[string]*subscription // by type URL
+	sent   map[string]string        // type URL → version of the last response (delta: its system version)
 }
 
 // subscription is what one stream asked for of one type.
@@ -39,38 +52,37 @@ type subscription struct {
 }
 
 func newTracker(m *metrics, log *slog.Logger) *tracker {
-	return &tracker{m: m, log: log, changed: make(chan struct{}, 1), streams: map[int64]*stream{}, nodes: map[string]int{}}
+	return &tracker{m: m, log: log, changed: make(chan struct{}, 1), streams: map[streamID]*stream{}, nodes: map[string]int{}}
 }
 
 func (t *tracker) callbacks() serverv3.CallbackFuncs {
 	return serverv3.CallbackFuncs{
 		StreamOpenFunc:      func(context.Context, int64, string) error { t.m.streams.Inc(); return nil },
 		DeltaStreamOpenFunc: func(context.Context, int64, string) error { t.m.streams.Inc(); return nil },
-		StreamClosedFunc:    func(id int64, _ *corev3.Node) { t.closed(id) },
+		StreamClosedFunc:    func(id int64, _ *corev3.Node) { t.closed(streamID{id: id}) },
 		DeltaStreamClosedFunc: func(id int64, _ *corev3.Node) {
-			t.closed(id)
+			t.closed(streamID{delta: true, id: id})
 		},
 		StreamRequestFunc:      t.request,
 		StreamDeltaRequestFunc: t.deltaRequest,
 		StreamResponseFunc: func(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
 			t.m.pushes.WithLabelValues(shortType(resp.GetTypeUrl())).Inc()
-			t.mu.Lock()
-			if s := t.streams[id]; s != nil {
-				s.sent[resp.GetTypeUrl()] = resp.GetVersionInfo()
-			}
-			t.mu.Unlock()
+			t.sent(streamID{id: id}, resp.GetTypeUrl(), resp.GetVersionInfo())
 		},
-		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+		StreamDeltaResponseFunc: func(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
 			t.m.pushes.WithLabelValues(shortType(resp.GetTypeUrl())).Inc()
+			// Only SotW requests read sent back (to settle NACKs); for a delta
+			// stream it is what Clients shows.
+			t.sent(streamID{delta: true, id: id}, resp.GetTypeUrl(), resp.GetSystemVersionInfo())
 		},
 	}
 }
 
 // stream returns the state of stream id, created on its first request; t.mu is held.
-func (t *tracker) stream(id int64, node *corev3.Node) *stream {
+func (t *tracker) stream(id streamID, node *corev3.Node) *stream {
 	s := t.streams[id]
 	if s == nil {
-		s = &stream{subs: map[string]*subscription{}, sent: map[string]string{}}
+		s = &stream{subs: map[string]*subscription{}, sent: map[string]string{}, opened: time.Now()}
 		t.streams[id] = s
 	}
 	if s.node == "" && node.GetId() != "" {
@@ -81,7 +93,7 @@ func (t *tracker) stream(id int64, node *corev3.Node) *stream {
 	return s
 }
 
-func (t *tracker) closed(id int64) {
+func (t *tracker) closed(id streamID) {
 	t.m.streams.Dec()
 	t.mu.Lock()
 	if s := t.streams[id]; s != nil {
@@ -94,6 +106,7 @@ func (t *tracker) closed(id int64) {
 		}
 	}
 	t.mu.Unlock()
+	t.poke()
 	t.demandMayHaveChanged()
 }
 
@@ -103,7 +116,7 @@ func (t *tracker) closed(id int64) {
 // at once, over and over. The client gets the next change instead.
 func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	t.mu.Lock()
-	s := t.stream(id, req.GetNode())
+	s := t.stream(streamID{id: id}, req.GetNode())
 	typ := req.GetTypeUrl()
 	if req.GetErrorDetail() != nil {
 		t.m.nacks.WithLabelValues(shortType(typ)).Inc()
@@ -116,6 +129,7 @@ func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	names := req.GetResourceNames()
 	s.subs[typ] = &subscription{wildcard: isWildcard(typ, names), names: toSet(names)}
 	t.mu.Unlock()
+	t.poke()
 	t.demandMayHaveChanged()
 	return nil
 }
@@ -123,7 +137,7 @@ func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 // deltaRequest records a delta request; delta clients name what they add and drop.
 func (t *tracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	t.mu.Lock()
-	s := t.stream(id, req.GetNode())
+	s := t.stream(streamID{delta: true, id: id}, req.GetNode())
 	typ := req.GetTypeUrl()
 	if req.GetErrorDetail() != nil {
 		t.m.nacks.WithLabelValues(shortType(typ)).Inc()
@@ -150,6 +164,7 @@ func (t *tracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest)
 		delete(sub.names, n)
 	}
 	t.mu.Unlock()
+	t.poke()
 	t.demandMayHaveChanged()
 	return nil
 }

@@ -30,8 +30,10 @@ type agentFlags struct {
 	shutdownTimeout   time.Duration
 	resync            time.Duration
 	metricsListen     string
+	ui                bool
 	discovery         discoveryFlags
 	pods              podFlags
+	tracing           *tracingFlags
 }
 
 func newAgentCmd(a *app) *cobra.Command {
@@ -67,7 +69,9 @@ xDS over mTLS; a server that listens beyond loopback without client certificates
 has none) is warned about at start.
 
 SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
---metrics-listen.`,
+--metrics-listen, and so is the agent's read-only web page, /ui: the entries and
+their health checks, the publish gate, rendered files and discovery clients, kept
+live (--ui=false turns it off).`,
 		Example: `  switchboard agent --manifest /etc/switchboard/agent.yaml \
     --registry-backend jetstream --nats-url nats://nats:4222 \
     --render /etc/nginx/upstream.tmpl:/etc/nginx/conf.d/upstream.conf:"nginx -s reload" \
@@ -85,8 +89,10 @@ SIGHUP reloads the manifest and templates. Metrics and /healthz are served on
 	fl.DurationVar(&f.resync, "resync-interval", 5*time.Minute, "re-publish entries without a TTL this often while healthy, in case the registry lost them")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics, /healthz and /readyz (empty: off)")
+	fl.BoolVar(&f.ui, "ui", true, "serve the agent's read-only web page at /ui, beside /metrics")
 	f.discovery.register(fl)
 	f.pods.register(fl)
+	f.tracing = addTracingFlags(cmd)
 	_ = cmd.MarkFlagFilename("manifest", "yaml", "yml")
 	bf := addBackendFlags(cmd, "")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), a, bf, f) }
@@ -101,9 +107,15 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 		ManifestPath: f.manifest,
 		Agent:        agent.Options{DryRun: f.dryRun, KeepWhenUnhealthy: !f.removeOnUnhealthy, ShutdownTimeout: f.shutdownTimeout, Resync: f.resync},
 		Discovery:    agent.DiscoveryOptions{Debounce: f.debounce, PollInterval: f.pollInterval},
+		UI:           agent.UIOptions{Disabled: !f.ui},
 		Logger:       a.logger(),
 	}
 	var err error
+	stopTracing, err := f.tracing.start(ctx, cfg.Logger, "switchboard-agent") // before the registry client dials
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the agent has removed its entries
 	if f.manifest != "" {
 		if cfg.Manifest, err = manifest.Load(f.manifest); err != nil {
 			return usageError{err}
@@ -143,6 +155,9 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 		}
 		cfg.HTTP = ln
 		cfg.Logger.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+		if f.ui {
+			cfg.Logger.Info("serving the agent's page", "addr", "http://"+ln.Addr().String()+"/ui")
+		}
 	}
 	reload := make(chan struct{}, 1)
 	cfg.Reload = reload
