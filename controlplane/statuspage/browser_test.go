@@ -2,8 +2,6 @@ package statuspage_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,75 +10,26 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/controlplane/server"
 	"github.com/switchboard-mesh/switchboard/controlplane/statuspage"
+	"github.com/switchboard-mesh/switchboard/internal/browsertest"
 	"github.com/switchboard-mesh/switchboard/internal/cpharness"
 )
 
-// requireBrowserEnv makes a missing browser a failure rather than a skip (CI sets
-// it, and installs Debian's chromium).
-const requireBrowserEnv = "CI_REQUIRE_BROWSER"
+// The browser helpers, named as the tests below use them.
+func browser(t *testing.T) context.Context { return browsertest.Browser(t, 0, 0) }
 
-// browser starts headless Chromium and returns a context that drives one tab.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv(requireBrowserEnv) == "1" {
-			t.Fatalf("chromium is not on PATH and %s=1: install it (apt-get install chromium)", requireBrowserEnv)
-		}
-		t.Skipf("chromium is not on PATH (apt-get install chromium); set %s=1 to make this a failure", requireBrowserEnv)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	tab, cancelTab := chromedp.NewContext(alloc)
-	t.Cleanup(cancelTab)
-	// Start the browser on the tab's own context: the first run ties the browser's
-	// life to the context it gets, and the steps below use shorter ones.
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return tab
-}
-
-// do runs steps with their own deadline, so a step that never comes true fails the
-// test with its name instead of hanging until the test's timeout.
 func do(t *testing.T, tab context.Context, what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, d)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+	browsertest.Do(t, tab, what, d, steps...)
 }
 
-// eval evaluates a JavaScript expression in the page.
 func eval[T any](t *testing.T, tab context.Context, expr string) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 5*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("%s: %v", expr, err)
-	}
-	return v
+	return browsertest.Eval[T](t, tab, expr)
 }
 
-// poll waits until a JavaScript expression is true in the page.
 func poll(t *testing.T, tab context.Context, what, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		t.Fatalf("%s: %v (page says: %s)", what, err, eval[string](t, tab, "document.body.innerText"))
-	}
+	browsertest.Poll(t, tab, what, expr, 10*time.Second)
 }
 
 // TestPageInBrowser: a real browser renders the page of a fabric the test started,
