@@ -4,13 +4,13 @@
 // recorder checks none of that (the exporter, the wire, the resource, the
 // translation of parents and links).
 //
-// It owns building and caching the Jaeger binary (all-in-one v1.75.0, which is
-// Jaeger v2: an OpenTelemetry collector with Jaeger's memory storage and query
-// API, from the separate module tools/jaeger so the main module never requires
-// Jaeger), the configuration it runs with (an OTLP/gRPC receiver, memory storage
-// and the query extension's HTTP API, each on a free loopback port, nothing else
-// listening), the child process's lifetime, and reading traces back through the
-// query API (/api/traces).
+// It owns building and caching the Jaeger binary through internal/toolbin
+// (all-in-one v1.75.0, which is Jaeger v2: an OpenTelemetry collector with Jaeger's
+// memory storage and query API, from the separate module tools/jaeger so the main
+// module never requires Jaeger), the configuration it runs with (an OTLP/gRPC
+// receiver, memory storage and the query extension's HTTP API, each on a free
+// loopback port, nothing else listening), the child process's lifetime, and reading
+// traces back through the query API (/api/traces).
 //
 // Jaeger is opt-in because building it takes minutes: Start skips the test unless
 // SWITCHBOARD_JAEGER=1 (build it once into the user cache directory, holding a file

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mesh/switchboard/internal/freeport"
+	"github.com/switchboard-mesh/switchboard/internal/toolbin"
 )
 
 // readyTimeout bounds the wait for Jaeger to answer; it is ready in about a second
@@ -26,7 +27,7 @@ type Jaeger struct {
 	// QueryURL is the base URL of its query API (http://127.0.0.1:PORT).
 	QueryURL string
 
-	proc *process
+	proc *toolbin.Process
 }
 
 // Endpoint is the OTLP endpoint to give an exporter (--otlp-endpoint,
@@ -46,7 +47,7 @@ func Start(t testing.TB) *Jaeger {
 		if err == nil {
 			return j
 		}
-		if j == nil || !j.proc.addrInUse() {
+		if j == nil || !j.proc.AddrInUse() {
 			break
 		}
 	}
@@ -71,7 +72,13 @@ func startOnce(t testing.TB, bin string) (*Jaeger, error) {
 	if err := os.WriteFile(cfg, []byte(config(ports[0], ports[1], ports[2])), 0o644); err != nil {
 		return nil, err
 	}
-	proc, err := startProcess(bin, []string{"--config", cfg}, dir)
+	proc, err := toolbin.StartProcess(toolbin.Command{
+		Bin:          bin,
+		Args:         []string{"--config", cfg},
+		Dir:          dir,
+		LogPath:      filepath.Join(dir, "jaeger.log"),
+		LogTailLines: 40,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +89,11 @@ func startOnce(t testing.TB, bin string) (*Jaeger, error) {
 	}
 	start := time.Now()
 	if err := j.waitReady(); err != nil {
-		proc.stop()
-		return j, fmt.Errorf("jaeger not ready: %w\n--- jaeger log (tail) ---\n%s", err, proc.logTail())
+		proc.Stop()
+		return j, fmt.Errorf("jaeger not ready: %w\n--- jaeger log (tail) ---\n%s", err, proc.LogTail())
 	}
 	t.Logf("jaegertest: jaeger %s ready in %s: OTLP/gRPC %s, query %s", Version, time.Since(start).Round(time.Millisecond), j.OTLP, j.QueryURL)
-	t.Cleanup(proc.stop)
+	t.Cleanup(proc.Stop)
 	return j, nil
 }
 
@@ -150,7 +157,7 @@ func (j *Jaeger) waitReady() error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	var last error
 	for time.Now().Before(deadline) {
-		if j.proc.exited() {
+		if j.proc.Exited() {
 			return fmt.Errorf("jaeger exited")
 		}
 		last = j.probe(client)
@@ -179,10 +186,10 @@ func (j *Jaeger) probe(client *http.Client) error {
 }
 
 // Stop kills Jaeger now (Start's cleanup does it at the end of the test).
-func (j *Jaeger) Stop() { j.proc.stop() }
+func (j *Jaeger) Stop() { j.proc.Stop() }
 
 // Pid is the Jaeger process's id.
-func (j *Jaeger) Pid() int { return j.proc.cmd.Process.Pid }
+func (j *Jaeger) Pid() int { return j.proc.Pid() }
 
 // ctxOrTimeout is ctx, bounded to a query's worth of time when it has no deadline.
 func ctxOrTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -2,8 +2,6 @@ package jaegertest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -78,11 +76,7 @@ func TestJaegerStoresWhatItIsSent(t *testing.T) {
 // TestToolsModulePinsVersion keeps Version, which names the cached binary, in step
 // with the module that builds it; it needs no Jaeger, so the main suite runs it.
 func TestToolsModulePinsVersion(t *testing.T) {
-	mod, err := findToolsModule()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(mod, "go.mod"))
+	b, err := tool.GoMod()
 	if err != nil {
 		t.Fatal(err)
 	}

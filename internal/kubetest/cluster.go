@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
 	"github.com/switchboard-mesh/switchboard/internal/freeport"
+	"github.com/switchboard-mesh/switchboard/internal/toolbin"
 )
 
 // readyTimeout bounds the wait for /readyz; the server is ready in about 3 s on an
@@ -33,7 +35,7 @@ type Cluster struct {
 	// Token is the admin bearer token.
 	Token string
 
-	proc *process
+	proc *toolbin.Process
 }
 
 // Option adjusts how Start runs the server.
@@ -80,7 +82,7 @@ func startServer(t testing.TB, bin, etcdURL string, creds *credentials, extra []
 	for range startAttempts {
 		var c *Cluster
 		c, err = startOnce(t, bin, etcdURL, creds, extra)
-		if err == nil || c == nil || !c.proc.addrInUse() {
+		if err == nil || c == nil || !c.proc.AddrInUse() {
 			return c, err
 		}
 	}
@@ -97,15 +99,22 @@ func startOnce(t testing.TB, bin, etcdURL string, creds *credentials, extra []st
 	}
 	port := ports[0]
 	args := append(serverArgs(port, etcdURL, creds), extra...)
-	proc, err := startProcess(bin, args, creds.dir)
+	proc, err := toolbin.StartProcess(toolbin.Command{
+		Bin:     bin,
+		Args:    args,
+		LogPath: filepath.Join(creds.dir, "kube-apiserver.log"),
+		// kube-apiserver logs hundreds of lines while starting, and the cause of a
+		// failure is near the end.
+		LogTailLines: 60,
+	})
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{URL: "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Token: creds.token, proc: proc}
 	start := time.Now()
 	if err := c.waitReady(creds); err != nil {
-		proc.stop()
-		return c, fmt.Errorf("kube-apiserver not ready: %w\n--- kube-apiserver log (tail) ---\n%s", err, proc.logTail())
+		proc.Stop()
+		return c, fmt.Errorf("kube-apiserver not ready: %w\n--- kube-apiserver log (tail) ---\n%s", err, proc.LogTail())
 	}
 	t.Logf("kubetest: kube-apiserver ready at %s in %s", c.URL, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() { c.stop(t) })
@@ -141,8 +150,8 @@ func (c *Cluster) waitReady(creds *credentials) error {
 	defer cancel()
 	var last error
 	for {
-		if c.proc.exited() {
-			return fmt.Errorf("process exited: %v", c.proc.exitErr())
+		if c.proc.Exited() {
+			return fmt.Errorf("process exited: %v", c.proc.ExitErr())
 		}
 		if cfg, err := c.clientConfig(creds); err != nil {
 			last = err // the certificate is written a moment after the process starts
@@ -209,11 +218,11 @@ func probeReady(ctx context.Context, cfg *rest.Config) error {
 // stop ends the server, showing its log if the test failed so the server's side of
 // the failure is visible.
 func (c *Cluster) stop(t testing.TB) {
-	c.proc.stop()
+	c.proc.Stop()
 	if t.Failed() {
-		t.Logf("--- kube-apiserver log (tail) ---\n%s", c.proc.logTail())
+		t.Logf("--- kube-apiserver log (tail) ---\n%s", c.proc.LogTail())
 	}
 }
 
 // Pid returns the server's process id, for tests that measure it.
-func (c *Cluster) Pid() int { return c.proc.cmd.Process.Pid }
+func (c *Cluster) Pid() int { return c.proc.Pid() }

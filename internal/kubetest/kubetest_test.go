@@ -73,11 +73,7 @@ func TestKubeconfigKube(t *testing.T) {
 // TestToolsModulePinsVersion keeps Version, which names the cached binary, in step
 // with the module that builds it; it needs no server, so the main suite runs it.
 func TestToolsModulePinsVersion(t *testing.T) {
-	mod, err := findToolsModule()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(mod, "go.mod"))
+	b, err := tool.GoMod()
 	if err != nil {
 		t.Fatal(err)
 	}

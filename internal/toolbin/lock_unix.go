@@ -1,6 +1,6 @@
 //go:build unix
 
-package kubetest
+package toolbin
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const lockPoll = 500 * time.Millisecond
 
 // lockFile takes an exclusive flock on path, which the kernel releases if the
 // process dies mid-build, so a killed test never leaves the cache locked.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+func lockFile(ctx context.Context, path, _ string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
