@@ -119,6 +119,8 @@ func main() {
 		fatalIf(listerProcess(target, o.endpoints, wayFlag))
 	case "restart-watchers":
 		fatalIf(restartWatchers(target, o.watchers, o.conns, tokenFlag))
+	case "page-viewer":
+		fatalIf(pageViewer(target))
 	default:
 		fatalIf(run(o))
 	}

@@ -67,8 +67,8 @@ type fanoutCase struct {
 	resume bool
 	goal   time.Duration
 	anchor string
-	// page opens the registrar's web page (viewPage) for the run, counting its
-	// fetches in fetched.
+	// page opens the registrar's web page for the run, in a process of its own
+	// as a browser is (pageViewer), counting its fetches in fetched.
 	page    bool
 	fetched *atomic.Int64
 	p99     *time.Duration // if set, receives the run's p99
@@ -84,11 +84,11 @@ func fanout(ctx context.Context, e *env, o options, c fanoutCase) ([]result, err
 	}
 	defer stop()
 	if c.page {
-		pageCtx, closePage := context.WithCancel(ctx)
-		defer closePage()
-		if err := viewPage(pageCtx, "http://"+srv.HealthAddr().String(), c.fetched); err != nil {
+		viewer, err := startChild(ctx, []string{"-role", "page-viewer", "-target", "http://" + srv.HealthAddr().String()}, "")
+		if err != nil {
 			return nil, err
 		}
+		defer func() { c.fetched.Add(viewer.count()) }()
 	}
 	regs := o.registrations
 	conns, err := dialN(srv.Addr().String(), 1)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -141,6 +143,34 @@ func get(ctx context.Context, url string) (string, time.Duration, error) {
 		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), time.Since(start), err
+}
+
+// pageViewer is the child that views the page at base until its stdin closes,
+// then prints how many times it fetched the page's live part.
+func pageViewer(base string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	var fetched atomic.Int64
+	if err := viewPage(ctx, base, &fetched); err != nil {
+		cancel()
+		return err
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	cancel()
+	fmt.Println(fetched.Load())
+	return nil
+}
+
+// count ends a page viewer and returns the fetches it printed (0 if it printed
+// none).
+func (c *child) count() int64 {
+	c.stdin.Close()
+	var n int64
+	if c.lines.Scan() {
+		n, _ = strconv.ParseInt(c.lines.Text(), 10, 64)
+	}
+	_ = c.cmd.Wait()
+	return n
 }
 
 // viewPage does what an open page does until ctx ends: it follows the event stream

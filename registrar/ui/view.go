@@ -59,7 +59,7 @@ type group struct {
 	Cluster string        `json:"cluster"`
 	Count   int           `json:"count"`
 	Rows    []endpointRow `json:"rows"`
-	// HTML is the rows rendered (rowCache), for the page.
+	// HTML is the rows rendered (rows.go), for the page.
 	HTML template.HTML `json:"-"`
 }
 
@@ -94,7 +94,7 @@ type watcherTable struct {
 	table[watcherRow]
 	Total   int           `json:"total"`
 	Lagging int           `json:"lagging"`
-	HTML    template.HTML `json:"-"` // the rows rendered (rowCache), for the page
+	HTML    template.HTML `json:"-"` // the rows rendered (rows.go), for the page
 }
 
 type watcherRow struct {
