@@ -109,8 +109,9 @@ func TestBinaryGiven(t *testing.T) {
 // lock, go build -v with -ldflags in the tools module, rename into the cache), then
 // runs it as a child process.
 func TestBuildAndRun(t *testing.T) {
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
+		t.Fatalf("no go command on PATH: %v", err)
 	}
 	tl := tinyTool(t)
 	t.Setenv(tl.EnvBinary, "")
