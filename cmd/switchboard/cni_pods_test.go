@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,7 +28,6 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/cnitest"
 	"github.com/switchboard-mesh/switchboard/internal/kubetest"
-	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
 
 // podsWait bounds every wait of the pod tests: registration goes through the agent's
@@ -201,70 +199,20 @@ func (k *kubePods) delete(name string) {
 
 // cniAgent runs the agent binary, which the test stops, kills and starts again.
 type cniAgent struct {
-	t      *testing.T
-	args   []string
-	cmd    *exec.Cmd
-	done   chan struct{}
-	stderr *syncbuf.Buffer
+	t    *testing.T
+	args []string
+	p    *childProc
 }
 
+// start runs the agent and waits for its /readyz: its records loaded and the
+// node's pods listed from the API server.
 func (a *cniAgent) start() {
 	a.t.Helper()
-	a.cmd = exec.Command(binary(a.t), a.args...)
-	a.stderr = &syncbuf.Buffer{}
-	a.cmd.Stdout, a.cmd.Stderr = a.stderr, a.stderr
-	if err := a.cmd.Start(); err != nil {
-		a.t.Fatal(err)
-	}
-	a.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(a.cmd, a.done)
-	a.t.Cleanup(func() { a.stop(syscall.SIGTERM) })
-	a.waitReady()
+	a.p = startProc(a.t, "agent", nil, a.args...)
+	a.p.waitReady(a.args[indexOf(a.args, "--metrics-listen")+1])
 }
 
-// waitReady waits for the agent's /readyz: its records loaded and the node's pods
-// listed from the API server.
-func (a *cniAgent) waitReady() {
-	a.t.Helper()
-	addr := a.args[indexOf(a.args, "--metrics-listen")+1]
-	deadline := time.Now().Add(podsWait)
-	for {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, body)
-		}
-		select {
-		case <-a.done:
-			a.t.Fatalf("agent exited: %s", a.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("agent not ready after %s: %v\n%s", podsWait, err, a.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (a *cniAgent) stop(sig syscall.Signal) {
-	select {
-	case <-a.done:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(sig)
-	select {
-	case <-a.done:
-	case <-time.After(podsWait):
-		_ = a.cmd.Process.Kill()
-		<-a.done
-		a.t.Errorf("agent did not stop on %s", sig)
-	}
-}
+func (a *cniAgent) stop(sig syscall.Signal) { a.p.stop(sig) }
 
 func indexOf(args []string, flag string) int {
 	for i, a := range args {

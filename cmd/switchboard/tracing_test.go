@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,98 +17,7 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/jaegertest"
-	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
-
-// tracedProc is a long-running command of the real binary with an environment of
-// its own, which the test stops with a signal of its choosing.
-type tracedProc struct {
-	t        *testing.T
-	name     string
-	cmd      *exec.Cmd
-	out, err *syncbuf.Buffer
-	done     chan struct{}
-}
-
-// startTraced runs the binary with args and env added to the test's environment,
-// until the test stops it (or ends: then SIGTERM).
-func startTraced(t *testing.T, name string, env []string, args ...string) *tracedProc {
-	t.Helper()
-	cmd := exec.Command(binary(t), args...)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), env...)
-	p := &tracedProc{t: t, name: name, cmd: cmd, out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.err
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.stop(syscall.SIGTERM) })
-	return p
-}
-
-// waitOut waits up to 30 s for stdout to match re and returns the submatches.
-func (p *tracedProc) waitOut(re *regexp.Regexp) []string {
-	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m
-		}
-		select {
-		case <-p.done:
-			p.t.Fatalf("%s exited: %s", p.name, p.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: no %q on stdout within 30s; stderr:\n%s", p.name, re, p.err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitReady waits up to 30 s for 200 from http://addr/readyz.
-func (p *tracedProc) waitReady(addr string) {
-	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, body)
-		}
-		select {
-		case <-p.done:
-			p.t.Fatalf("%s exited: %s", p.name, p.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s not ready within 30s: %v\n%s", p.name, err, p.err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop sends sig and waits up to 30 s for the process to exit, then kills it.
-func (p *tracedProc) stop(sig syscall.Signal) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		p.t.Errorf("%s did not stop within 30s of %s", p.name, sig)
-	}
-}
 
 // otelEnv clears every OTEL_* variable of the test's environment for a child, so
 // that only what a test sets decides.
@@ -145,7 +50,7 @@ const tracedManifest = `entries:
 func TestTracingJaegerRegistrationToWatcher(t *testing.T) {
 	j := jaegertest.Start(t)
 	fast := otelEnv("OTEL_BSP_SCHEDULE_DELAY=20")
-	reg := startTraced(t, "registrar", fast, "registrar", "--cluster-name", "east", "--registry-backend", "memory",
+	reg := startProc(t, "registrar", fast, "registrar", "--cluster-name", "east", "--registry-backend", "memory",
 		"--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0", "--write-batch-interval", "20ms",
 		"--otlp-endpoint", j.Endpoint(), "--log-level", "warn")
 	m := reg.waitOut(listeningLine)
@@ -156,7 +61,7 @@ func TestTracingJaegerRegistrationToWatcher(t *testing.T) {
 	tmpl := writeFile(t, dir, "web.tmpl", "# rendered\n{{ range registrations \"east\" \"http\" \"web\" \"\" }}{{ hostport .Address .Port }}\n{{ end }}")
 	out := filepath.Join(dir, "web.out")
 	watchMetrics := "127.0.0.1:" + freePort(t)
-	watcher := startTraced(t, "watching agent", append(fast, "OTEL_SERVICE_NAME=switchboard-agent-watcher"),
+	watcher := startProc(t, "watching agent", append(fast, "OTEL_SERVICE_NAME=switchboard-agent-watcher"),
 		"agent", "--registry-backend", "registrar", "--registrar-address", grpcAddr, "--registrar-node", "watcher",
 		"--render", tmpl+":"+out, "--debounce", "10ms", "--metrics-listen", watchMetrics, "--otlp-endpoint", j.Endpoint())
 	watcher.waitReady(watchMetrics)
@@ -165,7 +70,7 @@ func TestTracingJaegerRegistrationToWatcher(t *testing.T) {
 	// The writer exports nothing until its shutdown flushes: an hour between batches.
 	manifest := writeFile(t, dir, "agent.yaml", tracedManifest)
 	writeMetrics := "127.0.0.1:" + freePort(t)
-	writer := startTraced(t, "writing agent", otelEnv("OTEL_BSP_SCHEDULE_DELAY=3600000"),
+	writer := startProc(t, "writing agent", otelEnv("OTEL_BSP_SCHEDULE_DELAY=3600000"),
 		"agent", "--manifest", manifest, "--registry-backend", "registrar", "--registrar-address", grpcAddr,
 		"--registrar-node", "writer", "--metrics-listen", writeMetrics, "--otlp-endpoint", j.Endpoint())
 	waitFile(t, out, func(s string) bool { return strings.Contains(s, "10.0.0.7:8080") })
@@ -314,7 +219,7 @@ func checkRegistrationTrace(t *testing.T, tr jaegertest.Trace, op string) {
 // OTEL_* variable) puts no trace context on its events, even for a write whose call
 // carries one, and installs no stats handler: its answer's metadata is untouched.
 func TestTracingOffAddsNoTraceparent(t *testing.T) {
-	reg := startTraced(t, "registrar", otelEnv(), "registrar", "--cluster-name", "east", "--registry-backend", "memory",
+	reg := startProc(t, "registrar", otelEnv(), "registrar", "--cluster-name", "east", "--registry-backend", "memory",
 		"--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0", "--log-level", "warn")
 	m := reg.waitOut(listeningLine)
 	waitRegistrarReady(t, m[2])
