@@ -26,6 +26,14 @@ type Endpoint struct {
 	Annotations map[string]string
 	// TTL is how long the registration lives unless refreshed.
 	TTL TTL
+	// Region and Zone place the endpoint (optional; a zone needs no region). Proxies
+	// balance by them: xDS groups endpoints into localities, DNS prefers the querier's
+	// zone. They are names, validated like Service.
+	Region string
+	Zone   string
+	// Health is Healthy unless the endpoint is Unhealthy or Draining; readers that
+	// route (xDS, DNS) send new work to healthy endpoints only.
+	Health Health
 }
 
 // Key is an endpoint's identity: two endpoints with the same key are the same entry.
@@ -56,7 +64,8 @@ func (e Endpoint) Clone() Endpoint {
 // Equal reports whether a and b carry the same fields, annotations included.
 func Equal(a, b Endpoint) bool {
 	if a.Key() != b.Key() || a.Node != b.Node || a.Priority != b.Priority ||
-		a.Weight != b.Weight || a.TTL != b.TTL || len(a.Annotations) != len(b.Annotations) {
+		a.Weight != b.Weight || a.TTL != b.TTL || a.Region != b.Region || a.Zone != b.Zone ||
+		a.Health != b.Health || len(a.Annotations) != len(b.Annotations) {
 		return false
 	}
 	for k, v := range a.Annotations {

@@ -18,11 +18,30 @@ type payload struct {
 	Weight      int               `json:"weight,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 	TTL         TTL               `json:"ttl,omitempty"`
+	Region      string            `json:"region,omitempty"`
+	Zone        string            `json:"zone,omitempty"`
+	Health      jsonHealth        `json:"health,omitempty"`
+}
+
+// jsonHealth is Health in the payload: omitted when healthy, and read liberally: a
+// state this release does not know (a newer writer's) is read as Unhealthy, which
+// routes nothing to the endpoint, rather than making the entry unreadable.
+type jsonHealth Health
+
+func (h jsonHealth) MarshalText() ([]byte, error) { return Health(h).MarshalText() }
+
+func (h *jsonHealth) UnmarshalText(b []byte) error {
+	v, err := ParseHealth(string(b))
+	if err != nil {
+		v = Unhealthy
+	}
+	*h = jsonHealth(v)
+	return nil
 }
 
 // MarshalJSON writes the JSON payload form.
 func (e Endpoint) MarshalJSON() ([]byte, error) {
-	return json.Marshal(payload(e))
+	return json.Marshal(toPayload(e))
 }
 
 // UnmarshalJSON reads the JSON payload form. Unknown fields are ignored so that a
@@ -33,8 +52,18 @@ func (e *Endpoint) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("endpoint JSON: %w", err)
 	}
-	*e = Endpoint(p)
+	*e = fromPayload(p)
 	return nil
+}
+
+func toPayload(e Endpoint) payload {
+	return payload{e.Cluster, e.Service, e.Protocol, e.Address, e.Port, e.Node, e.Priority,
+		e.Weight, e.Annotations, e.TTL, e.Region, e.Zone, jsonHealth(e.Health)}
+}
+
+func fromPayload(p payload) Endpoint {
+	return Endpoint{p.Cluster, p.Service, p.Protocol, p.Address, p.Port, p.Node, p.Priority,
+		p.Weight, p.Annotations, p.TTL, p.Region, p.Zone, Health(p.Health)}
 }
 
 // DecodeJSON parses and validates one endpoint in the JSON payload form. The payload

@@ -23,6 +23,9 @@ func (e Endpoint) ToProto() *registryv1.Endpoint {
 		Priority:   clampUint32(e.Priority),
 		Weight:     clampUint32(e.Weight),
 		InstanceId: e.InstanceID(),
+		Region:     e.Region,
+		Zone:       e.Zone,
+		Health:     registryv1.Health(e.Health),
 	}
 	if len(e.Annotations) > 0 {
 		p.Annotations = maps.Clone(e.Annotations)
@@ -65,6 +68,9 @@ func FromProtoUnchecked(p *registryv1.Endpoint) (Endpoint, error) {
 		Node:     p.GetNode(),
 		Priority: int(p.GetPriority()),
 		Weight:   int(p.GetWeight()),
+		Region:   p.GetRegion(),
+		Zone:     p.GetZone(),
+		Health:   HealthFromWire(int32(p.GetHealth())),
 	}
 	if len(p.GetAnnotations()) > 0 {
 		e.Annotations = maps.Clone(p.GetAnnotations())
@@ -93,4 +99,14 @@ func clampUint32(v int) uint32 {
 		return math.MaxUint32
 	}
 	return uint32(v)
+}
+
+// HealthFromWire maps the wire enum to Health. A value this release does not know (a
+// newer writer's state) is Unhealthy: nothing is routed to the endpoint, and the entry
+// stays readable.
+func HealthFromWire(v int32) Health {
+	if v < 0 || v >= int32(len(healthNames)) {
+		return Unhealthy
+	}
+	return Health(v)
 }

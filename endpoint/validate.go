@@ -103,6 +103,23 @@ func (e Endpoint) validate(strict bool) error {
 	if err := e.TTL.check(); err != nil {
 		return &FieldError{"ttl", e.TTL.String(), err.Error()}
 	}
+	return e.validateLocality()
+}
+
+// validateLocality checks region, zone and health: the same rules for a read as for
+// a write, since a reader that meets a state it does not know maps it to Unhealthy
+// before it gets here (json.go, proto.go).
+func (e Endpoint) validateLocality() error {
+	for _, f := range [...]struct{ name, value string }{{"region", e.Region}, {"zone", e.Zone}} {
+		if f.value != "" {
+			if err := validateName(f.name, f.value); err != nil {
+				return err
+			}
+		}
+	}
+	if !e.Health.Valid() {
+		return &FieldError{"health", e.Health.String(), "must be healthy, unhealthy or draining"}
+	}
 	return nil
 }
 

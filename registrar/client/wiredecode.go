@@ -36,6 +36,9 @@ const (
 	epTTL         = 10
 	epTTLNever    = 11
 	epInstanceID  = 12
+	epRegion      = 13
+	epZone        = 14
+	epHealth      = 15
 
 	listEndpoints = 1 // ListAllEndpointsResponse.endpoints
 	listVersion   = 2 // ListAllEndpointsResponse.version
@@ -51,7 +54,7 @@ var errTruncated = errors.New("truncated or malformed protobuf")
 // it goes back to the pool, so that no listing keeps another's strings alive.
 type wireDecoder struct {
 	strs map[string]string
-	last [epInstanceID + 1]string // the last string of each field: often the next one too
+	last [epHealth + 1]string // the last string of each field: often the next one too
 	// Addresses are unique to their endpoints: they are gathered into one buffer
 	// and made one string (addresses), each endpoint's a part of it, instead of a
 	// string allocation each. ends holds, for each endpoint decoded, where its
@@ -78,7 +81,7 @@ func getWireDecoder(size int) *wireDecoder {
 // release returns d to the pool, without the strings it handed out.
 func (d *wireDecoder) release() {
 	clear(d.strs)
-	d.last = [epInstanceID + 1]string{}
+	d.last = [epHealth + 1]string{}
 	decoders.Put(d)
 }
 
@@ -244,6 +247,8 @@ func (d *wireDecoder) endpointField(e *endpoint.Endpoint, ttl *durationFields, n
 			e.Weight = int(uint32(x))
 		case epTTLNever:
 			*never = x != 0
+		case epHealth:
+			e.Health = endpoint.HealthFromWire(int32(x))
 		}
 		return nil
 	}
@@ -260,6 +265,10 @@ func (d *wireDecoder) endpointField(e *endpoint.Endpoint, ttl *durationFields, n
 		e.Protocol, err = d.field(epProtocol, "protocol", v)
 	case epNode:
 		e.Node, err = d.field(epNode, "node", v)
+	case epRegion:
+		e.Region, err = d.field(epRegion, "region", v)
+	case epZone:
+		e.Zone, err = d.field(epZone, "zone", v)
 	case epInstanceID: // recomputed from the key, never kept
 		if !utf8.Valid(v) {
 			err = errors.New("instance_id is not valid UTF-8")

@@ -22,11 +22,13 @@ import (
 func FuzzDecodeListing(f *testing.F) {
 	full := &registryv1.Endpoint{Cluster: "east", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80,
 		Node: "n1", Priority: 2, Weight: 3, Annotations: map[string]string{"team": "blue", "": "x"},
-		Ttl: durationpb.New(90 * time.Second), InstanceId: "abc"}
+		Ttl: durationpb.New(90 * time.Second), InstanceId: "abc", Region: "eu-west-1", Zone: "eu-west-1b",
+		Health: registryv1.Health_HEALTH_DRAINING}
+	newer := &registryv1.Endpoint{Cluster: "east", Service: "web", Protocol: "http", Address: "10.0.0.2", Health: 9}
 	never := &registryv1.Endpoint{Cluster: "west", Service: "db", Protocol: "tcp", Address: "2001:DB8::1", Port: 5432, TtlNever: true,
 		Ttl: &durationpb.Duration{Seconds: -1}}
 	for _, resp := range []*registrarv1.ListAllEndpointsResponse{
-		{Version: "1.2", Endpoints: []*registryv1.Endpoint{full, never}},
+		{Version: "1.2", Endpoints: []*registryv1.Endpoint{full, never, newer}},
 		{Endpoints: []*registryv1.Endpoint{{Ttl: &durationpb.Duration{Seconds: 1, Nanos: -5}}}},
 		{Endpoints: []*registryv1.Endpoint{{Ttl: &durationpb.Duration{Nanos: 1}}, {Address: "::ffff:10.0.0.1"}}},
 		{},

@@ -24,6 +24,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Health is an endpoint's routing state.
+type Health int32
+
+const (
+	// Routable: the default.
+	Health_HEALTH_HEALTHY Health = 0
+	// Registered but failing: left out by readers that route.
+	Health_HEALTH_UNHEALTHY Health = 1
+	// Going away: finishes the work it has, takes no new work.
+	Health_HEALTH_DRAINING Health = 2
+)
+
+// Enum value maps for Health.
+var (
+	Health_name = map[int32]string{
+		0: "HEALTH_HEALTHY",
+		1: "HEALTH_UNHEALTHY",
+		2: "HEALTH_DRAINING",
+	}
+	Health_value = map[string]int32{
+		"HEALTH_HEALTHY":   0,
+		"HEALTH_UNHEALTHY": 1,
+		"HEALTH_DRAINING":  2,
+	}
+)
+
+func (x Health) Enum() *Health {
+	p := new(Health)
+	*p = x
+	return p
+}
+
+func (x Health) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Health) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchboard_registry_v1_endpoint_proto_enumTypes[0].Descriptor()
+}
+
+func (Health) Type() protoreflect.EnumType {
+	return &file_switchboard_registry_v1_endpoint_proto_enumTypes[0]
+}
+
+func (x Health) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Health.Descriptor instead.
+func (Health) EnumDescriptor() ([]byte, []int) {
+	return file_switchboard_registry_v1_endpoint_proto_rawDescGZIP(), []int{0}
+}
+
 // Endpoint is one reachable instance of a service. Its key is
 // (cluster, service, protocol, address, port).
 type Endpoint struct {
@@ -48,7 +101,14 @@ type Endpoint struct {
 	TtlNever bool `protobuf:"varint,11,opt,name=ttl_never,json=ttlNever,proto3" json:"ttl_never,omitempty"`
 	// The stable instance id: FNV-1a 64 of cluster+service+protocol+address+port, as
 	// 16 lower-case hex digits. Informational on input; recomputed by servers.
-	InstanceId    string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Where the endpoint runs (optional names, validated like service): proxies group
+	// endpoints into localities by them and prefer their own zone.
+	Region string `protobuf:"bytes,13,opt,name=region,proto3" json:"region,omitempty"`
+	Zone   string `protobuf:"bytes,14,opt,name=zone,proto3" json:"zone,omitempty"`
+	// Whether new work may go to the endpoint. Unset is healthy, so entries from
+	// writers that predate the field are healthy.
+	Health        Health `protobuf:"varint,15,opt,name=health,proto3,enum=switchboard.registry.v1.Health" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,11 +227,32 @@ func (x *Endpoint) GetInstanceId() string {
 	return ""
 }
 
+func (x *Endpoint) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Endpoint) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *Endpoint) GetHealth() Health {
+	if x != nil {
+		return x.Health
+	}
+	return Health_HEALTH_HEALTHY
+}
+
 var File_switchboard_registry_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_switchboard_registry_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"&switchboard/registry/v1/endpoint.proto\x12\x17switchboard.registry.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd1\x03\n" +
+	"&switchboard/registry/v1/endpoint.proto\x12\x17switchboard.registry.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb6\x04\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x1a\n" +
@@ -186,10 +267,17 @@ const file_switchboard_registry_v1_endpoint_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1b\n" +
 	"\tttl_never\x18\v \x01(\bR\bttlNever\x12\x1f\n" +
 	"\vinstance_id\x18\f \x01(\tR\n" +
-	"instanceId\x1a>\n" +
+	"instanceId\x12\x16\n" +
+	"\x06region\x18\r \x01(\tR\x06region\x12\x12\n" +
+	"\x04zone\x18\x0e \x01(\tR\x04zone\x127\n" +
+	"\x06health\x18\x0f \x01(\x0e2\x1f.switchboard.registry.v1.HealthR\x06health\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01BPZNgithub.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1;registryv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*G\n" +
+	"\x06Health\x12\x12\n" +
+	"\x0eHEALTH_HEALTHY\x10\x00\x12\x14\n" +
+	"\x10HEALTH_UNHEALTHY\x10\x01\x12\x13\n" +
+	"\x0fHEALTH_DRAINING\x10\x02BPZNgithub.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1;registryv1b\x06proto3"
 
 var (
 	file_switchboard_registry_v1_endpoint_proto_rawDescOnce sync.Once
@@ -203,20 +291,23 @@ func file_switchboard_registry_v1_endpoint_proto_rawDescGZIP() []byte {
 	return file_switchboard_registry_v1_endpoint_proto_rawDescData
 }
 
+var file_switchboard_registry_v1_endpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_switchboard_registry_v1_endpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_switchboard_registry_v1_endpoint_proto_goTypes = []any{
-	(*Endpoint)(nil),            // 0: switchboard.registry.v1.Endpoint
-	nil,                         // 1: switchboard.registry.v1.Endpoint.AnnotationsEntry
-	(*durationpb.Duration)(nil), // 2: google.protobuf.Duration
+	(Health)(0),                 // 0: switchboard.registry.v1.Health
+	(*Endpoint)(nil),            // 1: switchboard.registry.v1.Endpoint
+	nil,                         // 2: switchboard.registry.v1.Endpoint.AnnotationsEntry
+	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
 }
 var file_switchboard_registry_v1_endpoint_proto_depIdxs = []int32{
-	1, // 0: switchboard.registry.v1.Endpoint.annotations:type_name -> switchboard.registry.v1.Endpoint.AnnotationsEntry
-	2, // 1: switchboard.registry.v1.Endpoint.ttl:type_name -> google.protobuf.Duration
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 0: switchboard.registry.v1.Endpoint.annotations:type_name -> switchboard.registry.v1.Endpoint.AnnotationsEntry
+	3, // 1: switchboard.registry.v1.Endpoint.ttl:type_name -> google.protobuf.Duration
+	0, // 2: switchboard.registry.v1.Endpoint.health:type_name -> switchboard.registry.v1.Health
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_registry_v1_endpoint_proto_init() }
@@ -229,13 +320,14 @@ func file_switchboard_registry_v1_endpoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_registry_v1_endpoint_proto_rawDesc), len(file_switchboard_registry_v1_endpoint_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_switchboard_registry_v1_endpoint_proto_goTypes,
 		DependencyIndexes: file_switchboard_registry_v1_endpoint_proto_depIdxs,
+		EnumInfos:         file_switchboard_registry_v1_endpoint_proto_enumTypes,
 		MessageInfos:      file_switchboard_registry_v1_endpoint_proto_msgTypes,
 	}.Build()
 	File_switchboard_registry_v1_endpoint_proto = out.File
