@@ -47,7 +47,7 @@ func planExport(ns, name string, eps []endpoint.Endpoint) exportPlan {
 	}
 	return exportPlan{
 		service: desiredService(ns, name, ports),
-		slices:  desiredSlices(ns, name, ports, groupAddresses(eps, names)),
+		slices:  desiredSlices(ns, name, ports, groupAddresses(eps, names), addressStates(eps)),
 		notes:   notes,
 	}
 }
@@ -240,7 +240,7 @@ func groupFor(groups map[string]*addrGroup, a netip.Addr, set map[string]bool) *
 }
 
 // desiredSlices cuts each group into slices of at most maxSliceEndpoints.
-func desiredSlices(ns, svc string, ports []corev1.ServicePort, groups []*addrGroup) []*discoveryv1.EndpointSlice {
+func desiredSlices(ns, svc string, ports []corev1.ServicePort, groups []*addrGroup, states map[netip.Addr]addrState) []*discoveryv1.EndpointSlice {
 	byName := map[string]corev1.ServicePort{}
 	for _, p := range ports {
 		byName[p.Name] = p
@@ -255,7 +255,7 @@ func desiredSlices(ns, svc string, ports []corev1.ServicePort, groups []*addrGro
 			out = append(out, &discoveryv1.EndpointSlice{
 				ObjectMeta:  metav1.ObjectMeta{Name: sliceName(svc, g, i), Namespace: ns, Labels: sliceLabels(svc)},
 				AddressType: g.family,
-				Endpoints:   sliceEndpoints(chunk),
+				Endpoints:   sliceEndpoints(chunk, states),
 				Ports:       sp,
 			})
 		}
@@ -276,13 +276,54 @@ func slicePort(p corev1.ServicePort) discoveryv1.EndpointPort {
 	return discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &port, AppProtocol: p.AppProtocol}
 }
 
-func sliceEndpoints(addrs []netip.Addr) []discoveryv1.Endpoint {
+func sliceEndpoints(addrs []netip.Addr, states map[netip.Addr]addrState) []discoveryv1.Endpoint {
 	out := make([]discoveryv1.Endpoint, len(addrs))
 	for i, a := range addrs {
-		ready := true
-		out[i] = discoveryv1.Endpoint{Addresses: []string{a.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
+		st := states[a]
+		out[i] = discoveryv1.Endpoint{Addresses: []string{a.String()}, Conditions: conditions(st.health)}
+		if st.zone != "" {
+			out[i].Zone = &st.zone
+		}
 	}
 	return out
+}
+
+// addrState is what a slice endpoint says of one address besides the address: a
+// slice endpoint stands for all its ports, so entries of one address that disagree
+// give it the least routable health among them and the first zone.
+type addrState struct {
+	zone   string
+	health endpoint.Health
+}
+
+// healthRank orders health from most to least routable.
+var healthRank = map[endpoint.Health]int{endpoint.Healthy: 0, endpoint.Draining: 1, endpoint.Unhealthy: 2}
+
+func addressStates(eps []endpoint.Endpoint) map[netip.Addr]addrState {
+	out := make(map[netip.Addr]addrState, len(eps))
+	for _, e := range eps {
+		a, why := sliceAddress(e.Address)
+		if why != "" {
+			continue
+		}
+		st := out[a]
+		if st.zone == "" {
+			st.zone = e.Zone
+		}
+		if healthRank[e.Health] > healthRank[st.health] {
+			st.health = e.Health
+		}
+		out[a] = st
+	}
+	return out
+}
+
+// conditions are a slice endpoint's conditions for a health, as kube-proxy reads
+// them: it routes to ready endpoints, and falls back to serving, terminating ones
+// only when none is ready.
+func conditions(h endpoint.Health) discoveryv1.EndpointConditions {
+	ready, serving, terminating := h == endpoint.Healthy, h != endpoint.Unhealthy, h == endpoint.Draining
+	return discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating}
 }
 
 // sliceName is deterministic, so a sync finds the slice it made before by name and

@@ -208,12 +208,13 @@ func planImport(cluster, ns, svc string, ttl endpoint.TTL, slices []*discoveryv1
 func portEntries(base endpoint.Endpoint, ns string, eps []discoveryv1.Endpoint, want map[endpoint.Key]endpoint.Endpoint) []note {
 	var n []note
 	for _, ep := range eps {
-		if !ready(ep) {
+		health, ok := importHealth(ep)
+		if !ok {
 			continue
 		}
 		for _, a := range ep.Addresses {
 			e := base
-			e.Address, e.Node = a, deref(ep.NodeName)
+			e.Address, e.Node, e.Health, e.Zone = a, deref(ep.NodeName), health, importZone(ep)
 			e.Annotations = map[string]string{
 				AnnotationNamespace: ns, AnnotationService: base.Service, AnnotationOrigin: OriginKubernetes,
 			}
@@ -226,6 +227,31 @@ func portEntries(base endpoint.Endpoint, ns string, eps []discoveryv1.Endpoint, 
 		}
 	}
 	return n
+}
+
+// importHealth is the registry health of a slice endpoint, and whether it is imported
+// at all. A terminating endpoint that still serves is draining: it finishes what it
+// has while routers send it nothing new, as kube-proxy treats it. One that neither is
+// ready nor serves is left out, as a failing entry is.
+func importHealth(ep discoveryv1.Endpoint) (endpoint.Health, bool) {
+	c := ep.Conditions
+	switch {
+	case ready(ep):
+		return endpoint.Healthy, true
+	case c.Serving != nil && *c.Serving && c.Terminating != nil && *c.Terminating:
+		return endpoint.Draining, true
+	}
+	return 0, false
+}
+
+// importZone is the slice endpoint's zone when the registry can hold it as a name;
+// any other zone is left out rather than the endpoint.
+func importZone(ep discoveryv1.Endpoint) string {
+	z := deref(ep.Zone)
+	if z == "" || endpoint.ValidateName("zone", z) != nil {
+		return ""
+	}
+	return z
 }
 
 // ready reads the endpoint's ready condition; unset means ready, as the API says
