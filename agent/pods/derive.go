@@ -65,6 +65,8 @@ type DeriveConfig struct {
 	// RequireReady holds a pod's entries until its Ready condition is True; nil
 	// means true. False publishes a Running pod at once.
 	RequireReady *bool
+	// Region and Zone are the node's, and so every endpoint's; optional.
+	Region, Zone string
 }
 
 func (c DeriveConfig) selector() labels.Selector {
@@ -85,8 +87,9 @@ func (c DeriveConfig) requireReady() bool { return c.RequireReady == nil || *c.R
 
 // Derive turns a pod into the entries the agent publishes for it: one per (address,
 // named port), by the rules of docs/kubernetes.md. ips are the pod's addresses from its CNI
-// records; empty means the pod's status.podIPs. A pod that is not managed, is
-// terminating or done, or has no address yet yields nothing and no reason. A managed
+// records; empty means the pod's status.podIPs. A pod that is not managed, is done,
+// or has no address yet yields nothing and no reason; one being deleted yields its
+// entries as draining if they were published, else nothing. A managed
 // pod that cannot be registered as a whole yields nothing and skip says why: a pod is
 // never half-registered.
 func Derive(pod *corev1.Pod, ips []string, cfg DeriveConfig) (entries []manifest.Entry, skip string) {
@@ -96,7 +99,7 @@ func Derive(pod *corev1.Pod, ips []string, cfg DeriveConfig) (entries []manifest
 	if ok, skip := managed(pod, cfg.selector()); !ok {
 		return nil, skip
 	}
-	if finished(pod) {
+	if done(pod) {
 		return nil, ""
 	}
 	if pod.Spec.HostNetwork {
@@ -110,7 +113,14 @@ func Derive(pod *corev1.Pod, ips []string, cfg DeriveConfig) (entries []manifest
 	if skip != "" || len(addrs) == 0 {
 		return nil, skip
 	}
-	return t.entries(addrs, held(pod, cfg))
+	h := held(pod, cfg)
+	if pod.DeletionTimestamp == nil {
+		return t.entries(addrs, h)
+	}
+	if h != "" {
+		return nil, "" // going, and never published: nothing to drain
+	}
+	return t.draining(addrs)
 }
 
 // managed reports whether the pod asked to be registered: the annotation decides
@@ -128,9 +138,11 @@ func managed(pod *corev1.Pod, sel labels.Selector) (bool, string) {
 	return false, fmt.Sprintf("annotation %s: %q is neither \"true\" nor \"false\"", KeyRegister, v)
 }
 
-// finished reports whether the pod is going or gone: its endpoints are removed.
-func finished(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+// done reports whether the pod's containers have ended: its endpoints are removed.
+// A pod being deleted is not done: until it is, it finishes its requests, and its
+// endpoints are draining (Derive).
+func done(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 func held(pod *corev1.Pod, cfg DeriveConfig) string {
@@ -189,7 +201,7 @@ func podTemplate(pod *corev1.Pod, cfg DeriveConfig) (template, string) {
 		return template{}, skip
 	}
 	base := endpoint.Endpoint{Cluster: cfg.Cluster, Service: service, Node: cfg.NodeName, Priority: priority,
-		Weight: weight, Annotations: annotations, TTL: cfg.ttl()}
+		Weight: weight, Annotations: annotations, TTL: cfg.ttl(), Region: cfg.Region, Zone: cfg.Zone}
 	return template{base: base, ports: ports}, ""
 }
 
@@ -373,6 +385,15 @@ func podAddresses(pod *corev1.Pod, ips []string) ([]string, string) {
 		return nil, err.Error()
 	}
 	return out, ""
+}
+
+// draining is entries, each marked draining: a pod being deleted.
+func (t template) draining(addrs []string) ([]manifest.Entry, string) {
+	out, skip := t.entries(addrs, "")
+	for i := range out {
+		out[i].Endpoint.Health = endpoint.Draining
+	}
+	return out, skip
 }
 
 // entries is one entry per (address, port), each validated: one invalid endpoint

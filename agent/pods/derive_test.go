@@ -59,7 +59,8 @@ func TestDerive(t *testing.T) {
 			cfg: func(c *pods.DeriveConfig) { c.Selector = labels.SelectorFromSet(labels.Set{"team": "a"}) }},
 		{name: "hostNetwork", opts: []podOpt{ip, func(p *corev1.Pod) { p.Spec.HostNetwork = true }}, skip: "hostNetwork"},
 		{name: "hostNetwork, not managed", opts: []podOpt{ip, withLabel(pods.KeyRegister, ""), func(p *corev1.Pod) { p.Spec.HostNetwork = true }}},
-		{name: "terminating", opts: []podOpt{ip, func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }}},
+		{name: "terminating: draining (TestDeriveDrainsATerminatingPod)", opts: []podOpt{ip, func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }},
+			want: []string{key("10.0.0.1", 8080)}},
 		{name: "succeeded", opts: []podOpt{ip, withPhase(corev1.PodSucceeded)}},
 		{name: "failed", opts: []podOpt{ip, withPhase(corev1.PodFailed)}},
 
