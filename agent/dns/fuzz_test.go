@@ -13,14 +13,17 @@ import (
 func fuzzServer() (*Server, *zone) {
 	s := &Server{opts: Options{Domain: DefaultDomain}, ttl: 5, m: newMetrics()}
 	var eps []endpoint.Endpoint
-	for i, a := range []string{"10.0.0.1", "10.0.0.2", "fd00::1", "192.0.2.1"} {
-		eps = append(eps, endpoint.Endpoint{Cluster: "prod", Service: "web", Protocol: "http", Address: a, Port: 80 + i, Priority: 1 + i, Weight: i})
+	for i, a := range []string{"10.0.0.1", "10.0.0.2", "fd00::1", "192.0.2.1", "10.0.0.5", "10.0.0.6"} {
+		eps = append(eps, endpoint.Endpoint{Cluster: "prod", Service: "web", Protocol: "http", Address: a, Port: 80 + i, Priority: 1 + i%4, Weight: i,
+			Region: []string{"eu", "eu", "us", ""}[i%4], Zone: []string{"eu-a", "eu-b", "us-a", ""}[i%4], Health: endpoint.Health(i % 3)})
 	}
+	// A service with no endpoint that takes work: its names exist, with no records.
+	eps = append(eps, endpoint.Endpoint{Cluster: "prod", Service: "gone", Protocol: "http", Address: "10.0.0.9", Port: 80, Priority: 1, Health: endpoint.Draining})
 	for i := range 60 {
 		eps = append(eps, endpoint.Endpoint{Cluster: "prod", Service: "big", Protocol: "tcp", Address: fmt.Sprintf("10.1.0.%d", i+1), Port: 1000 + i, Priority: 1})
 	}
 	endpoint.Sort(eps)
-	return s, newZone(DefaultDomain, 1, eps)
+	return s, newZone(DefaultDomain, 1, eps, place{region: "eu", zone: "eu-a"})
 }
 
 func query(name string, qtype uint16, edns uint16) []byte {
@@ -42,6 +45,8 @@ func FuzzQuery(f *testing.F) {
 		query("web.switchboard.", dns.TypeA, 0),
 		query("web.prod.switchboard.", dns.TypeAAAA, 0),
 		query("_web._http.switchboard.", dns.TypeSRV, 1232),
+		query("_gone._http.prod.switchboard.", dns.TypeSRV, 0),
+		query("0a000009.addr.switchboard.", dns.TypeA, 0),
 		query("big.switchboard.", dns.TypeA, 0),
 		query("_big._tcp.switchboard.", dns.TypeANY, 4096),
 		query("switchboard.", dns.TypeSOA, 0),

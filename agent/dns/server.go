@@ -35,7 +35,15 @@ type Options struct {
 	Upstream string
 	// UpstreamTimeout bounds one forwarded question; default 2s.
 	UpstreamTimeout time.Duration
-	Logger          *slog.Logger
+	// Region and Zone are where this agent runs (both optional; a zone needs no
+	// region), validated like an endpoint's. The agent answers its own node, so they
+	// are where the querier runs too. When either is set, SRV priorities prefer
+	// endpoints in this zone, then this region, within each endpoint priority, and
+	// A and AAAA records come in that order (see recordPriority); when neither is,
+	// answers are as without localities: the endpoint priority as is.
+	Region string
+	Zone   string
+	Logger *slog.Logger
 }
 
 // Server answers DNS questions from the endpoints last given to Update, over UDP and
@@ -75,6 +83,13 @@ func New(udp net.PacketConn, tcp net.Listener, o Options) (*Server, error) {
 	if o.Upstream != "" {
 		if _, _, err := net.SplitHostPort(o.Upstream); err != nil {
 			return nil, fmt.Errorf("dns: upstream %q: want host:port: %w", o.Upstream, err)
+		}
+	}
+	for _, f := range [...]struct{ name, value string }{{"region", o.Region}, {"zone", o.Zone}} {
+		if f.value != "" {
+			if err := endpoint.ValidateName(f.name, f.value); err != nil {
+				return nil, fmt.Errorf("dns: %w", err)
+			}
 		}
 	}
 	if o.UpstreamTimeout <= 0 {
@@ -133,7 +148,7 @@ func (s *Server) Update(_ context.Context, eps []endpoint.Endpoint) (bool, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.serial++
-	z := newZone(s.opts.Domain, s.serial, eps)
+	z := newZone(s.opts.Domain, s.serial, eps, place{region: s.opts.Region, zone: s.opts.Zone})
 	s.zone.Store(z)
 	s.m.names.Set(float64(len(z.names)))
 	s.m.leftOut.Set(float64(z.leftOut))

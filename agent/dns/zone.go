@@ -46,9 +46,44 @@ type srv struct {
 	target                 string
 }
 
-// newZone builds the names for eps. Names are case-insensitive in DNS, so they are
-// folded to lower case: services "Web" and "web" answer as one name.
-func newZone(domain string, serial uint32, eps []endpoint.Endpoint) *zone {
+// place is where the agent runs (Options.Region and Zone); the zero value when it
+// was not told.
+type place struct{ region, zone string }
+
+func (p place) known() bool { return p.region != "" || p.zone != "" }
+
+// distance ranks an endpoint's place from the agent's, as the xDS server ranks it
+// from its client's: 0 in the same zone, 1 in the same region, 2 elsewhere. A zone
+// is the same only within the same region (zone names need not be unique across
+// regions), and an empty name never matches.
+func (p place) distance(e endpoint.Endpoint) int {
+	switch {
+	case p.zone != "" && e.Zone == p.zone && e.Region == p.region:
+		return 0
+	case p.region != "" && e.Region == p.region:
+		return 1
+	}
+	return 2
+}
+
+// recordPriority is e's SRV priority for a querier at p (lower preferred). Unknown
+// p: the endpoint priority as is, as before localities. Known p: 3×(priority−1) + 1
+// + distance, so that every endpoint of one priority comes before any of the next,
+// and within a priority the querier's zone (1, 4, …) before its region (2, 5, …)
+// before the rest (3, 6, …); 255 becomes at most 765, within SRV's 16 bits. A
+// formula rather than ranks counted per name keeps one endpoint's priority the same
+// in every answer.
+func (p place) recordPriority(e endpoint.Endpoint) int {
+	if !p.known() {
+		return e.Priority
+	}
+	return 3*(e.Priority-1) + 1 + p.distance(e)
+}
+
+// newZone builds the names for eps, as answered to a querier at p. Names are
+// case-insensitive in DNS, so they are folded to lower case: services "Web" and
+// "web" answer as one name.
+func newZone(domain string, serial uint32, eps []endpoint.Endpoint, p place) *zone {
 	z := &zone{domain: domain, serial: serial, names: map[string]*node{domain: {}}}
 	z.add(z.nameServer())
 	for _, e := range eps {
@@ -56,7 +91,7 @@ func newZone(domain string, serial uint32, eps []endpoint.Endpoint) *zone {
 		if err != nil {
 			continue // the registry validates addresses; a foreign writer's bad one is skipped
 		}
-		if !z.addEndpoint(e, addr.Unmap()) {
+		if !z.addEndpoint(e, addr.Unmap(), p.recordPriority(e)) {
 			z.leftOut++
 		}
 	}
@@ -66,34 +101,39 @@ func newZone(domain string, serial uint32, eps []endpoint.Endpoint) *zone {
 	return z
 }
 
-// addEndpoint adds e's names; it reports false when one of them cannot be a DNS name
-// and was left out (the others are served).
-func (z *zone) addEndpoint(e endpoint.Endpoint, addr netip.Addr) bool {
+// addEndpoint adds e's names, its records at priority; it reports false when one of
+// the names cannot be a DNS name and was left out (the others are served).
+//
+// An endpoint that takes no new work (draining, unhealthy) adds its names but no
+// record and no SRV target: a service whose every endpoint drains answers NODATA,
+// not NXDOMAIN, since it is registered, and resolvers send nothing to it either way.
+func (z *zone) addEndpoint(e endpoint.Endpoint, addr netip.Addr, priority int) bool {
 	svc, cl, proto := strings.ToLower(e.Service), strings.ToLower(e.Cluster), strings.ToLower(e.Protocol)
-	r := record{addr: addr, priority: e.Priority}
+	routable := e.Health.Routable()
 	all := true
-	addAddr := func(name string) {
-		if n := z.addName(name); n != nil {
-			n.addAddr(r)
-		} else {
+	add := func(name string, records func(*node)) {
+		switch n := z.addName(name); {
+		case n == nil:
 			all = false
+		case routable:
+			records(n)
 		}
 	}
-	addAddr(svc + "." + cl + "." + z.domain)
-	addAddr(svc + "." + z.domain)
+	r := record{addr: addr, priority: priority}
+	addAddr := func(n *node) { n.addAddr(r) }
+	add(svc+"."+cl+"."+z.domain, addAddr)
+	add(svc+"."+z.domain, addAddr)
 	if e.Port <= 0 {
 		return all // no port, no SRV record
 	}
 	target := addrName(addr, z.domain)
-	z.add(target).addAddr(record{addr: addr})
-	s := srv{priority: e.Priority, weight: e.Weight, port: e.Port, target: target}
-	for _, name := range []string{"_" + svc + "._" + proto + "." + cl + "." + z.domain, "_" + svc + "._" + proto + "." + z.domain} {
-		if n := z.addName(name); n != nil {
-			n.addSRV(s)
-		} else {
-			all = false
-		}
+	if routable {
+		z.add(target).addAddr(record{addr: addr})
 	}
+	s := srv{priority: priority, weight: e.Weight, port: e.Port, target: target}
+	addSRV := func(n *node) { n.addSRV(s) }
+	add("_"+svc+"._"+proto+"."+cl+"."+z.domain, addSRV)
+	add("_"+svc+"._"+proto+"."+z.domain, addSRV)
 	return all
 }
 

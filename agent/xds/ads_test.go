@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/switchboard-mesh/switchboard/agent/xds"
+	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
 var (
@@ -94,8 +95,13 @@ func TestEveryServedResourceValidates(t *testing.T) {
 		ep("west", "web", "grpc", "fd00::1", 8080, 2, 0),
 		ep("east", "web", "http", "10.0.0.1", 80, 1, 0),
 		ep("east", "db", "tcp", "10.0.0.2", 5432, 1, 0),
+		// Localities and every health state.
+		placedEp("10.0.1.1", 1, "eu", "eu-a", endpoint.Healthy),
+		placedEp("10.0.1.2", 1, "eu", "eu-b", endpoint.Draining),
+		placedEp("10.0.1.3", 3, "us", "us-a", endpoint.Unhealthy),
 	)
-	for _, node := range []*corev3.Node{envoyNode, proxylessNode} {
+	envoyInZone := &corev3.Node{Id: "envoy-a", UserAgentName: "envoy", Locality: &corev3.Locality{Region: "eu", Zone: "eu-a"}}
+	for _, node := range []*corev3.Node{envoyNode, proxylessNode, envoyInZone, nodeIn("grpc-a", "eu", "eu-a"), nodeIn("grpc-us", "us", "")} {
 		st, err := adsClient(t, s).StreamAggregatedResources(streamCtx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +115,7 @@ func TestEveryServedResourceValidates(t *testing.T) {
 			t.Errorf("%s: clusters %v, load assignments %v, routes %v; want %v twice and [db web]", node.GetId(), clusters, loads, routes, wantClusters)
 		}
 		// Envoy takes API listeners only from its bootstrap: it gets none.
-		if want := map[bool][]string{true: nil, false: {"db", "web"}}[node == envoyNode]; !slices.Equal(listeners, want) {
+		if want := map[bool][]string{true: nil, false: {"db", "web"}}[node.GetUserAgentName() == "envoy"]; !slices.Equal(listeners, want) {
 			t.Errorf("%s: listeners %v, want %v", node.GetId(), listeners, want)
 		}
 	}

@@ -66,10 +66,17 @@ func (b *backend) endpoint(priority int) endpoint.Endpoint {
 // xDS resolver, bootstrapped to the agent's xDS server.
 func dialXDS(t *testing.T, server net.Addr, service string) *grpc.ClientConn {
 	t.Helper()
+	return dialXDSIn(t, server, service, "", "")
+}
+
+// dialXDSIn is dialXDS for a client whose bootstrap node is in region and zone
+// (none when both are empty).
+func dialXDSIn(t *testing.T, server net.Addr, service, region, zone string) *grpc.ClientConn {
+	t.Helper()
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "test-client-%s"}
-	}`, server.String(), t.Name())
+		"node": {"id": "test-client-%s-%s-%s", "locality": {"region": %q, "zone": %q}}
+	}`, server.String(), t.Name(), region, zone, region, zone)
 	rb, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)
@@ -216,4 +223,68 @@ func apply(t *testing.T, reg registry.Registry, ops ...registry.Op) {
 	if err := reg.Apply(context.Background(), ops); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// inZone is b's endpoint at priority 1 in zone of region eu, in health state h.
+func (b *backend) inZone(zone string, h endpoint.Health) endpoint.Endpoint {
+	e := b.endpoint(1)
+	e.Region, e.Zone, e.Health = "eu", zone, h
+	return e
+}
+
+// onlyTraffic makes calls through conn and fails if any reaches a backend outside
+// want: once waitTraffic saw the traffic settle, it must stay there, since the
+// configuration no longer changes.
+func onlyTraffic(t *testing.T, conn *grpc.ClientConn, all []*backend, want ...*backend) {
+	t.Helper()
+	before := make([]int64, len(all))
+	for i, b := range all {
+		before[i] = b.hits.Load()
+	}
+	client := healthpb.NewHealthClient(conn)
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: trafficService})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	for _, b := range want {
+		names = append(names, b.name)
+	}
+	for i, b := range all {
+		if b.hits.Load() > before[i] && !slices.Contains(want, b) {
+			t.Errorf("backend %s was called; only %v should be", b.name, names)
+		}
+	}
+}
+
+// TestProxylessGRPCPrefersItsZone: a grpc-go client whose bootstrap puts it in zone
+// eu-a calls only the endpoint in eu-a while it is healthy, and fails over to the
+// one in eu-b, same region and priority, when it drains; a client without a
+// locality spreads over both, then keeps to the healthy one.
+func TestProxylessGRPCPrefersItsZone(t *testing.T) {
+	a, b := startBackend(t, "a"), startBackend(t, "b")
+	all := []*backend{a, b}
+	xs := startServer(t)
+	update(t, xs, a.inZone("eu-a", endpoint.Healthy), b.inZone("eu-b", endpoint.Healthy))
+
+	near := dialXDSIn(t, xs.Addr(), "web", "eu", "eu-a")
+	anywhere := dialXDS(t, xs.Addr(), "web")
+	waitTraffic(t, near, all, []*backend{a}, time.Now().Add(wait))
+	onlyTraffic(t, near, all, a)
+	waitTraffic(t, anywhere, all, []*backend{a, b}, time.Now().Add(wait))
+
+	update(t, xs, a.inZone("eu-a", endpoint.Draining), b.inZone("eu-b", endpoint.Healthy))
+	waitTraffic(t, near, all, []*backend{b}, time.Now().Add(wait))
+	onlyTraffic(t, near, all, b)
+	waitTraffic(t, anywhere, all, []*backend{b}, time.Now().Add(wait))
+	onlyTraffic(t, anywhere, all, b)
+
+	// Healthy again: the client is back in its zone.
+	update(t, xs, a.inZone("eu-a", endpoint.Healthy), b.inZone("eu-b", endpoint.Healthy))
+	waitTraffic(t, near, all, []*backend{a}, time.Now().Add(wait))
+	onlyTraffic(t, near, all, a)
 }

@@ -14,6 +14,7 @@ type metrics struct {
 	streams       prometheus.Gauge
 	proxies       prometheus.Gauge
 	resources     *prometheus.GaugeVec
+	views         prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -28,8 +29,10 @@ func newMetrics() *metrics {
 			Help: "Distinct xDS clients (node ids) with an open stream."}),
 		resources: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_agent_xds_resources",
 			Help: "Resources in the served snapshot, by type."}, []string{"type"}),
+		views: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_xds_snapshots",
+			Help: "Snapshots kept: one per client kind (Envoy, proxyless) and distinct client locality."}),
 	}
-	m.Set = metricset.Set{m.pushes, m.nacks, m.streams, m.proxies, m.resources}
+	m.Set = metricset.Set{m.pushes, m.nacks, m.streams, m.proxies, m.resources, m.views}
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -40,12 +41,18 @@ const GRPCProtocol = "grpc"
 // connectTimeout bounds Envoy's upstream connection attempts; Envoy requires one.
 const connectTimeout = 5 * time.Second
 
-// resources is one complete set of xDS resources, each list sorted by name.
+// resources is one complete set of xDS resources, each list sorted by name. The
+// load assignments are those of a client that gave no locality; groups are kept to
+// build them again for clients that did (forLocality).
 type resources struct {
 	clusters  []types.Resource
 	endpoints []types.Resource
 	routes    []types.Resource
 	listeners []types.Resource
+	groups    []group
+	// versions are each type's version (see version), in typeURLs order: hashed
+	// once per build, whatever the number of views served.
+	versions []string
 }
 
 // group is the endpoints of one service and protocol.
@@ -60,12 +67,12 @@ type group struct {
 // resolves. Endpoints without a port are skipped: nothing can connect to them.
 func build(eps []endpoint.Endpoint) (resources, error) {
 	groups := groupByServiceProtocol(eps)
-	var r resources
+	r := resources{groups: groups}
 	protocols := map[string][]string{} // service → its protocols, sorted
 	for _, g := range groups {
 		name := ClusterName(g.service, g.protocol)
 		r.clusters = append(r.clusters, makeCluster(name, g.protocol))
-		r.endpoints = append(r.endpoints, makeLoadAssignment(name, g.eps))
+		r.endpoints = append(r.endpoints, makeLoadAssignment(name, g.eps, clientLocality{}))
 		protocols[g.service] = append(protocols[g.service], g.protocol)
 	}
 	services := make([]string, 0, len(protocols))
@@ -88,7 +95,17 @@ func build(eps []endpoint.Endpoint) (resources, error) {
 	if err := r.validate(); err != nil {
 		return resources{}, err
 	}
-	return r, r.consistent()
+	if err := r.consistent(); err != nil {
+		return resources{}, err
+	}
+	for _, t := range typeURLs {
+		v, err := version(r.byType(t))
+		if err != nil {
+			return resources{}, err
+		}
+		r.versions = append(r.versions, v)
+	}
+	return r, nil
 }
 
 func groupByServiceProtocol(eps []endpoint.Endpoint) []group {
@@ -161,50 +178,86 @@ func adsSource() *corev3.ConfigSource {
 	}
 }
 
-// locality is one (Switchboard cluster, priority) pair: a locality has one priority,
-// and one Switchboard cluster may hold endpoints of several priorities.
-type locality struct {
-	cluster  string
-	priority int
+// clientLocality is where an xDS client runs, from the locality of the node it sent
+// (grpc-go sends its bootstrap's); the zero value for a client that did not say.
+type clientLocality struct{ region, zone string }
+
+func localityOf(n *corev3.Node) clientLocality {
+	return clientLocality{region: n.GetLocality().GetRegion(), zone: n.GetLocality().GetZone()}
 }
 
-// makeLoadAssignment groups a cluster's endpoints into localities by Switchboard
-// cluster. Switchboard priorities (1..255, lower preferred) map densely onto EDS
-// priorities 0..N-1 over the distinct values present, because xDS clients require
-// priorities without gaps and treat 0 as the most preferred. An endpoint's weight
-// becomes its load-balancing weight (0, "no preference", becomes 1: xDS weights are
-// at least 1), and a locality weighs the sum of its endpoints, so that traffic
-// splits across clusters in proportion to the endpoints' weights.
-func makeLoadAssignment(name string, eps []endpoint.Endpoint) *endpointv3.ClusterLoadAssignment {
-	prios := map[int]uint32{}
+func (c clientLocality) known() bool { return c.region != "" || c.zone != "" }
+
+// distance ranks an endpoint's place from the client's, as Istio's locality failover
+// does: 0 in the client's zone, 1 in its region, 2 elsewhere. A zone is the same only
+// within the same region (zone names need not be unique across regions), and an
+// empty name never matches. Without a client locality every endpoint is at 0, so the
+// priorities are the endpoints' own.
+func (c clientLocality) distance(e endpoint.Endpoint) int {
+	switch {
+	case !c.known():
+		return 0
+	case c.zone != "" && e.Zone == c.zone && e.Region == c.region:
+		return 0
+	case c.region != "" && e.Region == c.region:
+		return 1
+	}
+	return 2
+}
+
+// rank is what orders an endpoint for a client: its Switchboard priority (1..255,
+// lower preferred), then its distance from the client.
+type rank struct{ priority, distance int }
+
+// priorities maps each rank present onto an xDS priority: ordered by Switchboard
+// priority, then distance, and dense from 0 over the ranks present, because xDS
+// clients require priorities without gaps and treat 0 as the most preferred.
+func priorities(eps []endpoint.Endpoint, loc clientLocality) map[rank]uint32 {
+	set := map[rank]uint32{}
 	for _, e := range eps {
-		prios[e.Priority] = 0
+		set[rank{e.Priority, loc.distance(e)}] = 0
 	}
-	sorted := slices.Sorted(func(yield func(int) bool) {
-		for p := range prios {
-			if !yield(p) {
-				return
-			}
-		}
+	sorted := slices.SortedFunc(maps.Keys(set), func(a, b rank) int {
+		return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.distance, b.distance))
 	})
-	for i, p := range sorted {
-		prios[p] = uint32(i)
+	for i, r := range sorted {
+		set[r] = uint32(i)
 	}
+	return set
+}
+
+// locality is one EDS locality: a place (region, zone, Switchboard cluster) at one
+// xDS priority. A place may hold endpoints of several priorities, and so appear
+// once per priority; xDS clients reject a locality twice at one priority.
+type locality struct {
+	priority              uint32
+	region, zone, cluster string
+}
+
+func (l locality) compare(o locality) int {
+	return cmp.Or(cmp.Compare(l.priority, o.priority), cmp.Compare(l.region, o.region),
+		cmp.Compare(l.zone, o.zone), cmp.Compare(l.cluster, o.cluster))
+}
+
+// makeLoadAssignment groups a cluster's endpoints into localities: the endpoint's
+// region and zone are the locality's, and its Switchboard cluster the sub-zone, so
+// endpoints without a place keep one locality per Switchboard cluster. Priorities
+// are those of priorities, for the client's locality. An endpoint's weight becomes
+// its load-balancing weight (0, "no preference", becomes 1: xDS weights are at
+// least 1), and a locality weighs the sum of its endpoints, so that traffic splits
+// across localities in proportion to the endpoints' weights.
+func makeLoadAssignment(name string, eps []endpoint.Endpoint, loc clientLocality) *endpointv3.ClusterLoadAssignment {
+	eps = distinctAddresses(eps)
+	prios := priorities(eps, loc)
 	byLoc := map[locality]*endpointv3.LocalityLbEndpoints{}
 	var locs []locality
-	seen := map[string]bool{}
 	for _, e := range eps {
-		hp := endpoint.HostPort(e.Address, e.Port)
-		if seen[hp] {
-			continue // one address in two Switchboard clusters: clients reject duplicates
-		}
-		seen[hp] = true
-		l := locality{e.Cluster, e.Priority}
+		l := locality{prios[rank{e.Priority, loc.distance(e)}], e.Region, e.Zone, e.Cluster}
 		lle := byLoc[l]
 		if lle == nil {
 			lle = &endpointv3.LocalityLbEndpoints{
-				Locality: &corev3.Locality{Zone: e.Cluster},
-				Priority: prios[e.Priority],
+				Locality: &corev3.Locality{Region: e.Region, Zone: e.Zone, SubZone: e.Cluster},
+				Priority: l.priority,
 			}
 			byLoc[l] = lle
 			locs = append(locs, l)
@@ -214,14 +267,42 @@ func makeLoadAssignment(name string, eps []endpoint.Endpoint) *endpointv3.Cluste
 		sum := uint64(lle.GetLoadBalancingWeight().GetValue()) + uint64(w)
 		lle.LoadBalancingWeight = wrapperspb.UInt32(uint32(min(sum, math.MaxUint32)))
 	}
-	slices.SortFunc(locs, func(a, b locality) int {
-		return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.cluster, b.cluster))
-	})
+	slices.SortFunc(locs, locality.compare)
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	for _, l := range locs {
 		cla.Endpoints = append(cla.Endpoints, byLoc[l])
 	}
 	return cla
+}
+
+// distinctAddresses keeps the first endpoint of each address and port: one address
+// in two Switchboard clusters would be a duplicate, which clients reject. It runs
+// before the priorities are counted, so a left-out endpoint's priority leaves no gap.
+func distinctAddresses(eps []endpoint.Endpoint) []endpoint.Endpoint {
+	seen := make(map[string]bool, len(eps))
+	out := make([]endpoint.Endpoint, 0, len(eps))
+	for _, e := range eps {
+		hp := endpoint.HostPort(e.Address, e.Port)
+		if !seen[hp] {
+			seen[hp] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// healthStatus is an endpoint's EDS health. Endpoints that take no new work stay in
+// EDS with their status, as Envoy expects, rather than leaving it: Envoy and gRPC
+// then route around them, and Envoy lets a draining one finish its requests. A
+// state this agent does not know is unhealthy, as the endpoint model reads it.
+func healthStatus(h endpoint.Health) corev3.HealthStatus {
+	switch h {
+	case endpoint.Healthy:
+		return corev3.HealthStatus_HEALTHY
+	case endpoint.Draining:
+		return corev3.HealthStatus_DRAINING
+	}
+	return corev3.HealthStatus_UNHEALTHY
 }
 
 func lbEndpoint(e endpoint.Endpoint, weight uint32) *endpointv3.LbEndpoint {
@@ -234,9 +315,7 @@ func lbEndpoint(e endpoint.Endpoint, weight uint32) *endpointv3.LbEndpoint {
 			}}},
 			Hostname: e.Node,
 		}},
-		// Everything in the registry passed its checks: the agent that registered it
-		// removes it when a check fails.
-		HealthStatus:        corev3.HealthStatus_HEALTHY,
+		HealthStatus:        healthStatus(e.Health),
 		LoadBalancingWeight: wrapperspb.UInt32(weight),
 	}
 }
@@ -279,6 +358,23 @@ func makeListener(service string) (*listenerv3.Listener, error) {
 		return nil, fmt.Errorf("xds: listener %s: %w", service, err)
 	}
 	return &listenerv3.Listener{Name: service, ApiListener: &listenerv3.ApiListener{ApiListener: hcm}}, nil
+}
+
+// forLocality returns the load assignments for a client in loc, validated as build
+// validates its own: they differ from r.endpoints only in their priorities.
+func (r resources) forLocality(loc clientLocality) ([]types.Resource, error) {
+	if !loc.known() {
+		return r.endpoints, nil
+	}
+	out := make([]types.Resource, 0, len(r.groups))
+	for _, g := range r.groups {
+		cla := makeLoadAssignment(ClusterName(g.service, g.protocol), g.eps, loc)
+		if err := cla.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("xds: load assignment %s for locality %q/%q is invalid: %w", cla.GetClusterName(), loc.region, loc.zone, err)
+		}
+		out = append(out, cla)
+	}
+	return out, nil
 }
 
 type validator interface{ ValidateAll() error }

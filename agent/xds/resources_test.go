@@ -96,7 +96,7 @@ func TestLocalitiesPrioritiesAndWeights(t *testing.T) {
 	}
 	var got []loc
 	for _, l := range cla.GetEndpoints() {
-		x := loc{zone: l.GetLocality().GetZone(), priority: l.GetPriority(), weight: l.GetLoadBalancingWeight().GetValue()}
+		x := loc{zone: l.GetLocality().GetSubZone(), priority: l.GetPriority(), weight: l.GetLoadBalancingWeight().GetValue()}
 		for _, e := range l.GetLbEndpoints() {
 			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
 			x.eps = append(x.eps, fmt.Sprintf("%s:%d/%d", sa.GetAddress(), sa.GetPortValue(), e.GetLoadBalancingWeight().GetValue()))
@@ -104,7 +104,8 @@ func TestLocalitiesPrioritiesAndWeights(t *testing.T) {
 		got = append(got, x)
 	}
 	// Priorities 5, 9, 200 become 0, 1, 2; weight 0 becomes 1; a locality weighs
-	// the sum of its endpoints.
+	// the sum of its endpoints. Without a region or zone, the Switchboard cluster
+	// (the sub-zone) tells localities apart.
 	want := []loc{
 		{"east", 0, 40, []string{"10.0.0.1:80/10", "10.0.0.2:80/30"}},
 		{"west", 0, 1, []string{"10.0.1.1:80/1"}},

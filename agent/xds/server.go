@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,30 +49,56 @@ type Server struct {
 	m     *metrics
 	track *tracker
 
-	mu      sync.Mutex
-	serial  uint64
-	current [len(nodeGroups)][]string // per group, the version of each type in typeURLs order
+	mu     sync.Mutex
+	serial uint64
+	res    *resources          // the last built; nil before the first Update
+	views  map[view]*viewState // the snapshots kept, one per view
 }
 
-// Node groups: Envoy nodes get no listeners, since Envoy accepts an API listener only
-// from its bootstrap and would reject ours; proxyless gRPC clients get everything.
-const (
-	groupEnvoy     = "envoy"
-	groupProxyless = "proxyless"
-)
+// view is what one kind of client is served, and the snapshot cache's key for it.
+// Envoy nodes get no listeners, since Envoy accepts an API listener only from its
+// bootstrap and would reject ours; proxyless gRPC clients get everything. A client
+// that gave its locality gets load assignments whose priorities prefer its zone,
+// then its region.
+//
+// Cost: one snapshot per distinct (kind, region, zone) among the connected clients,
+// not per client: clients in one zone share theirs. Each Update builds and hashes the
+// load assignments once per such locality (the other types are built once), so its
+// work grows with the number of distinct client localities, and a push reaches only
+// the localities whose load assignments changed. A locality's snapshot is dropped
+// when its last stream closes.
+type view struct {
+	envoy bool
+	loc   clientLocality
+}
 
-var nodeGroups = [...]string{groupEnvoy, groupProxyless}
+func viewOf(n *corev3.Node) view {
+	return view{envoy: n.GetUserAgentName() == "envoy", loc: localityOf(n)}
+}
 
-// nodeGroup maps every node onto one of two shared snapshots: all nodes see the same
-// registry, so there is no per-node state to keep.
-type nodeGroup struct{}
-
-func (nodeGroup) ID(n *corev3.Node) string {
-	if n.GetUserAgentName() == "envoy" {
-		return groupEnvoy
+// key is the view's snapshot cache key. Without a locality it is the kind alone, as
+// before localities were served; a locality is quoted, since a client may send any
+// text in it.
+func (v view) key() string {
+	k := map[bool]string{true: "envoy", false: "proxyless"}[v.envoy]
+	if v.loc.known() {
+		k += " " + strconv.Quote(v.loc.region) + " " + strconv.Quote(v.loc.zone)
 	}
-	return groupProxyless
+	return k
 }
+
+// viewState is a view's open streams and the version of each type it was last
+// given, in typeURLs order.
+type viewState struct {
+	streams  int
+	versions []string
+}
+
+// nodeViews maps every node onto its view's shared snapshot: there is no per-node
+// state to keep.
+type nodeViews struct{}
+
+func (nodeViews) ID(n *corev3.Node) string { return viewOf(n).key() }
 
 // New returns a server that will answer on ln.
 func New(ln net.Listener, o Options) *Server {
@@ -81,21 +108,20 @@ func New(ln net.Listener, o Options) *Server {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 2 * time.Second
 	}
-	s := &Server{ln: ln, opts: o, log: o.Logger.With("component", "xds"), m: newMetrics()}
-	s.cache = cachev3.NewSnapshotCache(false, nodeGroup{}, nil)
-	s.track = newTracker(s.m, s.log)
+	s := &Server{ln: ln, opts: o, log: o.Logger.With("component", "xds"), m: newMetrics(),
+		// The two views without a locality always exist: a client that sends none
+		// finds its snapshot there from the first Update on, as before.
+		views: map[view]*viewState{{envoy: true}: {}, {envoy: false}: {}}}
+	s.m.views.Set(float64(len(s.views)))
+	s.cache = cachev3.NewSnapshotCache(false, nodeViews{}, nil)
+	s.track = newTracker(s.m, s.log, s)
 	return s
 }
 
-// Addr is the address the server answers on.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-// Name identifies the server among the agent's outputs.
-func (s *Server) Name() string { return "xds" }
-
-// Update makes eps the served state; it reports whether any resource changed.
-// Resources that would fail their own proto validation are never served: the error
-// leaves the previous state in place.
+// Update makes eps the served state, for every view kept; it reports whether any
+// resource changed. Resources that would fail their own proto validation are never
+// served: the error leaves the previous state in place (for a client locality whose
+// load assignments alone fail, that locality's, while the others move on).
 func (s *Server) Update(ctx context.Context, eps []endpoint.Endpoint) (bool, error) {
 	res, err := build(eps)
 	if err != nil {
@@ -103,52 +129,99 @@ func (s *Server) Update(ctx context.Context, eps []endpoint.Endpoint) (bool, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.res = &res
 	changed := false
-	for g, group := range nodeGroups {
-		snap := &cachev3.Snapshot{}
-		versions := make([]string, len(typeURLs))
-		for i, t := range typeURLs {
-			list := res.byType(t)
-			if group == groupEnvoy && t == resource.ListenerType {
-				list = nil
-			}
-			if versions[i], err = version(list); err != nil {
-				return false, err
-			}
-			snap.Resources[cachev3.GetResponseType(t)] = cachev3.NewResources(versions[i], list)
-		}
-		if s.current[g] != nil && slices.Equal(s.current[g], versions) {
-			continue
-		}
-		if err := s.cache.SetSnapshot(ctx, group, snap); err != nil {
-			return false, fmt.Errorf("xds: set snapshot: %w", err)
-		}
-		s.current[g], changed = versions, true
+	var errs []error
+	for v, st := range s.views {
+		c, err := s.publish(ctx, v, st)
+		changed = changed || c
+		errs = append(errs, err)
 	}
 	if changed {
 		s.serial++
 		s.m.setResources(res)
-		s.log.Debug("xds snapshot updated", "serial", s.serial, "clusters", len(res.clusters), "listeners", len(res.listeners))
+		s.log.Debug("xds snapshot updated", "serial", s.serial, "clusters", len(res.clusters),
+			"listeners", len(res.listeners), "views", len(s.views))
 	}
-	return changed, nil
+	return changed, errors.Join(errs...)
 }
 
-// lastVersion returns the version of typeURL a node group was last given.
-func (s *Server) lastVersion(group, typeURL string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for g, name := range nodeGroups {
-		if name != group || s.current[g] == nil {
-			continue
-		}
-		for i, t := range typeURLs {
-			if t == typeURL {
-				return s.current[g][i]
+// publish sets v's snapshot from s.res when a version differs from what v was last
+// given; s.mu is held.
+func (s *Server) publish(ctx context.Context, v view, st *viewState) (bool, error) {
+	if s.res == nil {
+		return false, nil // no Update yet: clients wait
+	}
+	snap := &cachev3.Snapshot{}
+	versions := slices.Clone(s.res.versions)
+	for i, t := range typeURLs {
+		list := s.res.byType(t)
+		var err error
+		switch {
+		case t == resource.ListenerType && v.envoy:
+			list = nil
+			versions[i], err = version(nil)
+		case t == resource.EndpointType && v.loc.known():
+			if list, err = s.res.forLocality(v.loc); err == nil {
+				versions[i], err = version(list)
 			}
 		}
+		if err != nil {
+			return false, err
+		}
+		snap.Resources[cachev3.GetResponseType(t)] = cachev3.NewResources(versions[i], list)
 	}
-	return ""
+	if st.versions != nil && slices.Equal(st.versions, versions) {
+		return false, nil
+	}
+	if err := s.cache.SetSnapshot(ctx, v.key(), snap); err != nil {
+		return false, fmt.Errorf("xds: set snapshot %s: %w", v.key(), err)
+	}
+	st.versions = versions
+	return true, nil
 }
+
+// acquire counts a stream of view v, giving v a snapshot of the current state if it
+// has none: the tracker calls it on a stream's first request with a node, before the
+// server asks the cache for that request's resources.
+func (s *Server) acquire(v view) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.views[v]
+	if st == nil {
+		st = &viewState{}
+		s.views[v] = st
+		s.m.views.Set(float64(len(s.views)))
+		if _, err := s.publish(context.Background(), v, st); err != nil {
+			s.log.Warn("xds snapshot for a client locality not built", "view", v.key(), "err", err)
+		}
+	}
+	st.streams++
+}
+
+// release undoes acquire when a stream closes (or names another node); a locality's
+// snapshot goes with its last stream, so a client cannot grow the cache by naming
+// localities. The views without a locality stay.
+func (s *Server) release(v view) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.views[v]
+	if st == nil {
+		return
+	}
+	if st.streams--; st.streams > 0 || !v.loc.known() {
+		return
+	}
+	delete(s.views, v)
+	s.m.views.Set(float64(len(s.views)))
+	s.cache.ClearSnapshot(v.key())
+}
+
+// Addr is the address the server answers on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Name identifies the server among the agent's outputs.
+func (s *Server) Name() string { return "xds" }
 
 // Serve answers xDS clients until ctx ends. On the way out it stops accepting,
 // ends the open streams (proxies keep their last configuration and reconnect) and

@@ -20,6 +20,7 @@ import (
 type tracker struct {
 	m       *metrics
 	log     *slog.Logger
+	views   viewCounter
 	changed chan struct{}
 
 	mu      sync.Mutex
@@ -38,8 +39,15 @@ type streamID struct {
 	id    int64
 }
 
+// viewCounter keeps a snapshot per view while a stream uses it (the Server).
+type viewCounter interface {
+	acquire(view)
+	release(view)
+}
+
 type stream struct {
 	node   string
+	view   *view                    // of the last node sent; nil before the first
 	opened time.Time                // the stream's first request
 	subs   map[string]*subscription // by type URL
 	sent   map[string]string        // type URL → version of the last response (delta: its system version)
@@ -51,8 +59,8 @@ type subscription struct {
 	names    map[string]bool
 }
 
-func newTracker(m *metrics, log *slog.Logger) *tracker {
-	return &tracker{m: m, log: log, changed: make(chan struct{}, 1), streams: map[streamID]*stream{}, nodes: map[string]int{}}
+func newTracker(m *metrics, log *slog.Logger, views viewCounter) *tracker {
+	return &tracker{m: m, log: log, views: views, changed: make(chan struct{}, 1), streams: map[streamID]*stream{}, nodes: map[string]int{}}
 }
 
 func (t *tracker) callbacks() serverv3.CallbackFuncs {
@@ -96,7 +104,9 @@ func (t *tracker) stream(id streamID, node *corev3.Node) *stream {
 func (t *tracker) closed(id streamID) {
 	t.m.streams.Dec()
 	t.mu.Lock()
+	var v *view
 	if s := t.streams[id]; s != nil {
+		v = s.view
 		delete(t.streams, id)
 		if s.node != "" {
 			if t.nodes[s.node]--; t.nodes[s.node] <= 0 {
@@ -106,8 +116,38 @@ func (t *tracker) closed(id streamID) {
 		}
 	}
 	t.mu.Unlock()
+	if v != nil {
+		t.views.release(*v)
+	}
 	t.poke()
 	t.demandMayHaveChanged()
+}
+
+// moveView points stream s at node's view, if node is sent and its view is another
+// than s's, and returns the views to acquire and release once t.mu is no longer
+// held (the Server takes its own lock). go-control-plane calls the request
+// callbacks before it asks the cache for the request's resources, so the view's
+// snapshot exists by then.
+func (s *stream) moveView(node *corev3.Node) (acquire, release *view) {
+	if node == nil {
+		return nil, nil // a later request need not repeat its node
+	}
+	v := viewOf(node)
+	if s.view != nil && *s.view == v {
+		return nil, nil
+	}
+	release, s.view = s.view, &v
+	return s.view, release
+}
+
+// switchView applies what moveView returned; t.mu is not held.
+func (t *tracker) switchView(acquire, release *view) {
+	if acquire != nil {
+		t.views.acquire(*acquire)
+	}
+	if release != nil {
+		t.views.release(*release)
+	}
 }
 
 // request records a SotW request. A NACK is counted and logged, and its version is
@@ -128,7 +168,9 @@ func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	}
 	names := req.GetResourceNames()
 	s.subs[typ] = &subscription{wildcard: isWildcard(typ, names), names: toSet(names)}
+	acquire, release := s.moveView(req.GetNode())
 	t.mu.Unlock()
+	t.switchView(acquire, release)
 	t.poke()
 	t.demandMayHaveChanged()
 	return nil
@@ -163,7 +205,9 @@ func (t *tracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest)
 		}
 		delete(sub.names, n)
 	}
+	acquire, release := s.moveView(req.GetNode())
 	t.mu.Unlock()
+	t.switchView(acquire, release)
 	t.poke()
 	t.demandMayHaveChanged()
 	return nil
