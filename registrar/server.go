@@ -89,6 +89,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(append(ServerOptions(cfg.TLS, reg.log), cfg.GRPCOptions...)...)
 	reg.RegisterService(s.grpc)
+	reg.registerAether(s.grpc) // Aether's registrar API, same port and snapshot (aether_hooks.go)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
