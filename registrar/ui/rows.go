@@ -40,6 +40,8 @@ func endpointRowHTML(b *strings.Builder, r *endpointRow) {
 	cell(b, ` class="mono"`, r.HostPort)
 	cell(b, "", r.Protocol)
 	cell(b, "", r.Node)
+	cell(b, "", r.Place)
+	healthCell(b, r.Health)
 	cell(b, ` title="first seen by this page at `+esc(r.Seen)+`"`, r.Age)
 	cell(b, "", r.TTLText)
 	cell(b, "", r.Weights)
@@ -85,6 +87,16 @@ func watcherRowHTML(b *strings.Builder, w *watcherRow) {
 
 // cell writes <td attrs>text</td>, text escaped; attrs are the caller's own
 // markup, its values escaped by the caller.
+// healthCell writes the health; a state other than healthy is marked, as a
+// lagging watcher is, so that a draining endpoint stands out.
+func healthCell(b *strings.Builder, h string) {
+	if h == "healthy" {
+		cell(b, "", h)
+		return
+	}
+	cell(b, ` class="lag"`, h)
+}
+
 func cell(b *strings.Builder, attrs, text string) {
 	b.WriteString("<td")
 	b.WriteString(attrs)

@@ -141,6 +141,15 @@ func within(t *testing.T, what string, d time.Duration, cond func() bool) time.D
 // after its removal; its history page lists both changes.
 func TestPageWithoutJavaScript(t *testing.T) {
 	r := startRegistrar(t, registrar.UIOptions{})
+	// Once a first endpoint is on the page, the page follows changes: one made
+	// before its first read of the registrar would be in that read, with no
+	// "added" in its history.
+	first := ep("east", "first", "10.0.0.9", 8080, "node-1")
+	r.register(t, first)
+	within(t, "a first endpoint appears", 5*time.Second, func() bool {
+		_, body := r.get(t, "/ui")
+		return strings.Contains(body, `data-key="east/first/http/10.0.0.9:8080"`)
+	})
 	e := ep("east", "web", "10.0.0.1", 8080, "node-1")
 	const row = `data-key="east/web/http/10.0.0.1:8080"`
 	r.register(t, e)

@@ -81,6 +81,9 @@ type endpointRow struct {
 	Priority    int       `json:"priority"`
 	Weight      int       `json:"weight"`
 	Annotations []string  `json:"annotations,omitempty"`
+	Region      string    `json:"region,omitempty"`
+	Zone        string    `json:"zone,omitempty"`
+	Health      string    `json:"health"`
 	History     string    `json:"-"`
 	// Cells are the row's text as the table shows it, strings all: each value
 	// a template writes is an escaper call, and those of other types cost a
@@ -88,6 +91,7 @@ type endpointRow struct {
 	Seen    string `json:"-"` // FirstSeen, for the age's title
 	TTLText string `json:"-"`
 	Weights string `json:"-"` // "priority / weight"
+	Place   string `json:"-"` // "region / zone", or what there is of it
 }
 
 type watcherTable struct {
@@ -241,13 +245,15 @@ func endpointView(r *row, now time.Time) endpointRow {
 	v := endpointRow{Key: k.String(), Cluster: e.Cluster, Service: e.Service, Protocol: e.Protocol, Address: e.Address,
 		Port: e.Port, HostPort: endpoint.HostPort(e.Address, e.Port), Node: e.Node, FirstSeen: r.seenAt(), AtLeast: r.early,
 		Age: ago(now.Sub(r.seenAt())), TTL: e.TTL.String(), Priority: e.Priority, Weight: e.Weight,
-		Annotations: annotations(e.Annotations), History: historyLink(k)}
+		Annotations: annotations(e.Annotations), Region: e.Region, Zone: e.Zone, Health: e.Health.String(),
+		History: historyLink(k)}
 	if r.early {
 		v.Age = "≥ " + v.Age
 	}
 	v.Seen = v.FirstSeen.Format("15:04:05")
 	v.TTLText = cmp.Or(v.TTL, "—")
 	v.Weights = strconv.Itoa(e.Priority) + " / " + strconv.Itoa(e.Weight)
+	v.Place = place(e.Region, e.Zone)
 	return v
 }
 
@@ -444,4 +450,15 @@ func (t *top[T]) down(i int) {
 		t.h[i], t.h[big] = t.h[big], t.h[i]
 		i = big
 	}
+}
+
+// place is the locality as a cell shows it: "region / zone", either alone, or "—".
+func place(region, zone string) string {
+	switch {
+	case region != "" && zone != "":
+		return region + " / " + zone
+	case region == "" && zone == "":
+		return "—"
+	}
+	return region + zone
 }

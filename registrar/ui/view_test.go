@@ -201,8 +201,9 @@ func TestAddressOrder(t *testing.T) {
 	if want := []string{"9.255.255.255", "10.0.0.9", "10.0.0.10", "2001:db8::9", "2001:db8::10"}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
-	if n := unsafe.Sizeof(row{}); n > 144 {
-		t.Fatalf("a row is %d bytes, past the 144-byte size class", n)
+	// 192 since endpoints carry a region, a zone and a health (40 bytes more).
+	if n := unsafe.Sizeof(row{}); n > 192 {
+		t.Fatalf("a row is %d bytes, past the 192-byte size class", n)
 	}
 }
 
@@ -224,5 +225,35 @@ func TestRowsRenderAfresh(t *testing.T) {
 	_, _, body := serve(t, p, "/ui/fragment")
 	if !strings.Contains(body, "<td>node-b</td>") || strings.Contains(body, "node-a") {
 		t.Fatalf("after the update: %s", body)
+	}
+}
+
+// TestLocalityAndHealthShown: each endpoint row shows its region and zone and its
+// health, a state other than healthy marked; state.json carries them too.
+func TestLocalityAndHealthShown(t *testing.T) {
+	src, c := newFake(100), newClock()
+	a := ep("east", "web", "10.0.0.1", 80, "n1")
+	a.Region, a.Zone = "eu-west-1", "eu-west-1a"
+	b := ep("east", "web", "10.0.0.2", 80, "n2")
+	b.Zone, b.Health = "eu-west-1b", endpoint.Draining
+	src.set(a, b)
+	p := New(Options{Source: src, Now: c.now})
+	p.sample()
+	p.reload()
+	_, _, body := serve(t, p, "/ui")
+	for _, want := range []string{
+		"<td>eu-west-1 / eu-west-1a</td><td>healthy</td>",
+		`<td>eu-west-1b</td><td class="lag">draining</td>`,
+		`<th>Zone</th><th>Health</th>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	_, _, js := serve(t, p, "/ui/state.json")
+	for _, want := range []string{`"zone": "eu-west-1a"`, `"region": "eu-west-1"`, `"health": "draining"`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("state.json lacks %s", want)
+		}
 	}
 }
