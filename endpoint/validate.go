@@ -26,6 +26,13 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true for field errors.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
+// ReservedAnnotationPrefix starts the annotation keys a backend writes for itself:
+// the JetStream backend carries region, zone and health under it, because the
+// payload it shares with CCM has no fields for them. Our writes refuse a user
+// annotation under it, so that such a key always means what the backend put there;
+// reads keep it (another writer may have stored one).
+const ReservedAnnotationPrefix = "endpoint.switchboard.dev/"
+
 const (
 	maxNameLen       = 253
 	maxAnnotations   = 64
@@ -205,6 +212,9 @@ func validateAnnotations(m map[string]string, strict bool) error {
 		}
 		if strict && HasControl(v) {
 			return &FieldError{"annotations[" + k + "]", truncate(v), "value must not contain control characters (U+0000-U+001F, U+007F-U+009F) or line separators (U+2028, U+2029)"}
+		}
+		if strict && strings.HasPrefix(k, ReservedAnnotationPrefix) {
+			return &FieldError{"annotations[" + k + "]", truncate(v), "the key prefix " + ReservedAnnotationPrefix + " is reserved for Switchboard's own use"}
 		}
 	}
 	return nil

@@ -26,6 +26,9 @@ const (
 	attrTTL         = "ttl"
 	attrExpiry      = "expiry" // unix milliseconds
 	attrAnnotations = "annotations"
+	attrRegion      = "region"
+	attrZone        = "zone"
+	attrHealth      = "health" // omitted when healthy; Cloud Map's own health status is not used
 )
 
 // Cloud Map's limits on an instance's attributes, in characters.
@@ -57,6 +60,11 @@ func encode(e endpoint.Endpoint, now time.Time) (map[string]string, error) {
 		a[attrWeight] = strconv.Itoa(e.Weight)
 	}
 	setIf(a, attrTTL, e.TTL.String())
+	setIf(a, attrRegion, e.Region)
+	setIf(a, attrZone, e.Zone)
+	if e.Health != endpoint.Healthy {
+		a[attrHealth] = e.Health.String()
+	}
 	if d := e.TTL.Duration(); d > 0 {
 		a[attrExpiry] = strconv.FormatInt(now.Add(d).UnixMilli(), 10)
 	}
@@ -127,7 +135,7 @@ func (d decoded) expired(now time.Time) bool { return !d.expiry.IsZero() && !now
 func decode(id string, a map[string]string) (decoded, error) {
 	e := endpoint.Endpoint{
 		Cluster: a[attrCluster], Service: a[attrService], Protocol: a[attrProtocol], Node: a[attrNode],
-		Address: a[attrIPv4],
+		Address: a[attrIPv4], Region: a[attrRegion], Zone: a[attrZone], Health: decodeHealth(a),
 	}
 	if e.Address == "" {
 		e.Address = a[attrIPv6]
@@ -165,6 +173,18 @@ func decode(id string, a map[string]string) (decoded, error) {
 		d.expiry = time.UnixMilli(ms)
 	}
 	return d, nil
+}
+
+// decodeHealth reads the health attribute liberally: missing is Healthy (every
+// instance written before the field existed), and a state this release does not know
+// (a newer writer's) is Unhealthy, which routes nothing to the endpoint, rather than
+// making the instance unreadable.
+func decodeHealth(a map[string]string) endpoint.Health {
+	h, err := endpoint.ParseHealth(a[attrHealth])
+	if err != nil {
+		return endpoint.Unhealthy
+	}
+	return h
 }
 
 func decodeAnnotations(a map[string]string) (map[string]string, error) {

@@ -17,9 +17,13 @@
 //     mapped name never equals a real one.
 //   - Instance: id = endpoint.InstanceID(); attributes AWS_INSTANCE_IPV4 or
 //     AWS_INSTANCE_IPV6, AWS_INSTANCE_PORT (omitted for port 0), and ours: cluster,
-//     service, protocol, node, priority, weight, ttl, expiry, and annotations as JSON
-//     (split over annotations, annotations.1, … because a value holds at most 1,024
-//     characters). Reads trust the attributes, not the Cloud Map service name, and skip
+//     service, protocol, node, priority, weight, ttl, expiry, region, zone, health
+//     (each omitted when empty, health when healthy), and annotations as JSON (split
+//     over annotations, annotations.1, … because a value holds at most 1,024
+//     characters). Health is ours, read liberally (missing: healthy; a state this
+//     release does not know: unhealthy); Cloud Map's own health status is neither set
+//     nor read: it needs a custom health check configured when the Cloud Map service is
+//     created, which services created before would lack. Reads trust the attributes, not the Cloud Map service name, and skip
 //     instances that do not decode to a valid endpoint with a matching id (instances
 //     other tools registered in the same namespace).
 //

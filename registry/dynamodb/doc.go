@@ -18,6 +18,9 @@
 //	node        S  omitted when empty
 //	annotations M  of S; omitted when empty
 //	ttl         S  the endpoint's TTL in its text form ("30s", "never"); omitted when unset
+//	region, zone  S  omitted when empty
+//	health      S  "unhealthy" or "draining"; omitted when healthy. Read liberally: a
+//	               missing one is healthy, one this release does not know is unhealthy
 //	expires_at  N  epoch seconds, the table's DynamoDB TTL attribute, rounded up so
 //	               DynamoDB never deletes an item before it has expired for readers
 //	expires_ms  N  epoch milliseconds, what reads compare against

@@ -26,6 +26,9 @@ const (
 	attrWeight      = "weight"
 	attrAnnotations = "annotations"
 	attrTTL         = "ttl"
+	attrRegion      = "region"
+	attrZone        = "zone"
+	attrHealth      = "health"
 	attrExpiresAt   = "expires_at"
 	attrExpiresMs   = "expires_ms"
 
@@ -77,6 +80,7 @@ func encode(e endpoint.Endpoint, now time.Time) map[string]types.AttributeValue 
 	if e.TTL.IsSet() {
 		item[attrTTL] = str(e.TTL.String())
 	}
+	encodeLocality(item, e)
 	if d := e.TTL.Duration(); d > 0 {
 		ms := now.Add(d).UnixMilli()
 		item[attrExpiresMs] = num(ms)
@@ -105,6 +109,9 @@ func decode(item map[string]types.AttributeValue) (endpoint.Endpoint, int64, err
 	e.Weight = int(d.num(item, attrWeight, false))
 	e.Node = d.str(item, attrNode, false)
 	e.Annotations = d.strMap(item, attrAnnotations)
+	e.Region = d.str(item, attrRegion, false)
+	e.Zone = d.str(item, attrZone, false)
+	e.Health = decodeHealth(item[attrHealth])
 	exp = d.num(item, attrExpiresMs, false)
 	if s := d.str(item, attrTTL, false); s != "" && d.err == nil {
 		e.TTL, d.err = endpoint.ParseTTL(s)
@@ -116,6 +123,39 @@ func decode(item map[string]types.AttributeValue) (endpoint.Endpoint, int64, err
 		return endpoint.Endpoint{}, 0, err
 	}
 	return e, exp, nil
+}
+
+// encodeLocality sets region, zone and health, each omitted when empty or healthy:
+// items written before these fields existed read the same as the items written now.
+func encodeLocality(item map[string]types.AttributeValue, e endpoint.Endpoint) {
+	if e.Region != "" {
+		item[attrRegion] = str(e.Region)
+	}
+	if e.Zone != "" {
+		item[attrZone] = str(e.Zone)
+	}
+	if e.Health != endpoint.Healthy {
+		item[attrHealth] = str(e.Health.String())
+	}
+}
+
+// decodeHealth reads the health attribute liberally: missing is Healthy, and a
+// state this release does not know (a newer writer's), or a value that is not a
+// string, is Unhealthy, which routes nothing to the endpoint instead of making the
+// item unreadable.
+func decodeHealth(v types.AttributeValue) endpoint.Health {
+	if v == nil {
+		return endpoint.Healthy
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		return endpoint.Unhealthy
+	}
+	h, err := endpoint.ParseHealth(s.Value)
+	if err != nil {
+		return endpoint.Unhealthy
+	}
+	return h
 }
 
 // decoder keeps the first error, so decode reads as a list of fields.

@@ -14,7 +14,9 @@ import (
 // anything unusual falls back to encoding/json, and fuzz tests hold both paths to the
 // same bytes and the same endpoints. It would sit better in package endpoint.
 
-// appendJSON appends e's JSON payload form, byte for byte what e.MarshalJSON produces.
+// appendJSON appends e's payload, byte for byte what encoding/json writes for
+// wireForm(e): e.MarshalJSON's form, with region, zone and health carried as reserved
+// annotations (locality.go) instead of fields of their own.
 func appendJSON(b []byte, e endpoint.Endpoint) []byte {
 	b = append(b, `{"cluster":`...)
 	b = appendString(b, e.Cluster)
@@ -36,26 +38,39 @@ func appendJSON(b []byte, e endpoint.Endpoint) []byte {
 		b = append(b, `,"weight":`...)
 		b = strconv.AppendInt(b, int64(e.Weight), 10)
 	}
-	if len(e.Annotations) > 0 {
-		b = append(b, `,"annotations":{`...)
-		keys := make([]string, 0, len(e.Annotations))
-		for k := range e.Annotations {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // encoding/json sorts map keys
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, e.Annotations[k])
-		}
-		b = append(b, '}')
+	if l := localityOf(e); len(e.Annotations)+l.n > 0 {
+		b = appendAnnotations(b, e.Annotations, &l)
 	}
 	if e.TTL != 0 {
 		b = append(b, `,"ttl":`...)
 		b = appendString(b, e.TTL.String())
+	}
+	return append(b, '}')
+}
+
+// appendAnnotations appends the annotations member: m merged with the reserved
+// annotations l carries, which win over m's.
+func appendAnnotations(b []byte, m map[string]string, l *localityAnn) []byte {
+	keys := make([]string, 0, len(m)+l.n)
+	for k := range m {
+		if _, over := l.lookup(k); !over {
+			keys = append(keys, k)
+		}
+	}
+	keys = append(keys, l.keys[:l.n]...)
+	slices.Sort(keys) // encoding/json sorts map keys
+	b = append(b, `,"annotations":{`...)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		v, over := l.lookup(k)
+		if !over {
+			v = m[k]
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, v)
 	}
 	return append(b, '}')
 }
@@ -82,7 +97,9 @@ func appendString(b []byte, s string) []byte {
 }
 
 // decodeJSON parses and validates an endpoint payload as a reader does (loose.go):
-// every entry endpoint.DecodeJSON accepts, and the usable ones it does not. in, when
+// every entry endpoint.DecodeJSON accepts, and the usable ones it does not, with the
+// reserved annotations lifted into region, zone and health (locality.go); top-level
+// region, zone and health keys are not ours to read here, and ignored. in, when
 // not nil, shares the strings that repeat across a read (cluster, service, node names)
 // instead of allocating each again.
 func decodeJSON(data []byte, in *interner) (endpoint.Endpoint, error) {
@@ -94,6 +111,7 @@ func decodeJSON(data []byte, in *interner) (endpoint.Endpoint, error) {
 		}
 		return e, nil
 	}
+	liftLocality(&e)
 	// fastDecode reads only printable ASCII, so the annotations are valid UTF-8:
 	// walking the map again to check was a fifth of a cold decode.
 	if err := validButAnnotations(&e); err != nil {

@@ -21,14 +21,45 @@ func codecSamples() []endpoint.Endpoint {
 	}
 }
 
+// localitySamples are endpoints with region, zone or health, which the payload
+// carries as reserved annotations (locality.go).
+func localitySamples() []endpoint.Endpoint {
+	return []endpoint.Endpoint{
+		{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80, Priority: 1,
+			Region: "eu-west", Zone: "eu-west-1a", Health: endpoint.Draining},
+		{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.2", Port: 80, Priority: 1, Zone: "b",
+			Health: endpoint.Unhealthy, Annotations: map[string]string{"a": "1", "endpoint.switchboard.dev": "x", "z": "2", "team": "edge"}},
+		{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.3", Port: 80, Priority: 1, Region: "us",
+			Annotations: map[string]string{}, TTL: endpoint.Never},
+	}
+}
+
+// TestAppendJSONMatchesMarshal: the hand-written encoder writes what encoding/json
+// writes for the payload's form of the endpoint (wireForm): for an endpoint without
+// locality, e.MarshalJSON's bytes; for one with, no top-level region, zone or health.
 func TestAppendJSONMatchesMarshal(t *testing.T) {
-	for _, e := range codecSamples() {
-		want, err := e.MarshalJSON()
+	for _, e := range append(codecSamples(), localitySamples()...) {
+		want, err := wireForm(e).MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendJSON(nil, e); !bytes.Equal(got, want) {
+		got := appendJSON(nil, e)
+		if !bytes.Equal(got, want) {
 			t.Errorf("appendJSON =\n%s\nwant\n%s", got, want)
+		}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(got, &top); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"region", "zone", "health"} {
+			if _, ok := top[k]; ok {
+				t.Errorf("appendJSON wrote a top-level %q: %s", k, got)
+			}
+		}
+	}
+	for _, e := range codecSamples() {
+		if want, _ := e.MarshalJSON(); !bytes.Equal(appendJSON(nil, e), want) {
+			t.Errorf("without locality, appendJSON = %s, want e.MarshalJSON's %s", appendJSON(nil, e), want)
 		}
 	}
 }
@@ -60,23 +91,34 @@ func TestDecodeJSONAgreesWithEndpoint(t *testing.T) {
 	}
 }
 
-// FuzzAppendJSON: the hand-written encoder writes exactly what encoding/json does.
+// FuzzAppendJSON: the hand-written encoder writes exactly what encoding/json does
+// for the payload's form of the endpoint (wireForm, which moves region, zone and
+// health into reserved annotations), and a reader gets a valid endpoint back whole.
 func FuzzAppendJSON(f *testing.F) {
-	f.Add("prod", "web", "node-1", "team", "edge", 80, 1, 0, int64(0))
-	f.Add("c<", "s&", "", "k", "\xff", 0, 255, 3, int64(-1))
-	f.Add("c", "s", "n\"", "a/b", "ü\u2028", 65535, 9, 65535, int64(30*time.Second))
-	f.Fuzz(func(t *testing.T, cluster, service, node, k, v string, port, prio, weight int, ttl int64) {
+	f.Add("prod", "web", "node-1", "team", "edge", 80, 1, 0, int64(0), "", "", uint8(0))
+	f.Add("c<", "s&", "", "k", "\xff", 0, 255, 3, int64(-1), "r", "", uint8(7))
+	f.Add("c", "s", "n\"", "a/b", "ü\u2028", 65535, 9, 65535, int64(30*time.Second), "eu-west", "eu-west-1a", uint8(2))
+	f.Add("c", "s", "", annZone, "x", 1, 1, 0, int64(0), "", "z", uint8(1))
+	f.Add("c", "s", "", "endpoint.switchboard.dev/region", "x", 1, 1, 0, int64(0), "", "", uint8(0))
+	f.Fuzz(func(t *testing.T, cluster, service, node, k, v string, port, prio, weight int, ttl int64, region, zone string, health uint8) {
 		e := endpoint.Endpoint{Cluster: cluster, Service: service, Protocol: "p", Address: "10.0.0.1", Port: port,
-			Node: node, Priority: prio, Weight: weight, TTL: endpoint.TTL(ttl)}
+			Node: node, Priority: prio, Weight: weight, TTL: endpoint.TTL(ttl), Region: region, Zone: zone, Health: endpoint.Health(health)}
 		if k != "" {
 			e.Annotations = map[string]string{k: v, "z" + k: v + v}
 		}
-		want, err := e.MarshalJSON()
+		want, err := wireForm(e).MarshalJSON()
 		if err != nil {
 			t.Skip()
 		}
-		if got := appendJSON(nil, e); !bytes.Equal(got, want) {
+		got := appendJSON(nil, e)
+		if !bytes.Equal(got, want) {
 			t.Fatalf("appendJSON =\n%q\nwant\n%q", got, want)
+		}
+		if e.Validate() != nil {
+			return
+		}
+		if back, err := decodeJSON(got, &interner{}); err != nil || !endpoint.Equal(back, e) {
+			t.Fatalf("decodeJSON(appendJSON(%+v)) = %+v, %v", e, back, err)
 		}
 	})
 }
@@ -95,6 +137,9 @@ func FuzzFastDecode(f *testing.F) {
 	f.Add([]byte(`{"port":9999999999}`))
 	f.Add([]byte(`{"ttl":"never"} x`))
 	f.Add([]byte(`{"ttl":"1.5s","annotations":{"__meta_x":"1"}}`))
+	for _, e := range localitySamples() {
+		f.Add(appendJSON(nil, e))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, ok := fastDecode(data, &interner{})
 		if !ok {
@@ -134,6 +179,11 @@ func FuzzDecodeJSON(f *testing.F) {
 		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"2001:0db8:0:0::5","port":1,"priority":1,"x":0}`))
 	f.Add([]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":0}`),
 		[]byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,"annotations":{"k":"\xff"}}`))
+	// Reserved annotations, lifted by both paths: odd values too.
+	for _, e := range localitySamples() {
+		f.Add(appendJSON(nil, e), []byte(`{"cluster":"c","service":"s","protocol":"p","address":"1.2.3.4","port":1,"priority":1,`+
+			`"annotations":{"endpoint.switchboard.dev/health":"quarantined","endpoint.switchboard.dev/region":"9bad","endpoint.switchboard.dev/zone":""},"region":"top"}`))
+	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		in := &interner{}
 		for _, data := range [][]byte{a, b} {

@@ -466,6 +466,18 @@ func TestContractReads(t *testing.T) {
 		{"id token trusted", p + "prod.http.web.10_0_0_7.0123456789abcdef", ccm,
 			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.7","port":8080,"priority":1}`,
 			entry("10.0.0.7", 8080, nil)},
+		{"locality as reserved annotations", p + "prod.http.web.10_0_0_8." + ccmID("prod", "web", "http", "10.0.0.8", 8080), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.8","port":8080,"priority":1,"annotations":{"endpoint.switchboard.dev/health":"draining","endpoint.switchboard.dev/region":"eu-west","endpoint.switchboard.dev/zone":"eu-west-1a","team":"edge"}}`,
+			entry("10.0.0.8", 8080, func(e *endpoint.Endpoint) {
+				e.Region, e.Zone, e.Health = "eu-west", "eu-west-1a", endpoint.Draining
+				e.Annotations = map[string]string{"team": "edge"}
+			})},
+		{"unknown health, region not a name, top-level locality", p + "prod.http.web.10_0_0_9." + ccmID("prod", "web", "http", "10.0.0.9", 8080), ccm,
+			`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.9","port":8080,"priority":1,"annotations":{"endpoint.switchboard.dev/health":"quarantined","endpoint.switchboard.dev/region":"eu west"},"zone":"z","health":"draining"}`,
+			entry("10.0.0.9", 8080, func(e *endpoint.Endpoint) {
+				e.Health = endpoint.Unhealthy
+				e.Annotations = map[string]string{"endpoint.switchboard.dev/region": "eu west"}
+			})},
 		{"server marker, MaxAge", p + "prod.http.web.10_0_1_1." + ccmID("prod", "web", "http", "10.0.1.1", 80), nats.Header{"Nats-Marker-Reason": {"MaxAge"}}, ``, want{}},
 		{"server marker, Purge", p + "prod.http.web.10_0_1_2." + ccmID("prod", "web", "http", "10.0.1.2", 80), nats.Header{"Nats-Marker-Reason": {"Purge"}}, ``, want{}},
 		{"removal", p + "prod.http.web.10_0_1_3." + ccmID("prod", "web", "http", "10.0.1.3", 80), nats.Header{"Nats-Marker-Reason": {"Remove"}, "Switchboard-Op": {"unregister"}},
@@ -505,10 +517,10 @@ func TestContractReads(t *testing.T) {
 			}
 		}
 	}
-	// Removals and markers are not entries: only the eight live ones are listed.
+	// Removals and markers are not entries: only the ten live ones are listed.
 	for i, r := range readers {
-		if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 8 {
-			t.Errorf("%s List = %v, want the 8 live entries", readCases[i].name, keys(got))
+		if got := mustList(t, ctx, r, endpoint.Filter{Service: "web"}); len(got) != 10 {
+			t.Errorf("%s List = %v, want the 10 live entries", readCases[i].name, keys(got))
 		}
 		if n := sbjs.Fallbacks(r); n != 0 {
 			t.Errorf("%s: %d lookups fell back from multi_last", readCases[i].name, n)
@@ -566,6 +578,21 @@ func TestContractWrites(t *testing.T) {
 	expect("register without TTL", p+"10_0_0_2."+ccmID("prod", "web", "http", "10.0.0.2", 80),
 		nats.Header{"Nats-Rollup": {"sub"}},
 		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.2","port":80,"priority":1}`)
+
+	// Region, zone and health (when not healthy) as reserved annotations, sorted
+	// among the user's; no top-level keys CCM's schema lacks.
+	placed := ep("prod", "web", "http", "10.0.0.3", 80)
+	placed.Region, placed.Zone, placed.Health = "eu-west", "eu-west-1a", endpoint.Draining
+	placed.Annotations = map[string]string{"team": "edge", "app": "x"}
+	mustApply(t, ctx, r, registry.Register(placed))
+	expect("register with locality", p+"10_0_0_3."+ccmID("prod", "web", "http", "10.0.0.3", 80),
+		nats.Header{"Nats-Rollup": {"sub"}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.3","port":80,"priority":1,"annotations":{"app":"x","endpoint.switchboard.dev/health":"draining","endpoint.switchboard.dev/region":"eu-west","endpoint.switchboard.dev/zone":"eu-west-1a","team":"edge"}}`)
+	placed.Health, placed.Annotations = endpoint.Healthy, nil
+	mustApply(t, ctx, r, registry.Register(placed))
+	expect("register healthy with locality", p+"10_0_0_3."+ccmID("prod", "web", "http", "10.0.0.3", 80),
+		nats.Header{"Nats-Rollup": {"sub"}},
+		`{"cluster":"prod","service":"web","protocol":"http","address":"10.0.0.3","port":80,"priority":1,"annotations":{"endpoint.switchboard.dev/region":"eu-west","endpoint.switchboard.dev/zone":"eu-west-1a"}}`)
 
 	// The removal replaces the 30s entry: it lives as long (removal.go) and expects
 	// the entry's sequence, 1.

@@ -15,7 +15,9 @@
 // (2001:DB8::1) is read under its canonical key, and an unregister of that key finds
 // and clears the subject it was written on (spelling.go). docs/backends.md sets out
 // the read paths and their consistency, the wire format shared with other writers
-// (the compatibility contract), the removal sizing and its cost.
+// (the compatibility contract), the removal sizing and its cost. That format is CCM's,
+// which has no region, zone or health: they travel as annotations under the reserved
+// prefix endpoint.switchboard.dev/, lifted back into the fields on read (locality.go).
 //
 // Two backends are registered: "jetstream" (New) and "nats", a best-effort
 // destination (NewPublisher): core NATS publishes without TTL or rollup headers and

@@ -94,6 +94,7 @@ func decodeLoose(data []byte) (endpoint.Endpoint, error) {
 	if p.Port != nil {
 		e.Port = *p.Port
 	}
+	liftLocality(&e)
 	err := validForRead(&e)
 	return e, err
 }

@@ -91,9 +91,11 @@ func (p *Publisher) publish(ctx context.Context, ops []registry.Op) error {
 			m.Header = nats.Header{}
 			m.Header.Set(jetstream.MarkerReasonHeader, markerReasonRemove)
 			m.Header.Set(OpHeader, OpUnregister)
-			m.Data, _ = k.Endpoint().MarshalJSON()
+			m.Data = appendJSON(nil, k.Endpoint())
 		} else {
-			m.Data, _ = op.Endpoint.MarshalJSON()
+			// The jetstream backend's payload: region, zone and health as reserved
+			// annotations, as CCM's readers and ours expect on these subjects.
+			m.Data = appendJSON(nil, op.Endpoint)
 		}
 		if err := p.nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("publish %s: %w", m.Subject, err)

@@ -34,6 +34,8 @@ var checks = []check{
 	{"WatchContextCancel", checkWatchContextCancel},
 	{"CloseWaitsForCalls", checkCloseWaitsForCalls},
 	{"ReregisterExpired", checkReregisterExpired},
+	{"LocalityRoundTrip", checkLocalityRoundTrip},
+	{"WatchHealthChange", checkWatchHealthChange},
 }
 
 func checkRegisterList(ctx context.Context, h *harness) error {

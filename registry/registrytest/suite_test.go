@@ -113,6 +113,24 @@ var hideExpiry = rewire(func(in <-chan registry.Event, out chan<- registry.Event
 	}
 })
 
+// healthBlind passes through the memory watch but drops an Updated that changes only
+// the endpoint's health, as a backend comparing entries without it would.
+var healthBlind = rewire(func(in <-chan registry.Event, out chan<- registry.Event) {
+	last := map[endpoint.Key]endpoint.Endpoint{}
+	for ev := range in {
+		k := ev.Endpoint.Key()
+		prev, held := last[k]
+		last[k] = ev.Endpoint.Clone()
+		if ev.Type == registry.Updated && held {
+			prev.Health = ev.Endpoint.Health
+			if endpoint.Equal(prev, ev.Endpoint) {
+				continue
+			}
+		}
+		out <- ev
+	}
+})
+
 func TestSuiteCatchesBrokenBackends(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -219,6 +237,27 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 			return r.Apply(ctx, ops)
 		}}, []string{"CloseWaitsForCalls"}},
 		{"expired entry comes back without its removal", broken{watch: hideExpiry}, []string{"ReregisterExpired"}},
+		{"locality dropped", broken{list: func(r *registry.Front, ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+			eps, err := r.List(ctx, f)
+			for i := range eps {
+				eps[i].Region, eps[i].Zone = "", ""
+			}
+			return eps, err
+		}}, []string{"LocalityRoundTrip"}},
+		{"health not stored", broken{apply: func(r *registry.Front, ctx context.Context, ops []registry.Op) error {
+			ops = slices.Clone(ops)
+			for i := range ops {
+				ops[i].Endpoint.Health = endpoint.Healthy
+			}
+			return r.Apply(ctx, ops)
+		}}, []string{"LocalityRoundTrip", "WatchHealthChange"}},
+		{"health dropped from watch events", broken{watch: rewire(func(in <-chan registry.Event, out chan<- registry.Event) {
+			for ev := range in {
+				ev.Endpoint.Health = endpoint.Healthy
+				out <- ev
+			}
+		})}, []string{"LocalityRoundTrip", "WatchHealthChange"}},
+		{"health-only changes not watched", broken{watch: healthBlind}, []string{"WatchHealthChange"}},
 	}
 	opts := registrytest.Options{Wait: 2 * time.Second}
 	for _, c := range cases {
@@ -243,7 +282,7 @@ func TestWatchChecksSkipWithoutChangeFeed(t *testing.T) {
 		// A front over a driver that has no Watch, as Cloud Map's.
 		return registry.NewFront("nofeed", struct{ registry.Registry }{memory.New()}), nil
 	}, registrytest.Options{Wait: 2 * time.Second})
-	for _, name := range []string{"WatchInitialState", "WatchChangesInOrder", "WatchExpiry", "WatchContextCancel", "ReregisterExpired"} {
+	for _, name := range []string{"WatchInitialState", "WatchChangesInOrder", "WatchExpiry", "WatchContextCancel", "ReregisterExpired", "WatchHealthChange"} {
 		if !errors.Is(failed[name], registrytest.ErrSkipped) {
 			t.Errorf("%s = %v, want ErrSkipped", name, failed[name])
 		}
@@ -260,7 +299,7 @@ func TestMemoryPassesEveryCheck(t *testing.T) {
 	for name, err := range failed {
 		t.Errorf("%s: %v", name, err)
 	}
-	if len(registrytest.Checks()) < 21 {
+	if len(registrytest.Checks()) < 23 {
 		t.Fatalf("suite has only %d checks", len(registrytest.Checks()))
 	}
 }
