@@ -205,12 +205,14 @@ type standIn struct {
 	Priority, Weight                    int
 	Annotations                         annotations
 	TTL                                 endpoint.TTL
+	Region, Zone                        string
+	Health                              endpoint.Health
 }
 
 func (p *pass) standIn(e endpoint.Endpoint) standIn {
 	s := standIn{Cluster: e.Cluster, Service: e.Service, Protocol: e.Protocol, Address: e.Address, Port: e.Port,
 		Node: p.value(e, "node", e.Node), Priority: e.Priority, Weight: e.Weight, TTL: e.TTL,
-		Annotations: make(annotations, len(e.Annotations))}
+		Region: e.Region, Zone: e.Zone, Health: e.Health, Annotations: make(annotations, len(e.Annotations))}
 	for k, v := range e.Annotations {
 		s.Annotations[k] = p.value(e, "annotations["+k+"]", v)
 	}
@@ -234,7 +236,8 @@ func (s standIn) InstanceID() string { return s.Key().InstanceID() }
 // MarshalJSON writes the endpoint's JSON payload form, as endpoint.Endpoint does.
 func (s standIn) MarshalJSON() ([]byte, error) {
 	e := endpoint.Endpoint{Cluster: s.Cluster, Service: s.Service, Protocol: s.Protocol, Address: s.Address, Port: s.Port,
-		Node: stored(s.Node), Priority: s.Priority, Weight: s.Weight, TTL: s.TTL, Annotations: make(map[string]string, len(s.Annotations))}
+		Node: stored(s.Node), Priority: s.Priority, Weight: s.Weight, TTL: s.TTL, Region: s.Region, Zone: s.Zone,
+		Health: s.Health, Annotations: make(map[string]string, len(s.Annotations))}
 	for k, v := range s.Annotations {
 		e.Annotations[k] = stored(v)
 	}
