@@ -84,7 +84,7 @@ func TestRenderLeavesOutWhatItWouldPrint(t *testing.T) {
 		{"println", `{{println .Node}}`, "n1\nn2\n", []string{"10.0.0.3"}},
 		{"html js urlquery", `{{html .Node}}{{js .Node}}{{urlquery .Node}} `, "n1n1n1 n2n2n2 ", []string{"10.0.0.3"}},
 		{"the whole map", `{{.Annotations}} `, "map[pem:none team:web] map[pem:none team:web] ", []string{"10.0.0.2"}},
-		{"the whole endpoint", `{{.}} `, "{prod web http 10.0.0.1 80 n1 1 0 map[pem:none team:web] } ", both},
+		{"the whole endpoint", `{{.}} `, "{prod web http 10.0.0.1 80 n1 1 0 map[pem:none team:web]    healthy} ", both},
 		{"ranging over the annotations", `{{range $k, $v := .Annotations}}{{$k}}={{$v}} {{end}}`, "pem=none team=web pem=none team=web ", []string{"10.0.0.2"}},
 		{"with", `{{with .Annotations.team}}{{.}}{{end}} `, "web web ", []string{"10.0.0.2"}},
 		{"a comparison", `{{if eq .Annotations.team "web"}}{{.Address}} {{end}}`, "10.0.0.1 ", both},
