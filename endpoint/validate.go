@@ -110,18 +110,25 @@ func (e Endpoint) validate(strict bool) error {
 	if err := e.TTL.check(); err != nil {
 		return &FieldError{"ttl", e.TTL.String(), err.Error()}
 	}
-	return e.validateLocality()
+	return e.validateLocality(strict)
 }
 
-// validateLocality checks region, zone and health: the same rules for a read as for
-// a write, since a reader that meets a state it does not know maps it to Unhealthy
-// before it gets here (json.go, proto.go).
-func (e Endpoint) validateLocality() error {
+// validateLocality checks region, zone and health. Our writes hold region and zone
+// to the name rules; a read takes any printable place name another writer stored
+// (Azure's zone "1", a "dc1.rack2"), as it takes any node: readers only compare it.
+// A health state a reader does not know was mapped to Unhealthy before it got here
+// (json.go, proto.go).
+func (e Endpoint) validateLocality(strict bool) error {
 	for _, f := range [...]struct{ name, value string }{{"region", e.Region}, {"zone", e.Zone}} {
-		if f.value != "" {
+		if f.value == "" {
+			continue
+		}
+		if strict {
 			if err := validateName(f.name, f.value); err != nil {
 				return err
 			}
+		} else if err := validateNode(f.value, true); err != nil {
+			return &FieldError{f.name, f.value, fmt.Sprintf("must be at most %d printable characters without spaces", maxNameLen)}
 		}
 	}
 	if !e.Health.Valid() {
