@@ -2,10 +2,12 @@ package xds
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -150,16 +152,24 @@ func TestDuplicateAddressLeavesNoPriorityGap(t *testing.T) {
 // TestRandomLocalitiesBuildValidLoadAssignments builds load assignments for random
 // registries and client localities: each passes go-control-plane's validation and
 // what grpc-go checks besides (priorities dense from 0, no locality twice at one
-// priority, no address twice, no locality weight 0), and ranks endpoints by
-// (priority, distance).
+// priority, no address twice, no locality weight 0), weighs localities by their
+// routable endpoints, and ranks endpoints by (priority, distance), the least
+// preferred ranks sharing the last priority Envoy takes.
 func TestRandomLocalitiesBuildValidLoadAssignments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
-	for range 300 {
+	capped := 0
+	for i := range 300 {
+		// Mostly small registries with few priorities; every third a large one
+		// with priorities up to 255, beyond the 129 xDS priorities Envoy takes.
+		n, hosts, prios := 1+rng.IntN(30), 6, 4
+		if i%3 == 0 {
+			n, hosts, prios = 1+rng.IntN(600), 250, 255
+		}
 		var eps []endpoint.Endpoint
-		for range 1 + rng.IntN(30) {
-			e := mk(pick("a", "b"), "web", "grpc", fmt.Sprintf("10.0.%d.%d", rng.IntN(2), rng.IntN(6)),
-				80+rng.IntN(2), 1+rng.IntN(4), rng.IntN(65536))
+		for range n {
+			e := mk(pick("a", "b"), "web", "grpc", fmt.Sprintf("10.0.%d.%d", rng.IntN(2), rng.IntN(hosts)),
+				80+rng.IntN(2), 1+rng.IntN(prios), rng.IntN(65536))
 			e.Region, e.Zone = pick("", "eu", "us"), pick("", "z1", "z2")
 			e.Health = endpoint.Health(rng.IntN(4))
 			eps = append(eps, e)
@@ -171,6 +181,12 @@ func TestRandomLocalitiesBuildValidLoadAssignments(t *testing.T) {
 			t.Fatalf("client %v: %v", loc, err)
 		}
 		checkAsGRPC(t, cla, eps, loc)
+		if l := cla.GetEndpoints(); l[len(l)-1].GetPriority() == maxPriority {
+			capped++
+		}
+	}
+	if capped < 10 {
+		t.Errorf("only %d load assignments reached the priority cap", capped)
 	}
 }
 
@@ -178,20 +194,44 @@ func TestRandomLocalitiesBuildValidLoadAssignments(t *testing.T) {
 // xDS priority stands for one (Switchboard priority, distance), in their order.
 func checkAsGRPC(t *testing.T, cla *endpointv3.ClusterLoadAssignment, eps []endpoint.Endpoint, loc clientLocality) {
 	t.Helper()
+	// Of an address registered twice, the most routable copy is served; among
+	// equals, the first by cluster.
+	order := map[endpoint.Health]int{endpoint.Healthy: 0, endpoint.Draining: 1}
+	better := func(a, b endpoint.Endpoint) bool {
+		oa, ok := order[a.Health]
+		if !ok {
+			oa = 2
+		}
+		ob, ok := order[b.Health]
+		if !ok {
+			ob = 2
+		}
+		return oa < ob || oa == ob && a.Cluster < b.Cluster
+	}
 	byAddr := map[string]endpoint.Endpoint{}
 	for _, e := range eps {
-		if _, ok := byAddr[endpoint.HostPort(e.Address, e.Port)]; !ok {
+		if o, ok := byAddr[endpoint.HostPort(e.Address, e.Port)]; !ok || better(e, o) {
 			byAddr[endpoint.HostPort(e.Address, e.Port)] = e
 		}
 	}
 	seenLoc, seenAddr := map[string]bool{}, map[string]bool{}
-	ranks := map[uint32]rank{} // the rank each xDS priority stands for
+	ranks := map[uint32]rank{} // the (first) rank each xDS priority stands for
+	merged := map[rank]bool{}  // the ranks of the capped last priority
 	for _, l := range cla.GetEndpoints() {
 		id := fmt.Sprint(l.GetPriority(), l.GetLocality())
 		if seenLoc[id] || l.GetLoadBalancingWeight().GetValue() == 0 {
 			t.Fatalf("locality %s twice or with weight 0", id)
 		}
 		seenLoc[id] = true
+		var routable uint64
+		for _, lb := range l.GetLbEndpoints() {
+			if lb.GetHealthStatus() == corev3.HealthStatus_HEALTHY {
+				routable += uint64(lb.GetLoadBalancingWeight().GetValue())
+			}
+		}
+		if want := uint32(max(min(routable, math.MaxUint32), 1)); l.GetLoadBalancingWeight().GetValue() != want {
+			t.Fatalf("locality %s weighs %d, its routable endpoints %d", id, l.GetLoadBalancingWeight().GetValue(), want)
+		}
 		for _, lb := range l.GetLbEndpoints() {
 			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
 			a := endpoint.HostPort(sa.GetAddress(), int(sa.GetPortValue()))
@@ -201,6 +241,16 @@ func checkAsGRPC(t *testing.T, cla *endpointv3.ClusterLoadAssignment, eps []endp
 			seenAddr[a] = true
 			e := byAddr[a]
 			r := rank{e.Priority, loc.distance(e)}
+			if l.GetPriority() > maxPriority {
+				t.Fatalf("xDS priority %d: Envoy takes at most %d", l.GetPriority(), maxPriority)
+			}
+			if l.GetPriority() == maxPriority { // may hold the least preferred ranks
+				merged[r] = true
+				if o, ok := ranks[maxPriority]; !ok || r.priority < o.priority || r.priority == o.priority && r.distance < o.distance {
+					ranks[maxPriority] = r
+				}
+				continue
+			}
 			if o, ok := ranks[l.GetPriority()]; ok && o != r {
 				t.Fatalf("xDS priority %d holds ranks %v and %v", l.GetPriority(), o, r)
 			}
@@ -216,7 +266,151 @@ func checkAsGRPC(t *testing.T, cla *endpointv3.ClusterLoadAssignment, eps []endp
 			t.Fatalf("xDS priority %d is %v, %d is %v: out of order", p, r, p+1, n)
 		}
 	}
+	present := map[rank]bool{}
+	for _, e := range byAddr {
+		present[rank{e.Priority, loc.distance(e)}] = true
+	}
+	if len(present) <= maxPriority+1 && len(merged) > 1 {
+		t.Fatalf("%d ranks fit in %d priorities, yet priority %d holds %d", len(present), maxPriority+1, maxPriority, len(merged))
+	}
+	for r := range merged {
+		if p := ranks[maxPriority-1]; r.priority < p.priority || r.priority == p.priority && r.distance <= p.distance {
+			t.Fatalf("priority %d holds %v, preferred to priority %d's %v", maxPriority, r, maxPriority-1, p)
+		}
+	}
 	if len(seenAddr) != len(byAddr) {
 		t.Fatalf("%d addresses served, %d registered", len(seenAddr), len(byAddr))
 	}
+}
+
+// TestLocalityWeightCountsRoutableEndpointsOnly: a locality weighs the sum of its
+// healthy endpoints' weights, since grpc-go takes the weight as is and leaves the
+// others out only inside the locality; one without a healthy endpoint weighs 1.
+func TestLocalityWeightCountsRoutableEndpointsOnly(t *testing.T) {
+	weighted := func(addr, zone string, h endpoint.Health, w int) endpoint.Endpoint {
+		e := placed(addr, 1, "eu", zone, h)
+		e.Weight = w
+		return e
+	}
+	cla := loadAssignment(t, clientLocality{},
+		weighted("10.0.0.1", "a", endpoint.Healthy, 5),
+		weighted("10.0.0.2", "a", endpoint.Draining, 5),
+		weighted("10.0.0.3", "a", endpoint.Draining, 5),
+		weighted("10.0.0.4", "a", endpoint.Unhealthy, 5),
+		weighted("10.0.0.5", "b", endpoint.Healthy, 5),
+		weighted("10.0.0.6", "c", endpoint.Draining, 7),
+		weighted("10.0.0.7", "c", endpoint.Unhealthy, 9),
+		weighted("10.0.0.8", "d", endpoint.Healthy, 0), // no preference: 1
+		weighted("10.0.0.9", "d", endpoint.Healthy, 2),
+	)
+	var got []string
+	for _, l := range cla.GetEndpoints() {
+		got = append(got, fmt.Sprintf("%s=%d", l.GetLocality().GetZone(), l.GetLoadBalancingWeight().GetValue()))
+	}
+	if want := []string{"a=5", "b=5", "c=1", "d=3"}; !slices.Equal(got, want) {
+		t.Errorf("locality weights %q, want %q", got, want)
+	}
+	if err := cla.ValidateAll(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestPrioritiesCappedForEnvoy: Envoy rejects a locality priority above 128. When
+// there are more ranks than that, the least preferred share priority 128, and the
+// others keep theirs; with a client locality (ranks are priority × distance) and
+// without.
+func TestPrioritiesCappedForEnvoy(t *testing.T) {
+	// fleet has endpoints of priorities 1..n; those up to 44 in three zones.
+	fleet := func(n int) []endpoint.Endpoint {
+		var eps []endpoint.Endpoint
+		for p := 1; p <= n; p++ {
+			zones := [][2]string{{"eu", "a"}}
+			if p <= 44 {
+				zones = [][2]string{{"eu", "a"}, {"eu", "b"}, {"us", "c"}}
+			}
+			for _, z := range zones {
+				i := len(eps) + 1
+				eps = append(eps, placed(fmt.Sprintf("10.0.%d.%d", i/250, i%250), p, z[0], z[1], endpoint.Healthy))
+			}
+		}
+		return eps
+	}
+	for _, c := range []struct {
+		n    int
+		locs []clientLocality // those whose ranks exceed the cap
+	}{
+		{44, []clientLocality{{"eu", "a"}, {"eu", "b"}}}, // 44 × 3 distances
+		{200, []clientLocality{{}, {"eu", "a"}, {"us", "c"}}},
+	} {
+		eps := fleet(c.n)
+		r, err := build(eps)
+		if err != nil {
+			t.Fatalf("build with %d priorities: %v", c.n, err)
+		}
+		for _, loc := range c.locs {
+			list, err := r.forLocality(loc)
+			if err != nil {
+				t.Fatalf("%d priorities, client in %v: %v", c.n, loc, err)
+			}
+			cla := list[0].(*endpointv3.ClusterLoadAssignment)
+			if err := cla.ValidateAll(); err != nil {
+				t.Fatalf("%d priorities, client in %v: %v", c.n, loc, err)
+			}
+			checkAsGRPC(t, cla, eps, loc)
+			// Every priority up to the cap is used, the first by the best rank.
+			first := map[uint32]rank{}
+			for _, l := range cla.GetEndpoints() {
+				e := byAddress(eps, l.GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+				if _, ok := first[l.GetPriority()]; !ok {
+					first[l.GetPriority()] = rank{e.Priority, loc.distance(e)}
+				}
+			}
+			if len(first) != maxPriority+1 || first[0] != (rank{1, 0}) {
+				t.Errorf("%d priorities, client in %v: %d xDS priorities, the first %v; want %d, the first {1 0}",
+					c.n, loc, len(first), first[0], maxPriority+1)
+			}
+		}
+	}
+}
+
+func byAddress(eps []endpoint.Endpoint, addr string) endpoint.Endpoint {
+	for _, e := range eps {
+		if e.Address == addr {
+			return e
+		}
+	}
+	return endpoint.Endpoint{}
+}
+
+// TestDuplicateAddressKeepsTheMostRoutableCopy: of one address and port registered
+// in several Switchboard clusters, EDS serves the healthy copy, else the draining
+// one, as DNS does; among equals the first cluster by name, whatever the order.
+func TestDuplicateAddressKeepsTheMostRoutableCopy(t *testing.T) {
+	in := func(cluster string, h endpoint.Health) endpoint.Endpoint {
+		e := mk(cluster, "web", "grpc", "10.0.0.1", 80, 1, 0)
+		e.Health = h
+		return e
+	}
+	for _, c := range []struct {
+		eps  []endpoint.Endpoint
+		want string
+	}{
+		{[]endpoint.Endpoint{in("a", endpoint.Draining), in("b", endpoint.Healthy)}, "0 //b: 10.0.0.1=HEALTHY"},
+		{[]endpoint.Endpoint{in("a", endpoint.Unhealthy), in("b", endpoint.Draining)}, "0 //b: 10.0.0.1=DRAINING"},
+		{[]endpoint.Endpoint{in("a", endpoint.Unhealthy), in("b", endpoint.Draining), in("c", endpoint.Healthy)}, "0 //c: 10.0.0.1=HEALTHY"},
+		{[]endpoint.Endpoint{in("a", endpoint.Health(9)), in("b", endpoint.Unhealthy)}, "0 //a: 10.0.0.1=UNHEALTHY"},
+		{[]endpoint.Endpoint{in("a", endpoint.Healthy), in("b", endpoint.Healthy)}, "0 //a: 10.0.0.1=HEALTHY"},
+	} {
+		for _, eps := range [][]endpoint.Endpoint{c.eps, reversed(c.eps)} {
+			if got := summary(makeLoadAssignment("web|grpc", eps, clientLocality{})); !slices.Equal(got, []string{c.want}) {
+				t.Errorf("%v: served %q, want %q", eps, got, c.want)
+			}
+		}
+	}
+}
+
+func reversed(eps []endpoint.Endpoint) []endpoint.Endpoint {
+	out := slices.Clone(eps)
+	slices.Reverse(out)
+	return out
 }

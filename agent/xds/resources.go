@@ -205,13 +205,20 @@ func (c clientLocality) distance(e endpoint.Endpoint) int {
 	return 2
 }
 
+// maxPriority is the highest xDS priority Envoy's validation accepts
+// (LocalityLbEndpoints.priority ≤ 128): 129 priorities in all.
+const maxPriority = 128
+
 // rank is what orders an endpoint for a client: its Switchboard priority (1..255,
 // lower preferred), then its distance from the client.
 type rank struct{ priority, distance int }
 
 // priorities maps each rank present onto an xDS priority: ordered by Switchboard
 // priority, then distance, and dense from 0 over the ranks present, because xDS
-// clients require priorities without gaps and treat 0 as the most preferred.
+// clients require priorities without gaps and treat 0 as the most preferred. Envoy
+// takes no priority above maxPriority, and with a client locality there may be up
+// to 255 × 3 ranks: beyond the cap, the least preferred ranks all share
+// maxPriority, so the preferred ones keep their order.
 func priorities(eps []endpoint.Endpoint, loc clientLocality) map[rank]uint32 {
 	set := map[rank]uint32{}
 	for _, e := range eps {
@@ -221,7 +228,7 @@ func priorities(eps []endpoint.Endpoint, loc clientLocality) map[rank]uint32 {
 		return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.distance, b.distance))
 	})
 	for i, r := range sorted {
-		set[r] = uint32(i)
+		set[r] = uint32(min(i, maxPriority))
 	}
 	return set
 }
@@ -244,12 +251,16 @@ func (l locality) compare(o locality) int {
 // endpoints without a place keep one locality per Switchboard cluster. Priorities
 // are those of priorities, for the client's locality. An endpoint's weight becomes
 // its load-balancing weight (0, "no preference", becomes 1: xDS weights are at
-// least 1), and a locality weighs the sum of its endpoints, so that traffic splits
-// across localities in proportion to the endpoints' weights.
+// least 1), and a locality weighs the sum of its routable (healthy) endpoints, so
+// that traffic splits across localities in proportion to the weights of the
+// endpoints that take it: grpc-go uses a locality's weight as is and leaves the
+// draining and unhealthy endpoints out only inside the locality. A locality without
+// a routable endpoint weighs 1, the least xDS allows.
 func makeLoadAssignment(name string, eps []endpoint.Endpoint, loc clientLocality) *endpointv3.ClusterLoadAssignment {
 	eps = distinctAddresses(eps)
 	prios := priorities(eps, loc)
 	byLoc := map[locality]*endpointv3.LocalityLbEndpoints{}
+	weights := map[locality]uint64{}
 	var locs []locality
 	for _, e := range eps {
 		l := locality{prios[rank{e.Priority, loc.distance(e)}], e.Region, e.Zone, e.Cluster}
@@ -264,31 +275,61 @@ func makeLoadAssignment(name string, eps []endpoint.Endpoint, loc clientLocality
 		}
 		w := uint32(max(e.Weight, 1))
 		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, w))
-		sum := uint64(lle.GetLoadBalancingWeight().GetValue()) + uint64(w)
-		lle.LoadBalancingWeight = wrapperspb.UInt32(uint32(min(sum, math.MaxUint32)))
+		if e.Health.Routable() {
+			weights[l] += uint64(w)
+		}
 	}
 	slices.SortFunc(locs, locality.compare)
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	for _, l := range locs {
+		byLoc[l].LoadBalancingWeight = wrapperspb.UInt32(uint32(max(min(weights[l], math.MaxUint32), 1)))
 		cla.Endpoints = append(cla.Endpoints, byLoc[l])
 	}
 	return cla
 }
 
-// distinctAddresses keeps the first endpoint of each address and port: one address
-// in two Switchboard clusters would be a duplicate, which clients reject. It runs
-// before the priorities are counted, so a left-out endpoint's priority leaves no gap.
+// distinctAddresses keeps one endpoint of each address and port: one address in
+// two Switchboard clusters would be a duplicate, which clients reject. The copy kept
+// is the most routable (healthy, then draining, then unhealthy), as DNS serves the
+// healthy one, and among equals the first in endpoint.Compare's order (the first
+// Switchboard cluster by name), whatever the order of eps; it takes the place of the
+// address's first copy. It runs before the priorities are counted, so a left-out
+// endpoint's priority leaves no gap.
 func distinctAddresses(eps []endpoint.Endpoint) []endpoint.Endpoint {
-	seen := make(map[string]bool, len(eps))
+	at := make(map[string]int, len(eps)) // address and port → index in out
 	out := make([]endpoint.Endpoint, 0, len(eps))
 	for _, e := range eps {
 		hp := endpoint.HostPort(e.Address, e.Port)
-		if !seen[hp] {
-			seen[hp] = true
+		i, ok := at[hp]
+		switch {
+		case !ok:
+			at[hp] = len(out)
 			out = append(out, e)
+		case preferredCopy(e, out[i]):
+			out[i] = e
 		}
 	}
 	return out
+}
+
+// preferredCopy reports whether a is to be served rather than b, of one address.
+func preferredCopy(a, b endpoint.Endpoint) bool {
+	if ra, rb := routability(a.Health), routability(b.Health); ra != rb {
+		return ra < rb
+	}
+	return endpoint.Compare(a, b) < 0
+}
+
+// routability orders health states from the most routable: healthy, draining (it
+// finishes its work), then unhealthy and any state this agent does not know.
+func routability(h endpoint.Health) int {
+	switch h {
+	case endpoint.Healthy:
+		return 0
+	case endpoint.Draining:
+		return 1
+	}
+	return 2
 }
 
 // healthStatus is an endpoint's EDS health. Endpoints that take no new work stay in

@@ -66,7 +66,8 @@ type Server struct {
 // load assignments once per such locality (the other types are built once), so its
 // work grows with the number of distinct client localities, and a push reaches only
 // the localities whose load assignments changed. A locality's snapshot is dropped
-// when its last stream closes.
+// when its last stream closes. A stream stays in its first view: one whose node
+// names another mid-stream is ended, and the client reconnects (errViewChanged).
 type view struct {
 	envoy bool
 	loc   clientLocality
@@ -199,9 +200,10 @@ func (s *Server) acquire(v view) {
 	st.streams++
 }
 
-// release undoes acquire when a stream closes (or names another node); a locality's
-// snapshot goes with its last stream, so a client cannot grow the cache by naming
-// localities. The views without a locality stay.
+// release undoes acquire when a stream closes (a stream keeps its first view until
+// then: see errViewChanged); a locality's snapshot goes with its last stream, so a
+// client cannot grow the cache by naming localities. The views without a locality
+// stay.
 func (s *Server) release(v view) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -13,6 +13,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // tracker follows the open streams through go-control-plane's callbacks: what each
@@ -47,7 +49,7 @@ type viewCounter interface {
 
 type stream struct {
 	node   string
-	view   *view                    // of the last node sent; nil before the first
+	view   *view                    // of the first node sent; nil before it
 	opened time.Time                // the stream's first request
 	subs   map[string]*subscription // by type URL
 	sent   map[string]string        // type URL → version of the last response (delta: its system version)
@@ -123,31 +125,45 @@ func (t *tracker) closed(id streamID) {
 	t.demandMayHaveChanged()
 }
 
-// moveView points stream s at node's view, if node is sent and its view is another
-// than s's, and returns the views to acquire and release once t.mu is no longer
-// held (the Server takes its own lock). go-control-plane calls the request
-// callbacks before it asks the cache for the request's resources, so the view's
-// snapshot exists by then.
-func (s *stream) moveView(node *corev3.Node) (acquire, release *view) {
+// errViewChanged ends a stream whose node names another view (another locality, or
+// another kind of client) than its first: its open watches of every type live under
+// the old view's snapshot cache key, and only the watch of the request naming the new
+// node would move, so the others would never see a change again (and go with the old
+// view's snapshot if this stream was its last). Unavailable makes Envoy and gRPC
+// reconnect, now sending their new node from the first request.
+var errViewChanged = status.Error(codes.Unavailable, "xds: the node changed its locality or kind mid-stream; reconnect")
+
+// setView points stream s at node's view on its first request that names a node,
+// and returns the view to acquire once t.mu is no longer held (the Server takes its
+// own lock). go-control-plane calls the request callbacks before it asks the cache
+// for the request's resources, so the view's snapshot exists by then. A later node
+// of another view is errViewChanged; the stream keeps its view until it closes.
+func (s *stream) setView(node *corev3.Node) (*view, error) {
 	if node == nil {
 		return nil, nil // a later request need not repeat its node
 	}
 	v := viewOf(node)
-	if s.view != nil && *s.view == v {
-		return nil, nil
+	switch {
+	case s.view == nil:
+		s.view = &v
+		return s.view, nil
+	case *s.view != v:
+		return nil, errViewChanged
 	}
-	release, s.view = s.view, &v
-	return s.view, release
+	return nil, nil
 }
 
-// switchView applies what moveView returned; t.mu is not held.
-func (t *tracker) switchView(acquire, release *view) {
-	if acquire != nil {
-		t.views.acquire(*acquire)
+// acquireView applies what setView returned; t.mu is not held.
+func (t *tracker) acquireView(v *view) {
+	if v != nil {
+		t.views.acquire(*v)
 	}
-	if release != nil {
-		t.views.release(*release)
-	}
+}
+
+// viewChanged logs a stream ended by errViewChanged; t.mu is held.
+func (t *tracker) viewChanged(s *stream, node *corev3.Node) {
+	t.log.Info("ending an xDS stream whose node changed its locality or kind; the client reconnects",
+		"node", s.node, "from", s.view.key(), "to", viewOf(node).key())
 }
 
 // request records a SotW request. A NACK is counted and logged, and its version is
@@ -157,6 +173,12 @@ func (t *tracker) switchView(acquire, release *view) {
 func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	t.mu.Lock()
 	s := t.stream(streamID{id: id}, req.GetNode())
+	acquire, err := s.setView(req.GetNode())
+	if err != nil {
+		t.viewChanged(s, req.GetNode())
+		t.mu.Unlock()
+		return err
+	}
 	typ := req.GetTypeUrl()
 	if req.GetErrorDetail() != nil {
 		t.m.nacks.WithLabelValues(shortType(typ)).Inc()
@@ -168,9 +190,8 @@ func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 	}
 	names := req.GetResourceNames()
 	s.subs[typ] = &subscription{wildcard: isWildcard(typ, names), names: toSet(names)}
-	acquire, release := s.moveView(req.GetNode())
 	t.mu.Unlock()
-	t.switchView(acquire, release)
+	t.acquireView(acquire)
 	t.poke()
 	t.demandMayHaveChanged()
 	return nil
@@ -180,6 +201,12 @@ func (t *tracker) request(id int64, req *discoveryv3.DiscoveryRequest) error {
 func (t *tracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	t.mu.Lock()
 	s := t.stream(streamID{delta: true, id: id}, req.GetNode())
+	acquire, err := s.setView(req.GetNode())
+	if err != nil {
+		t.viewChanged(s, req.GetNode())
+		t.mu.Unlock()
+		return err
+	}
 	typ := req.GetTypeUrl()
 	if req.GetErrorDetail() != nil {
 		t.m.nacks.WithLabelValues(shortType(typ)).Inc()
@@ -205,9 +232,8 @@ func (t *tracker) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest)
 		}
 		delete(sub.names, n)
 	}
-	acquire, release := s.moveView(req.GetNode())
 	t.mu.Unlock()
-	t.switchView(acquire, release)
+	t.acquireView(acquire)
 	t.poke()
 	t.demandMayHaveChanged()
 	return nil
