@@ -42,6 +42,10 @@ var _ aether.Registrar = aetherHooks{}
 
 func (h aetherHooks) Cluster() string { return h.r.cfg.Cluster }
 
+// Accepts reports whether writes for cluster are taken here (Config.Cluster and
+// Config.AlsoAccept).
+func (h aetherHooks) Accepts(cluster string) bool { return h.r.cfg.accepts(cluster) }
+
 // CallerNode is the node the caller's certificate names when the registrar
 // authorizes writes, else "": the node an Aether registration is stored under,
 // which writeCheck then holds the caller to.

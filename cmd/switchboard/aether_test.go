@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -112,16 +113,19 @@ func testAetherWire(t *testing.T, direct registry.Registry, backend ...string) {
 	if e := ourEndpoint(t, r.ours, "web", "10.0.0.1"); e.GetAnnotations()["aether.switchboard.dev/kubernetes-pod-name"] != "web-0" || e.GetZone() != "eu-west-1a" {
 		t.Fatalf("our API lists the Aether registration as %v", e)
 	}
-	aetherRegister(t, r.aether, "cache", &aetherregistryv1.ServiceEndpoint{Ip: "10.0.0.4", Port: 6379})
-	ourWatch.waitAdded(t, "cache", "10.0.0.4")
+	// A namespace-qualified Aether name is NAME__NS in ours, and comes back as
+	// it went.
+	aetherRegister(t, r.aether, "shop/cache", &aetherregistryv1.ServiceEndpoint{Ip: "10.0.0.4", Port: 6379})
+	ourWatch.waitAdded(t, "cache__shop", "10.0.0.4")
+	ourEndpoint(t, r.ours, "cache__shop", "10.0.0.4")
 
-	// A new service through ours: the full watch gets the endpoint and the
-	// catalog event, the scoped one the catalog event only.
-	full.until(t, func(w *aetherStream) bool { return w.catalog["cache"] && w.cache["cache/10.0.0.4"] != nil })
-	scoped.until(t, func(w *aetherStream) bool { return w.catalog["cache"] })
-	aetherUnregister(t, r.aether, "cache", "10.0.0.4")
-	full.until(t, func(w *aetherStream) bool { return !w.catalog["cache"] && w.cache["cache/10.0.0.4"] == nil })
-	scoped.until(t, func(w *aetherStream) bool { return !w.catalog["cache"] })
+	// A new service: the full watch gets the endpoint and the catalog event, the
+	// scoped one the catalog event only.
+	full.until(t, func(w *aetherStream) bool { return w.catalog["shop/cache"] && w.cache["shop/cache/10.0.0.4"] != nil })
+	scoped.until(t, func(w *aetherStream) bool { return w.catalog["shop/cache"] })
+	aetherUnregister(t, r.aether, "shop/cache", "10.0.0.4")
+	full.until(t, func(w *aetherStream) bool { return !w.catalog["shop/cache"] && w.cache["shop/cache/10.0.0.4"] == nil })
+	scoped.until(t, func(w *aetherStream) bool { return !w.catalog["shop/cache"] })
 	if n := scoped.endpointEvents; n != 0 {
 		t.Fatalf("the scoped watch got %d endpoint events of services outside its filter", n)
 	}
@@ -195,7 +199,8 @@ func aetherBadInput(t *testing.T, r *aetherRegistrar) {
 
 // Through Aether's API a node may write only its own entries, as through ours:
 // the registration is stored under the caller's node, and another node can
-// neither overwrite nor remove it.
+// neither overwrite nor remove it. An unregister of an address two nodes share
+// removes the caller's endpoints only.
 func TestAetherWritesAreAuthorizedLikeOurs(t *testing.T) {
 	ca, server := registrarPKI(t)
 	p := startRegistrar(t, "--tls-cert", server.Cert, "--tls-key", server.Key, "--tls-client-ca", server.CA,
@@ -229,16 +234,14 @@ func TestAetherWritesAreAuthorizedLikeOurs(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("node-b overwriting node-a's endpoint: %v, want PermissionDenied", err)
 	}
-	_, err = aetherB.UnregisterEndpoint(ctx, &aetherregistrarv1.UnregisterEndpointRequest{ServiceName: "web", Ips: []string{"10.0.0.1"}})
-	if status.Code(err) != codes.PermissionDenied {
-		t.Fatalf("node-b removing node-a's endpoint: %v, want PermissionDenied", err)
-	}
+	aetherUnregister(t, aetherB, "web", "10.0.0.1") // none of node-b's there: removes nothing
 	if e := ourEndpoint(t, oursA, "web", "10.0.0.1"); e.GetNode() != "node-a" || e.GetWeight() != 0 {
 		t.Fatalf("after node-b's attempts the endpoint is %v", e)
 	}
+	aetherRegister(t, aetherB, "web", &aetherregistryv1.ServiceEndpoint{Ip: "10.0.0.1", Port: 81}) // the same address, node-b's port
 	aetherUnregister(t, aetherA, "web", "10.0.0.1")
-	if got := listAddresses(t, oursA); len(got) != 0 {
-		t.Fatalf("node-a's own unregister left %v", got)
+	if e := ourEndpoint(t, oursA, "web", "10.0.0.1"); e.GetNode() != "node-b" || e.GetPort() != 81 {
+		t.Fatalf("node-a's unregister of the shared address left %v, want node-b's endpoint", e)
 	}
 }
 
@@ -486,25 +489,50 @@ func openOurWatch(t *testing.T, c registrarv1.RegistrarClient) *ourStream {
 func (o *ourStream) waitAdded(t *testing.T, svc, addr string) {
 	t.Helper()
 	found := make(chan error, 1)
-	go func() {
-		for {
-			ev, err := o.stream.Recv()
-			if err != nil {
-				found <- err
-				return
-			}
-			if e := ev.GetEndpoint(); ev.GetType() == registrarv1.EndpointEvent_ENDPOINT_ADDED && e.GetService() == svc && e.GetAddress() == addr {
-				found <- nil
-				return
-			}
-		}
-	}()
+	go func() { found <- awaitAdded(o.stream.Recv, svc, addr) }()
 	select {
 	case err := <-found:
-		if err != nil && !errors.Is(err, io.EOF) {
-			t.Fatalf("our watch ended: %v", err)
+		if err != nil {
+			t.Fatalf("our watch: %v", err)
 		}
 	case <-time.After(aetherWait):
 		t.Fatalf("our watch: no ADDED of %s %s within %s", svc, addr, aetherWait)
+	}
+}
+
+// awaitAdded receives events until the ADDED of svc at addr; a watch that ends
+// first, even cleanly (io.EOF), is an error.
+func awaitAdded(recv func() (*registrarv1.EndpointEvent, error), svc, addr string) error {
+	for {
+		ev, err := recv()
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("ended (EOF) before the ADDED of %s %s", svc, addr)
+		}
+		if err != nil {
+			return fmt.Errorf("ended before the ADDED of %s %s: %w", svc, addr, err)
+		}
+		if e := ev.GetEndpoint(); ev.GetType() == registrarv1.EndpointEvent_ENDPOINT_ADDED && e.GetService() == svc && e.GetAddress() == addr {
+			return nil
+		}
+	}
+}
+
+// A watch that ends before the awaited ADDED is a failure, whether it ended
+// with an error or cleanly (io.EOF).
+func TestAetherAwaitAddedFailsOnAnEndedWatch(t *testing.T) {
+	for _, end := range []error{io.EOF, status.Error(codes.Unavailable, "gone")} {
+		evs := []*registrarv1.EndpointEvent{{Type: registrarv1.EndpointEvent_ENDPOINT_ADDED,
+			Endpoint: &registryv1.Endpoint{Service: "web", Address: "10.0.0.1"}}}
+		recv := func() (*registrarv1.EndpointEvent, error) {
+			if len(evs) == 0 {
+				return nil, end
+			}
+			ev := evs[0]
+			evs = evs[1:]
+			return ev, nil
+		}
+		if err := awaitAdded(recv, "cache", "10.0.0.4"); err == nil {
+			t.Errorf("a watch that ended with %v before the ADDED: no error", end)
+		}
 	}
 }

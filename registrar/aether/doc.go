@@ -4,8 +4,10 @@
 // Aether's agents use Switchboard's registrar unchanged. docs/registrar.md,
 // "Aether's registrar API", maps every call and field.
 //
-// It owns the translation only: Aether's messages to and from endpoint.Endpoint
-// (mapping.go), and Aether's watch events from the registrar's own (translate.go).
+// It owns the translation only: Aether's service names to and from ours
+// (names.go: "NS/NAME" is NAME__NS), Aether's messages to and from
+// endpoint.Endpoint (mapping.go), and Aether's watch events from the registrar's
+// own (translate.go).
 // Storage, authorization, readiness and the watch machinery (history ring, resume
 // tokens, slow-watcher resync) are the registrar's, reached through the Registrar
 // interface, which package registrar implements (registrar/aether_hooks.go). So

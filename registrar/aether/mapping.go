@@ -62,9 +62,13 @@ func ToEndpoint(service string, p aetherregistryv1.Service_Protocol, ep *aetherr
 	if err := checkRanges(ep); err != nil {
 		return endpoint.Endpoint{}, err
 	}
+	svc, err := OurService(service)
+	if err != nil {
+		return endpoint.Endpoint{}, errors.New(serviceError("service_name", service, err))
+	}
 	e := endpoint.Endpoint{
 		Cluster:  ep.GetClusterName(),
-		Service:  service,
+		Service:  svc,
 		Protocol: protocolHTTP,
 		Address:  addr,
 		Port:     int(ep.GetPort()),
@@ -184,8 +188,8 @@ func aetherField(ours string) string {
 	return ours
 }
 
-// FromEndpoint converts one of our endpoints into Aether's: its service, protocol
-// and ServiceEndpoint. ok is false for an endpoint whose protocol Aether's enum
+// FromEndpoint converts one of our endpoints into Aether's: its service (Aether's
+// name of it, AetherService), protocol and ServiceEndpoint. ok is false for an endpoint whose protocol Aether's enum
 // cannot name (any but http), which Aether's API leaves out.
 func FromEndpoint(e endpoint.Endpoint) (service string, p aetherregistryv1.Service_Protocol, ep *aetherregistryv1.ServiceEndpoint, ok bool) {
 	if e.Protocol != protocolHTTP {
@@ -208,15 +212,18 @@ func FromEndpoint(e endpoint.Endpoint) (service string, p aetherregistryv1.Servi
 	if ns, pod := ann[AnnotationPodNamespace], ann[AnnotationPodName]; ns != "" || pod != "" {
 		ep.KubernetesMetadata = &aetherregistryv1.ServiceEndpoint_KubernetesMetadata{Namespace: ns, PodName: pod}
 	}
-	return e.Service, aetherregistryv1.Service_HTTP, ep, true
+	return AetherService(e.Service), aetherregistryv1.Service_HTTP, ep, true
 }
 
-// metadataOf is Aether's metadata of e: its annotations but the reserved keys of
-// fields (which come back as the fields), and its health when not healthy.
+// metadataOf is Aether's metadata of e: its annotations, and its health when not
+// healthy. Keys under AnnotationPrefix are left out, as those under our own
+// endpoint.ReservedAnnotationPrefix: the reserved keys of fields come back as the
+// fields, and any other (which our API may write) ToEndpoint would refuse, so an
+// agent could not re-register what it was sent.
 func metadataOf(e endpoint.Endpoint) map[string]string {
 	var md map[string]string
 	for k, v := range e.Annotations {
-		if _, reserved := reservedField[k]; reserved {
+		if strings.HasPrefix(k, AnnotationPrefix) || strings.HasPrefix(k, endpoint.ReservedAnnotationPrefix) {
 			continue
 		}
 		if md == nil {

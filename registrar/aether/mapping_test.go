@@ -1,6 +1,7 @@
 package aether
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -135,6 +136,9 @@ func FuzzToEndpoint(f *testing.F) {
 	full, _ := proto.Marshal(endpointWant())
 	f.Add("web", int32(1), full)
 	f.Add("", int32(0), []byte{0x0a, 0x00})
+	f.Add("shop/web", int32(1), seed)
+	f.Add("web__shop", int32(1), seed)
+	f.Add("a__b__c", int32(1), seed)
 	f.Fuzz(func(t *testing.T, svc string, p int32, b []byte) {
 		var ep aetherregistryv1.ServiceEndpoint
 		if proto.Unmarshal(b, &ep) != nil {
@@ -151,9 +155,91 @@ func FuzzToEndpoint(f *testing.F) {
 		if !ok {
 			t.Fatalf("an endpoint of ToEndpoint does not convert back: %+v", e)
 		}
+		if svc2 != svc {
+			t.Fatalf("service %q is stored as %q and reads back as %q", svc, e.Service, svc2)
+		}
 		e2, err := ToEndpoint(svc2, p2, back, "other")
 		if err != nil || !endpoint.Equal(e, e2) {
 			t.Fatalf("round trip: %+v (%v), want %+v", e2, err, e)
+		}
+	})
+}
+
+// Aether's "NS/NAME" is our NAME__NS, both ways; an unqualified Aether name is
+// itself; names that would not come back as they went are refused.
+func TestServiceNameMapping(t *testing.T) {
+	for _, tc := range []struct{ aether, ours string }{
+		{"shop/web", "web__shop"},
+		{"kube-system/core-dns", "core-dns__kube-system"},
+		{"0ns/a", "a__0ns"}, // a namespace may begin with a digit, a name may not
+		{"web", "web"},
+		{"Web_1", "Web_1"},
+		{"a___b", "a___b"},     // not NAME__NS: the namespace part begins with '_'
+		{"a__b__c", "a__b__c"}, // nor this: "b__c" is no label
+		{"A__b", "A__b"},       // nor this: "A" is no DNS label
+		{"a__B", "a__B"},
+		{"a__b-", "a__b-"},
+		{"a-__b", "a-__b"},
+		{"a__", "a__"},
+	} {
+		ours, err := OurService(tc.aether)
+		if err != nil || ours != tc.ours {
+			t.Errorf("OurService(%q) = %q, %v; want %q", tc.aether, ours, err, tc.ours)
+		}
+		if back := AetherService(tc.ours); back != tc.aether {
+			t.Errorf("AetherService(%q) = %q, want %q", tc.ours, back, tc.aether)
+		}
+	}
+	for _, bad := range []string{
+		"", "/", "shop/", "/web", "a/b/c", "Shop/web", "shop/Web", "shop/1web", "shop/web_1", "sh_op/web", "-shop/web",
+		"shop/web-", strings.Repeat("n", 64) + "/web", "shop/" + strings.Repeat("w", 64), "1web", "web.1",
+		"web__shop", "a__0ns", // would read back as shop/web, 0ns/a
+	} {
+		if ours, err := OurService(bad); err == nil {
+			t.Errorf("OurService(%q) = %q, want an error", bad, ours)
+		}
+	}
+}
+
+// Keys under aether.switchboard.dev/ but the mapping's own (and ours under
+// endpoint.switchboard.dev/) never reach Aether's metadata: Aether's
+// RegisterEndpoint refuses them, so an agent re-registering what it was sent
+// would fail.
+func TestMetadataLeavesOutReservedKeys(t *testing.T) {
+	e := endpoint.Endpoint{Cluster: "east", Service: "web", Protocol: "http", Address: "10.0.0.1", Priority: 1, Health: endpoint.Draining,
+		Annotations: map[string]string{"team": "a", AnnotationPrefix + "written-by-ours": "x", AnnotationPodName: "web-0", AnnotationHealth: "unhealthy"}}
+	_, _, ep, _ := FromEndpoint(e)
+	want := map[string]string{"team": "a", AnnotationHealth: "draining"}
+	if !maps.Equal(ep.GetMetadata(), want) {
+		t.Fatalf("metadata %v, want %v", ep.GetMetadata(), want)
+	}
+	svc, p, _, _ := FromEndpoint(e)
+	if _, err := ToEndpoint(svc, p, ep, "east"); err != nil {
+		t.Fatalf("re-registering what Aether was sent: %v", err)
+	}
+}
+
+// FuzzServiceName: an Aether name OurService takes is a valid name of ours that
+// AetherService gives back; every name of ours comes back from Aether's as it
+// went.
+func FuzzServiceName(f *testing.F) {
+	for _, s := range []string{"shop/web", "web", "web__shop", "a__b__c", "a___b", "0/a", "A__b", "a/b/c", "/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if ours, err := OurService(s); err == nil {
+			if err := endpoint.ValidateName("service", ours); err != nil {
+				t.Fatalf("OurService(%q) = %q, not a valid name: %v", s, ours, err)
+			}
+			if back := AetherService(ours); back != s {
+				t.Fatalf("OurService(%q) = %q, which reads back as %q", s, ours, back)
+			}
+		}
+		if endpoint.ValidateName("service", s) == nil {
+			a := AetherService(s)
+			if ours, err := OurService(a); err != nil || ours != s {
+				t.Fatalf("AetherService(%q) = %q, which OurService takes to %q (%v)", s, a, ours, err)
+			}
 		}
 	})
 }

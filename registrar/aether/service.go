@@ -24,6 +24,9 @@ type Registrar interface {
 	// Cluster is the registrar's own cluster: an endpoint registered without one
 	// is of it, and UnregisterEndpoint removes endpoints of it.
 	Cluster() string
+	// Accepts reports whether the registrar takes writes for cluster: its own,
+	// and those it also accepts.
+	Accepts(cluster string) bool
 	// CallerNode is the node the caller's client certificate names when the
 	// registrar authorizes writes, else "".
 	CallerNode(ctx context.Context) string
@@ -76,24 +79,41 @@ func (s *Service) RegisterEndpoint(ctx context.Context, req *aetherregistrarv1.R
 	return &aetherregistrarv1.RegisterEndpointResponse{}, nil
 }
 
-// UnregisterEndpoint removes every endpoint of the service in the registrar's
-// cluster at one of the addresses, of any protocol and port: Aether names an
-// endpoint by its service and address only.
+// UnregisterEndpoint removes the endpoints of the service at one of the
+// addresses that Aether can name (protocol http, any port: Aether names an
+// endpoint by its service and address only) and the caller could have registered
+// through Aether's API. When the caller's node is known (the registrar
+// authorizes writes), those are that node's own, in any cluster the registrar
+// accepts; otherwise every one in the registrar's own cluster. It reads the
+// snapshot, so it is a read first: the reader policy and readiness apply (before
+// the first full read the snapshot is empty, and an unregister would find
+// nothing and answer OK). Matching nothing is not an error.
 func (s *Service) UnregisterEndpoint(ctx context.Context, req *aetherregistrarv1.UnregisterEndpointRequest) (*aetherregistrarv1.UnregisterEndpointResponse, error) {
-	svc := req.GetServiceName()
-	if err := endpoint.ValidateName("service_name", svc); err != nil {
-		return nil, status.Error(codes.InvalidArgument, fieldMessage(err))
+	svc, err := OurService(req.GetServiceName())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, serviceError("service_name", req.GetServiceName(), err))
 	}
 	ips, err := parseIPs(req.GetIps())
 	if err != nil {
 		return nil, err
 	}
-	eps, _ := s.reg.Endpoints(endpoint.Filter{Cluster: s.reg.Cluster(), Service: svc})
+	if err := s.reg.MayRead(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.reg.Ready(); err != nil {
+		return nil, err
+	}
+	node := s.reg.CallerNode(ctx)
+	eps, _ := s.reg.Endpoints(endpoint.Filter{Service: svc, Protocol: protocolHTTP})
 	var ops []registry.Op
 	for _, e := range eps {
-		if _, ok := ips[e.Address]; ok {
-			ops = append(ops, registry.Op{Kind: registry.OpUnregister, Endpoint: e.Key().Endpoint()})
+		if _, ok := ips[e.Address]; !ok {
+			continue
 		}
+		if node != "" && (e.Node != node || !s.reg.Accepts(e.Cluster)) || node == "" && e.Cluster != s.reg.Cluster() {
+			continue
+		}
+		ops = append(ops, registry.Op{Kind: registry.OpUnregister, Endpoint: e.Key().Endpoint()})
 	}
 	if len(ops) > 0 { // removing what is not registered is not an error
 		if err := s.reg.Write(ctx, ops); err != nil {
@@ -191,8 +211,8 @@ func (s *Service) WatchEndpoints(req *aetherregistrarv1.WatchEndpointsRequest, s
 	return s.reg.Watch(stream, ours, t.handle)
 }
 
-// filterOf reads a watch's filter: nil for every service, else the set (empty for
-// none).
+// filterOf reads a watch's filter: nil for every service, else the set of our
+// names of its services (empty for none).
 func filterOf(f *aetherregistrarv1.ServiceFilter) (map[string]struct{}, error) {
 	if f == nil {
 		return nil, nil
@@ -203,21 +223,22 @@ func filterOf(f *aetherregistrarv1.ServiceFilter) (map[string]struct{}, error) {
 	}
 	set := make(map[string]struct{}, len(names))
 	for i, n := range names {
-		if err := endpoint.ValidateName(fmt.Sprintf("filter.services[%d]", i), n); err != nil {
-			return nil, status.Error(codes.InvalidArgument, fieldMessage(err))
+		ours, err := OurService(n)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, serviceError(fmt.Sprintf("filter.services[%d]", i), n, err))
 		}
-		set[n] = struct{}{}
+		set[ours] = struct{}{}
 	}
 	return set, nil
 }
 
-// sortedNames returns the services counts holds, sorted: the catalog is replayed
-// in a stable order.
+// sortedNames returns Aether's names of the services counts holds, sorted: the
+// catalog is replayed in a stable order.
 func sortedNames(counts map[string]int) []string {
 	out := make([]string, 0, len(counts))
 	for svc, n := range counts {
 		if n > 0 {
-			out = append(out, svc)
+			out = append(out, AetherService(svc))
 		}
 	}
 	slices.Sort(out)

@@ -22,10 +22,23 @@ import (
 //   - a full snapshot's endpoints become FULL_SNAPSHOT events, one per endpoint;
 //   - its SNAPSHOT_COMPLETE (and a resumed replay's) becomes the service catalog
 //     as SERVICE_ADDED events, then SNAPSHOT_COMPLETE with the version;
-//   - ADDED, UPDATED and REMOVED become the same, with the version; an ADDED that
-//     gives a service its first endpoint is followed by SERVICE_ADDED, a REMOVED
-//     of its last by SERVICE_REMOVED;
-//   - PROGRESS has no counterpart (an unscoped watcher is not sent it anyway).
+//   - ADDED, UPDATED and REMOVED become the same; an ADDED that gives a service
+//     its first endpoint is followed by SERVICE_ADDED, a REMOVED of its last by
+//     SERVICE_REMOVED;
+//   - PROGRESS has no counterpart and is dropped (the registrar sends it to every
+//     watcher, this one too: state.announce puts it in the history ring): Aether's
+//     client has nothing to confirm with it, and its token only moves at the next
+//     change.
+//
+// Service names are Aether's (AetherService): our NAME__NS is "NS/NAME".
+//
+// Only the last message of a group carries the version, so that a stream cut
+// anywhere leaves the client's token no further than what it holds: Aether's
+// client replaces its catalog on reconnect only when SNAPSHOT_COMPLETE's version
+// differs from its token. A live change's version goes on the catalog event that
+// follows its endpoint event, if one does, else on the endpoint event; a resumed
+// replay's changes go out unversioned (each is idempotent per key), and its
+// SNAPSHOT_COMPLETE, after the catalog, carries the version.
 //
 // Endpoint events of services outside the filter are dropped here; catalog events
 // never are. A catalog is the number of endpoints per service (of protocols Aether
@@ -135,7 +148,7 @@ func (t *translator) complete(ev *registrarv1.EndpointEvent) error {
 		t.counts = map[string]int{} // an empty snapshot
 	}
 	for _, svc := range sortedNames(t.counts) {
-		if err := t.sendService(aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_ADDED, svc); err != nil {
+		if err := t.send(&aetherregistrarv1.WatchEndpointsResponse{Type: aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_ADDED, ServiceName: svc}); err != nil {
 			return err
 		}
 	}
@@ -146,7 +159,8 @@ func (t *translator) complete(ev *registrarv1.EndpointEvent) error {
 	})
 }
 
-// change sends an ADDED, UPDATED or REMOVED, then the catalog event it caused.
+// change sends an ADDED, UPDATED or REMOVED, then the catalog event it caused;
+// the last of them carries the version.
 func (t *translator) change(ev *registrarv1.EndpointEvent) error {
 	e, ok := visibleEndpoint(ev.GetEndpoint())
 	if !ok {
@@ -154,24 +168,37 @@ func (t *translator) change(ev *registrarv1.EndpointEvent) error {
 	}
 	t.changed = true
 	typ := changeTypes[ev.GetType()]
-	if err := t.sendEndpoint(typ, e, ev.GetVersion()); err != nil {
-		return err
-	}
 	if !t.live {
-		return nil // a resumed replay: the catalog is read at its end
+		// A resumed replay: unversioned; the catalog is read at its end, and its
+		// SNAPSHOT_COMPLETE carries the version.
+		return t.sendEndpoint(typ, e, "")
 	}
-	switch ev.GetType() {
+	catalog := t.count(ev.GetType(), e.Service)
+	version := ev.GetVersion()
+	if catalog != aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_UNSPECIFIED {
+		if err := t.sendEndpoint(typ, e, ""); err != nil {
+			return err
+		}
+		return t.sendService(catalog, e.Service, version)
+	}
+	return t.sendEndpoint(typ, e, version)
+}
+
+// count keeps the catalog's count of svc through a change of type typ, and
+// returns the catalog event it causes (EVENT_TYPE_UNSPECIFIED: none).
+func (t *translator) count(typ registrarv1.EndpointEvent_EventType, svc string) aetherregistrarv1.WatchEndpointsResponse_EventType {
+	switch typ {
 	case registrarv1.EndpointEvent_ENDPOINT_ADDED:
-		if t.counts[e.Service]++; t.counts[e.Service] == 1 {
-			return t.sendService(aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_ADDED, e.Service)
+		if t.counts[svc]++; t.counts[svc] == 1 {
+			return aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_ADDED
 		}
 	case registrarv1.EndpointEvent_ENDPOINT_REMOVED:
-		if t.counts[e.Service]--; t.counts[e.Service] <= 0 {
-			delete(t.counts, e.Service)
-			return t.sendService(aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_REMOVED, e.Service)
+		if t.counts[svc]--; t.counts[svc] <= 0 {
+			delete(t.counts, svc)
+			return aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_REMOVED
 		}
 	}
-	return nil
+	return aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_UNSPECIFIED
 }
 
 var changeTypes = map[registrarv1.EndpointEvent_EventType]aetherregistrarv1.WatchEndpointsResponse_EventType{
@@ -194,9 +221,10 @@ func (t *translator) sendEndpoint(typ aetherregistrarv1.WatchEndpointsResponse_E
 	return t.send(&aetherregistrarv1.WatchEndpointsResponse{Type: typ, ServiceName: svc, Protocol: p, Endpoint: ep, Version: version})
 }
 
-// sendService sends a catalog event: service name only, whatever the filter.
-func (t *translator) sendService(typ aetherregistrarv1.WatchEndpointsResponse_EventType, svc string) error {
-	return t.send(&aetherregistrarv1.WatchEndpointsResponse{Type: typ, ServiceName: svc})
+// sendService sends a catalog event of our service svc: service name (Aether's)
+// only, whatever the filter.
+func (t *translator) sendService(typ aetherregistrarv1.WatchEndpointsResponse_EventType, svc, version string) error {
+	return t.send(&aetherregistrarv1.WatchEndpointsResponse{Type: typ, ServiceName: AetherService(svc), Version: version})
 }
 
 // The service does not ask for compressed snapshots, but a part that comes

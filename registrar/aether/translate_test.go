@@ -118,7 +118,7 @@ func TestTranslateEmptySnapshot(t *testing.T) {
 	if err := r.feed(t, complete("v1", false), change(added, ep("web", "http", "10.0.0.1"), "v2")); err != nil {
 		t.Fatal(err)
 	}
-	r.want(t, "SNAPSHOT_COMPLETE @v1", "ENDPOINT_ADDED web/10.0.0.1@v2", "SERVICE_ADDED web")
+	r.want(t, "SNAPSHOT_COMPLETE @v1", "ENDPOINT_ADDED web/10.0.0.1", "SERVICE_ADDED web@v2")
 }
 
 // A filter scopes the endpoint events, never the catalog's; an empty one lets
@@ -130,8 +130,8 @@ func TestTranslateFilterLetsTheCatalogThrough(t *testing.T) {
 		live   []string
 	}{
 		{[]string{"web"}, []string{"FULL_SNAPSHOT web/10.0.0.1"},
-			[]string{"SERVICE_ADDED cache", "ENDPOINT_UPDATED web/10.0.0.1@v7", "SERVICE_REMOVED api"}},
-		{[]string{""}, nil, []string{"SERVICE_ADDED cache", "SERVICE_REMOVED api"}},
+			[]string{"SERVICE_ADDED cache@v6", "ENDPOINT_UPDATED web/10.0.0.1@v7", "SERVICE_REMOVED api@v8"}},
+		{[]string{""}, nil, []string{"SERVICE_ADDED cache@v6", "SERVICE_REMOVED api@v8"}},
 	} {
 		t.Run(fmt.Sprint(tc.filter), func(t *testing.T) {
 			r := newRecorder(tc.filter...)
@@ -149,7 +149,9 @@ func TestTranslateFilterLetsTheCatalogThrough(t *testing.T) {
 }
 
 // A service appears with its first endpoint and disappears with its last; the
-// catalog event follows the endpoint's; other protocols change nothing.
+// catalog event follows the endpoint's and carries the version (the last message
+// of the change: a stream cut between the two leaves the client's token behind
+// its catalog, never ahead); other protocols change nothing.
 func TestTranslateCatalogTransitions(t *testing.T) {
 	r := newRecorder()
 	err := r.feed(t, complete("v1", false),
@@ -162,8 +164,8 @@ func TestTranslateCatalogTransitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.want(t, "SNAPSHOT_COMPLETE @v1", "ENDPOINT_ADDED web/10.0.0.1@v2", "SERVICE_ADDED web", "ENDPOINT_ADDED web/10.0.0.2@v3",
-		"ENDPOINT_REMOVED web/10.0.0.1@v5", "ENDPOINT_REMOVED web/10.0.0.2@v7", "SERVICE_REMOVED web")
+	r.want(t, "SNAPSHOT_COMPLETE @v1", "ENDPOINT_ADDED web/10.0.0.1", "SERVICE_ADDED web@v2", "ENDPOINT_ADDED web/10.0.0.2@v3",
+		"ENDPOINT_REMOVED web/10.0.0.1@v5", "ENDPOINT_REMOVED web/10.0.0.2", "SERVICE_REMOVED web@v7")
 }
 
 // A BATCH's events are translated in order, as if each came alone.
@@ -174,19 +176,20 @@ func TestTranslateBatch(t *testing.T) {
 	if err := r.feed(t, complete("v1", false), batch); err != nil {
 		t.Fatal(err)
 	}
-	r.want(t, "SNAPSHOT_COMPLETE @v1", "ENDPOINT_ADDED web/10.0.0.1@v2", "SERVICE_ADDED web", "ENDPOINT_REMOVED web/10.0.0.1@v3", "SERVICE_REMOVED web")
+	r.want(t, "SNAPSHOT_COMPLETE @v1", "ENDPOINT_ADDED web/10.0.0.1", "SERVICE_ADDED web@v2", "ENDPOINT_REMOVED web/10.0.0.1", "SERVICE_REMOVED web@v3")
 }
 
-// A resumed replay: its changes, then the registrar's catalog at its version,
-// then SNAPSHOT_COMPLETE; later changes keep that catalog.
+// A resumed replay: its changes, unversioned (only SNAPSHOT_COMPLETE moves the
+// client's token, after the catalog), then the registrar's catalog at its
+// version, then SNAPSHOT_COMPLETE; later changes keep that catalog.
 func TestTranslateResume(t *testing.T) {
 	r := newRecorder()
 	r.catalog = map[string]int{"web": 2, "api": 1}
 	if err := r.feed(t, change(added, ep("web", "http", "10.0.0.2"), "v8"), complete("v8", true), change(removed, ep("api", "http", "10.0.0.3"), "v9")); err != nil {
 		t.Fatal(err)
 	}
-	r.want(t, "ENDPOINT_ADDED web/10.0.0.2@v8", "SERVICE_ADDED api", "SERVICE_ADDED web", "SNAPSHOT_COMPLETE @v8",
-		"ENDPOINT_REMOVED api/10.0.0.3@v9", "SERVICE_REMOVED api")
+	r.want(t, "ENDPOINT_ADDED web/10.0.0.2", "SERVICE_ADDED api", "SERVICE_ADDED web", "SNAPSHOT_COMPLETE @v8",
+		"ENDPOINT_REMOVED api/10.0.0.3", "SERVICE_REMOVED api@v9")
 
 	// When the registrar cannot tell the catalog, the stream ends with DataLoss.
 	r = newRecorder()
@@ -229,4 +232,22 @@ func TestTranslateCompressedPart(t *testing.T) {
 	if err := newRecorder().feed(t, &registrarv1.EndpointEvent{Compressed: [][]byte{frame(smuggled)}}); status.Code(err) != codes.Internal {
 		t.Fatalf("a compressed part with a version: %v, want Internal", err)
 	}
+}
+
+// Our NAME__NS services are Aether's NS/NAME in endpoint and catalog events; a
+// filter of Aether's names scopes our services.
+func TestTranslateServiceNames(t *testing.T) {
+	set, err := filterOf(&aetherregistrarv1.ServiceFilter{Services: []string{"shop/web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder()
+	r.filter = set
+	if err := r.feed(t, part(ep("web__shop", "http", "10.0.0.1"), ep("api", "http", "10.0.0.2")), complete("v1", false),
+		change(added, ep("web__shop", "http", "10.0.0.3"), "v2"), change(added, ep("cart__shop", "http", "10.0.0.4"), "v3"),
+		change(removed, ep("cart__shop", "http", "10.0.0.4"), "v4")); err != nil {
+		t.Fatal(err)
+	}
+	r.want(t, "FULL_SNAPSHOT shop/web/10.0.0.1", "SERVICE_ADDED api", "SERVICE_ADDED shop/web", "SNAPSHOT_COMPLETE @v1",
+		"ENDPOINT_ADDED shop/web/10.0.0.3@v2", "SERVICE_ADDED shop/cart@v3", "SERVICE_REMOVED shop/cart@v4")
 }
