@@ -44,6 +44,16 @@ type Options struct {
 	WriteTimeout time.Duration
 	// ShutdownTimeout bounds the removals made on shutdown; default 5s.
 	ShutdownTimeout time.Duration
+	// Region and Zone are the node's locality, given to every entry that names none
+	// (localize); empty: none.
+	Region, Zone string
+	// DrainGrace is how long, on shutdown, the entries clients route to stay
+	// published as Draining before they are removed, so that clients move their new
+	// work elsewhere first; 0 removes them at once (drain.go).
+	DrainGrace time.Duration
+	// SkipDrain ends the grace period early when it receives or is closed: a second
+	// SIGTERM. Nil: the grace period always runs out.
+	SkipDrain <-chan struct{}
 	// RetryMin and RetryMax bound the backoff after a failed write; defaults 500ms, 30s.
 	RetryMin, RetryMax time.Duration
 	Logger             *slog.Logger

@@ -68,6 +68,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			stopChecks()
 			l.checks.Wait()
+			l.drain(ctx)
 			return l.shutdown(ctx)
 		case r := <-l.results:
 			l.observe(r)
@@ -117,7 +118,7 @@ func (l *loop) combined() []sourced {
 				continue
 			}
 			seen[k] = true
-			all = append(all, sourced{me, source})
+			all = append(all, sourced{l.localize(me), source})
 		}
 	}
 	add("", l.fromManifest)
@@ -325,6 +326,7 @@ func (l *loop) shutdown(ctx context.Context) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	l.setNotReady("shutting down: removing the entries")
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ShutdownTimeout)
 	defer cancel()
 	err := l.publish(wctx, ops, "shutdown") // tracing.go

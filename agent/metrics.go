@@ -19,6 +19,8 @@ type Metrics struct {
 	outputLast  *prometheus.GaugeVec
 	refused     *prometheus.CounterVec
 	mirrorState prometheus.Gauge
+	draining    prometheus.Gauge
+	drains      *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg: pass a registry of your
@@ -35,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_checks_total",
 			Help: "Health check runs by kind and result (pass, fail)."}, []string{"kind", "result"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_registry_writes_total",
-			Help: "Registry writes by op (register, unregister) and result (ok, error)."}, []string{"op", "result"}),
+			Help: "Registry writes by op (register, unregister, drain) and result (ok, error)."}, []string{"op", "result"}),
 		applyFail: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_manifest_apply_failed",
 			Help: "1 while the last manifest (re)load failed; the publish gate is closed."}),
 		outputs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_output_updates_total",
@@ -46,8 +48,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Values with control characters a template would have printed (or names and annotation keys holding them), per rendering; each left its endpoint out."}, []string{"output"}),
 		mirrorState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_discovery_endpoints",
 			Help: "Endpoints in the agent's copy of the registry."}),
+		draining: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_agent_draining",
+			Help: "1 while the agent, shutting down, keeps its entries published as draining for the grace period."}),
+		drains: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_agent_drains_total",
+			Help: "Drains on shutdown by outcome: completed (the grace period ran out), skipped (a second signal), failed (the draining write failed)."}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.entries, m.healthy, m.registered, m.checks, m.writes, m.applyFail, m.outputs, m.outputLast, m.refused, m.mirrorState)
+	reg.MustRegister(m.entries, m.healthy, m.registered, m.checks, m.writes, m.applyFail, m.outputs, m.outputLast, m.refused, m.mirrorState,
+		m.draining, m.drains)
 	return m
 }
 
@@ -115,6 +122,18 @@ func (m *Metrics) refusedValues(output string, n int) {
 func (m *Metrics) discovered(n int) {
 	if m != nil {
 		m.mirrorState.Set(float64(n))
+	}
+}
+
+func (m *Metrics) setDraining(on bool) {
+	if m != nil {
+		m.draining.Set(b2f(on))
+	}
+}
+
+func (m *Metrics) drained(outcome string) {
+	if m != nil {
+		m.drains.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -59,7 +59,7 @@ type NewSource func(a *Agent, metrics prometheus.Registerer) (Source, error)
 
 // Run runs the agent until ctx ends: it publishes the manifest's entries through the
 // publish gate, keeps the outputs current, and serves metrics. On the way out it
-// removes what it registered.
+// drains what it registered (Options.DrainGrace), then removes it.
 func Run(ctx context.Context, cfg Config) error {
 	outputs := slices.Clip(cfg.Outputs)
 	for _, s := range cfg.Servers {
@@ -108,26 +108,32 @@ func Run(ctx context.Context, cfg Config) error {
 		disc.changes = &ag.changes // renders change the agent's page
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// The agent's loop and its sources stop with ctx: the loop then drains and
+	// removes its entries. What serves others (/readyz and /metrics, the page, the
+	// outputs and discovery servers) stops only once it has, so that /readyz says it
+	// drains, and this node's own xDS and DNS clients see its entries drain and go.
+	runCtx, cancelRun := context.WithCancel(ctx)
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	cancel := func() { cancelRun(); stopServing() } // a failure stops everything
 	defer cancel()
 	var g group
-	g.spawn(cancel, func() error { return ag.Run(ctx) })
+	g.spawn(cancel, func() error { defer stopServing(); return ag.Run(runCtx) })
 	if disc != nil {
-		g.spawn(cancel, func() error { return disc.Run(ctx) })
+		g.spawn(cancel, func() error { return disc.Run(serveCtx) })
 	}
 	for _, s := range cfg.Servers {
-		g.spawn(cancel, func() error { return s.Serve(ctx) })
+		g.spawn(cancel, func() error { return s.Serve(serveCtx) })
 	}
 	for _, s := range sources {
-		g.spawn(cancel, func() error { return s.Run(ctx) })
+		g.spawn(cancel, func() error { return s.Run(runCtx) })
 	}
 	if cfg.HTTP != nil {
 		ready := readiness(ag, disc, sources)
-		h := withUI(ctx, &g, cancel, cfg, ag, disc, ready, Handler(reg, ready))
-		g.spawn(cancel, func() error { return serve(ctx, cfg.HTTP, h) })
+		h := withUI(serveCtx, &g, cancel, cfg, ag, disc, ready, Handler(reg, ready))
+		g.spawn(cancel, func() error { return serve(serveCtx, cfg.HTTP, h) })
 	}
 	if cfg.Reload != nil {
-		g.spawn(cancel, func() error { reloadLoop(ctx, cfg, ag, disc, log); return nil })
+		g.spawn(cancel, func() error { reloadLoop(runCtx, cfg, ag, disc, log); return nil })
 	}
 	return g.wait()
 }

@@ -9,6 +9,8 @@
 //	    address: 10.0.0.2
 //	    port: 8080
 //	    ttl: 30s
+//	    zone: eu-west-1a      # region and zone default to the agent's --region, --zone
+//	    health: healthy       # or draining, unhealthy: set by hand
 //	    annotations: {prometheus.io/scrape: "true"}
 //	    checks:
 //	      - http: http://127.0.0.1:8080/healthz

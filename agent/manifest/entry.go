@@ -12,6 +12,7 @@ import (
 
 var entryKeys = []string{
 	"cluster", "service", "protocol", "address", "port", "node", "priority", "weight", "annotations", "ttl", "checks",
+	"region", "zone", "health",
 }
 
 // entry parses one entry and validates it: the endpoint as package endpoint does, each
@@ -41,6 +42,12 @@ func (p *parser) entry(n *yaml.Node, path string) (Entry, error) {
 			ep.Annotations, err = p.stringMap(v, at)
 		case key == "ttl":
 			err = p.ttl(v, at, &ep.TTL)
+		case key == "region":
+			ep.Region, err = p.name(v, at, key)
+		case key == "zone":
+			ep.Zone, err = p.name(v, at, key)
+		case key == "health":
+			err = p.health(v, at, &ep.Health)
 		case key == "checks":
 			err = p.seq(v, at, func(i int, item *yaml.Node) error {
 				s, err := p.check(item, fmt.Sprintf("%s[%d]", at, i))
@@ -66,6 +73,32 @@ func (p *parser) ttl(n *yaml.Node, path string, t *endpoint.TTL) error {
 		return err
 	}
 	if *t, err = endpoint.ParseTTL(s); err != nil {
+		return &Error{Line: n.Line, Column: n.Column, Path: path, Err: err}
+	}
+	return nil
+}
+
+// name parses an optional name (region, zone), checked here rather than by
+// Validate so that the error points at the value, not at the entry.
+func (p *parser) name(n *yaml.Node, path, field string) (string, error) {
+	s, err := p.scalar(n, path)
+	if err != nil || s == "" {
+		return s, err
+	}
+	if err := endpoint.ValidateName(field, s); err != nil {
+		return "", &Error{Line: n.Line, Column: n.Column, Path: path, Err: err}
+	}
+	return s, nil
+}
+
+// health parses a hand-set health state: an entry published as draining or
+// unhealthy stays registered (its checks still gate it) but takes no new work.
+func (p *parser) health(n *yaml.Node, path string, h *endpoint.Health) error {
+	s, err := p.scalar(n, path)
+	if err != nil {
+		return err
+	}
+	if *h, err = endpoint.ParseHealth(s); err != nil {
 		return &Error{Line: n.Line, Column: n.Column, Path: path, Err: err}
 	}
 	return nil

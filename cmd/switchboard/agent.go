@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/agent/filesd"
 	"github.com/switchboard-mesh/switchboard/agent/manifest"
 	"github.com/switchboard-mesh/switchboard/agent/render"
+	"github.com/switchboard-mesh/switchboard/endpoint"
 )
 
 func init() { subcommands = append(subcommands, newAgentCmd) }
@@ -28,6 +29,8 @@ type agentFlags struct {
 	debounce          time.Duration
 	pollInterval      time.Duration
 	shutdownTimeout   time.Duration
+	drainGrace        time.Duration
+	region, zone      string
 	resync            time.Duration
 	metricsListen     string
 	ui                bool
@@ -45,7 +48,11 @@ func newAgentCmd(a *app) *cobra.Command {
 
 With --manifest it registers the manifest's entries while their health checks pass,
 re-publishes them before their TTL runs out, removes an entry as soon as a check fails
-(unless --remove-on-unhealthy=false), and removes everything it registered on SIGTERM.
+(unless --remove-on-unhealthy=false), and removes everything it registered on SIGTERM:
+first it publishes its entries again as draining, so that xDS and DNS clients send
+them no new work, and waits --drain-grace (a second SIGTERM cuts the wait short).
+--region and --zone place the node: every entry that names no region or zone of
+its own is published in them.
 Without --registry-backend it runs with a no-op publisher: the same manifest works on
 nodes with and without a registry.
 
@@ -88,6 +95,9 @@ live (--ui=false turns it off).`,
 	fl.DurationVar(&f.pollInterval, "poll-interval", 10*time.Second, "how often to list a registry backend that has no change feed")
 	fl.DurationVar(&f.resync, "resync-interval", 5*time.Minute, "re-publish entries without a TTL this often while healthy, in case the registry lost them")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
+	fl.DurationVar(&f.drainGrace, "drain-grace", defaultDrainGrace, "on SIGTERM, keep the entries published as draining this long before removing them; a second SIGTERM cuts it short (0: remove at once)")
+	fl.StringVar(&f.region, "region", "", "the node's region, given to every entry that names none (a name, like a service's)")
+	fl.StringVar(&f.zone, "zone", "", "the node's zone, given to every entry that names none (a name, like a service's)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics, /healthz and /readyz (empty: off)")
 	fl.BoolVar(&f.ui, "ui", true, "serve the agent's read-only web page at /ui, beside /metrics")
 	f.discovery.register(fl)
@@ -105,10 +115,11 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	}
 	cfg := agent.Config{
 		ManifestPath: f.manifest,
-		Agent:        agent.Options{DryRun: f.dryRun, KeepWhenUnhealthy: !f.removeOnUnhealthy, ShutdownTimeout: f.shutdownTimeout, Resync: f.resync},
-		Discovery:    agent.DiscoveryOptions{Debounce: f.debounce, PollInterval: f.pollInterval},
-		UI:           agent.UIOptions{Disabled: !f.ui},
-		Logger:       a.logger(),
+		Agent: agent.Options{DryRun: f.dryRun, KeepWhenUnhealthy: !f.removeOnUnhealthy, ShutdownTimeout: f.shutdownTimeout, Resync: f.resync,
+			Region: f.region, Zone: f.zone, DrainGrace: f.drainGrace},
+		Discovery: agent.DiscoveryOptions{Debounce: f.debounce, PollInterval: f.pollInterval},
+		UI:        agent.UIOptions{Disabled: !f.ui},
+		Logger:    a.logger(),
 	}
 	var err error
 	stopTracing, err := f.tracing.start(ctx, cfg.Logger, "switchboard-agent") // before the registry client dials
@@ -127,6 +138,7 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	if bf.name == "" && (len(cfg.Outputs) > 0 || f.discovery.enabled()) {
 		return usagef("--render, --prometheus-sd, --xds-listen and --dns-listen read the registry: set --registry-backend")
 	}
+	// TODO(locality): the DNS server should prefer this node's zone: pass f.region, f.zone as dns.Options.Region, .Zone in discoveryFlags.dnsServer (agent_discovery.go).
 	servers, release, err := f.discovery.servers(ctx, cfg.Logger)
 	defer release()
 	if err != nil {
@@ -163,6 +175,9 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	cfg.Reload = reload
 	stop := forwardSignal(ctx, syscall.SIGHUP, reload)
 	defer stop()
+	skip, stopSkip := secondSignal()
+	defer stopSkip()
+	cfg.Agent.SkipDrain = skip
 	return agent.Run(ctx, cfg)
 }
 
@@ -181,11 +196,30 @@ func (f agentFlags) validate() error {
 		return usagef("--resync-interval %s: must be positive", f.resync)
 	case f.shutdownTimeout <= 0:
 		return usagef("--shutdown-timeout %s: must be positive", f.shutdownTimeout)
+	case f.drainGrace < 0:
+		return usagef("--drain-grace %s: must be 0 (no draining) or positive", f.drainGrace)
+	}
+	if err := f.validateLocality(); err != nil {
+		return err
 	}
 	if err := f.pods.validate(); err != nil {
 		return err
 	}
 	return f.discovery.validate()
+}
+
+// validateLocality checks --region and --zone as the entries' names are checked,
+// before anything starts: a bad one would make every entry's write fail.
+func (f agentFlags) validateLocality() error {
+	for _, l := range []struct{ flag, value string }{{"region", f.region}, {"zone", f.zone}} {
+		if l.value == "" {
+			continue
+		}
+		if err := endpoint.ValidateName(l.flag, l.value); err != nil {
+			return usagef("--%s: %v", l.flag, err)
+		}
+	}
+	return nil
 }
 
 // outputs parses --render and --prometheus-sd; a template that does not parse is bad
@@ -215,6 +249,35 @@ func (f agentFlags) outputs() ([]agent.Output, error) {
 		outs = append(outs, &filesd.Output{Path: f.prometheusSD})
 	}
 	return outs, nil
+}
+
+// defaultDrainGrace is --drain-grace's default: long enough for xDS and DNS
+// clients to hear of the draining (a push, a DNS TTL of a few seconds) and for most
+// requests in flight to finish; short enough for a rolling restart.
+const defaultDrainGrace = 5 * time.Second
+
+// secondSignal returns a channel closed on the second SIGTERM or interrupt: main's
+// signal.NotifyContext turns the first into the end of the command's context, and a
+// second one cuts the agent's grace period short. Counting from the start needs no
+// guess at which signal ended the context: in the binary only a signal does.
+func secondSignal() (<-chan struct{}, func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	skip, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-sigs:
+			case <-done:
+				return
+			}
+			if n == 2 {
+				close(skip)
+				return
+			}
+		}
+	}()
+	return skip, func() { signal.Stop(sigs); close(done) }
 }
 
 // forwardSignal turns sig into sends on ch until ctx ends or stop is called.

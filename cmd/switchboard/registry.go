@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -54,14 +55,17 @@ func keyFlags(cmd *cobra.Command, e *endpoint.Endpoint) {
 func newRegisterCmd(a *app) *cobra.Command {
 	var (
 		e           endpoint.Endpoint
-		ttl         string
+		ttl, health string
 		annotations []string
 	)
 	cmd := &cobra.Command{
 		Use:   "register",
 		Short: "Register (or update) one endpoint",
 		Example: `  switchboard registry register --cluster prod --service web --protocol http \
-    --address 10.0.0.2 --port 8080 --ttl 30s --annotation team=edge`,
+    --address 10.0.0.2 --port 8080 --ttl 30s --annotation team=edge --zone eu-west-1a
+  # take it out of rotation by hand: clients send it no new work
+  switchboard registry register --cluster prod --service web --protocol http \
+    --address 10.0.0.2 --port 8080 --ttl 30s --zone eu-west-1a --health draining`,
 		Args: cobra.NoArgs,
 	}
 	keyFlags(cmd, &e)
@@ -70,12 +74,19 @@ func newRegisterCmd(a *app) *cobra.Command {
 	cmd.Flags().IntVar(&e.Weight, "weight", 0, "weight, 0..65535")
 	cmd.Flags().StringVar(&ttl, "ttl", "", `how long the entry lives unless refreshed: a duration such as 30s, or "never" (default: the backend's)`)
 	cmd.Flags().StringArrayVar(&annotations, "annotation", nil, "annotation key=value (repeatable)")
+	cmd.Flags().StringVar(&e.Region, "region", "", "region the endpoint is in (a name; optional)")
+	cmd.Flags().StringVar(&e.Zone, "zone", "", "zone the endpoint is in (a name; optional)")
+	cmd.Flags().StringVar(&health, "health", "healthy", "healthy, draining (finishes its work, takes no new work) or unhealthy (takes none)")
+	completeHealth(cmd)
 	bf := addBackendFlags(cmd, defaultCLIBackend)
 	bf.oneShotCommand(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var err error
 		if e.TTL, err = endpoint.ParseTTL(ttl); err != nil {
 			return usagef("--ttl: %v", err)
+		}
+		if e.Health, err = endpoint.ParseHealth(health); err != nil {
+			return usagef("--health: %v", err)
 		}
 		if e.Annotations, err = parseAnnotations(annotations); err != nil {
 			return err
@@ -138,15 +149,18 @@ func filterFlags(cmd *cobra.Command, f *endpoint.Filter) {
 func newLookupCmd(a *app) *cobra.Command {
 	var (
 		f      endpoint.Filter
+		lf     localityFilter
 		output string
 	)
 	cmd := &cobra.Command{
-		Use:     "lookup",
-		Short:   "List the endpoints that match a filter, sorted by address then port",
-		Example: "  switchboard registry lookup --service web -o json",
-		Args:    cobra.NoArgs,
+		Use:   "lookup",
+		Short: "List the endpoints that match a filter, sorted by address then port",
+		Example: `  switchboard registry lookup --service web -o json
+  switchboard registry lookup --service web --zone eu-west-1a --health healthy`,
+		Args: cobra.NoArgs,
 	}
 	filterFlags(cmd, &f)
+	lf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	bf := addBackendFlags(cmd, defaultCLIBackend)
 	bf.oneShotCommand(cmd)
@@ -157,11 +171,15 @@ func newLookupCmd(a *app) *cobra.Command {
 		if err := f.Validate(); err != nil {
 			return err
 		}
+		if err := lf.parse(); err != nil {
+			return err
+		}
 		return withOneShotRegistry(cmd.Context(), a, bf, func(ctx context.Context, r registry.Registry) error {
 			eps, err := r.List(ctx, f)
 			if err != nil {
 				return err
 			}
+			eps = lf.apply(eps)
 			switch output {
 			case "json":
 				return writeJSON(a.out, eps)
@@ -352,13 +370,70 @@ func writeJSON(w io.Writer, eps []endpoint.Endpoint) error {
 
 func writeTable(w io.Writer, eps []endpoint.Endpoint) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tSERVICE\tPROTOCOL\tADDRESS\tPORT\tPRIORITY\tTTL\tNODE")
+	fmt.Fprintln(tw, "CLUSTER\tSERVICE\tPROTOCOL\tADDRESS\tPORT\tPRIORITY\tTTL\tZONE\tHEALTH\tNODE")
 	for _, e := range eps {
-		ttl := e.TTL.String()
-		if ttl == "" {
-			ttl = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Cluster, e.Service, e.Protocol, e.Address, e.Port, e.Priority, ttl, e.Node)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Cluster, e.Service, e.Protocol, e.Address, e.Port, e.Priority,
+			orDash(e.TTL.String()), orDash(e.Zone), e.Health, e.Node)
 	}
 	return tw.Flush()
+}
+
+// orDash keeps an empty cell visible, so that columns still line up by eye.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// localityFilter selects by zone and health, which endpoint.Filter does not hold,
+// among what the backend lists: the backends index neither.
+type localityFilter struct {
+	zone, health string
+	h            endpoint.Health
+}
+
+func (lf *localityFilter) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&lf.zone, "zone", "", "only endpoints in this zone, as stored (empty or * = any)")
+	cmd.Flags().StringVar(&lf.health, "health", "", "only endpoints in this state: healthy, draining or unhealthy (empty or * = any)")
+	completeHealth(cmd)
+}
+
+// completeHealth completes --health with the states' names.
+func completeHealth(cmd *cobra.Command) {
+	_ = cmd.RegisterFlagCompletionFunc("health", cobra.FixedCompletions(healthNames, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// healthNames are the states, in the order --help gives them.
+var healthNames = []string{endpoint.Healthy.String(), endpoint.Draining.String(), endpoint.Unhealthy.String()}
+
+// parse checks the flags, so that a typo is reported instead of matching nothing.
+// The zone is held to the read rules, not the name rules: a backend may hold a zone
+// another writer stored (Azure's "1").
+func (lf *localityFilter) parse() error {
+	if !endpoint.Any(lf.zone) && (len(lf.zone) > 253 || strings.ContainsFunc(lf.zone, unicode.IsSpace) || endpoint.HasControl(lf.zone)) {
+		return usagef("--zone %q: want at most 253 printable characters without spaces", lf.zone)
+	}
+	if endpoint.Any(lf.health) {
+		return nil
+	}
+	var err error
+	if lf.h, err = endpoint.ParseHealth(lf.health); err != nil {
+		return usagef("--health: %v", err)
+	}
+	return nil
+}
+
+// apply keeps the endpoints that match, in their order.
+func (lf localityFilter) apply(eps []endpoint.Endpoint) []endpoint.Endpoint {
+	if endpoint.Any(lf.zone) && endpoint.Any(lf.health) {
+		return eps
+	}
+	out := eps[:0]
+	for _, e := range eps {
+		if (endpoint.Any(lf.zone) || e.Zone == lf.zone) && (endpoint.Any(lf.health) || e.Health == lf.h) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

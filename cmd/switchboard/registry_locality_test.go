@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+)
+
+// TestRegistryZoneAndHealth: `registry register` writes region, zone and health;
+// `registry lookup` shows zone and health in every format and filters by them.
+func TestRegistryZoneAndHealth(t *testing.T) {
+	f := startNATS(t)
+	register := func(addr, zone, health string) {
+		t.Helper()
+		args := []string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http",
+			"--address", addr, "--port", "80", "--region", "eu-west", "--zone", zone}
+		if health != "" {
+			args = append(args, "--health", health)
+		}
+		if _, errOut, code := run(t, append(args, f.flags...)...); code != 0 {
+			t.Fatalf("register %s: exit %d: %s", addr, code, errOut)
+		}
+	}
+	register("10.0.0.1", "eu-west-1a", "")
+	register("10.0.0.2", "eu-west-1a", "draining")
+	register("10.0.0.3", "eu-west-1b", "Unhealthy")
+
+	lookup := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append(append([]string{"registry", "lookup", "--service", "web"}, args...), f.flags...)...)
+		if code != 0 {
+			t.Fatalf("lookup %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	table := lookup()
+	header, rows, _ := strings.Cut(table, "\n")
+	if !strings.Contains(header, "ZONE") || !strings.Contains(header, "HEALTH") {
+		t.Fatalf("table header %q lacks ZONE and HEALTH", header)
+	}
+	for _, want := range [][]string{{"10.0.0.1", "eu-west-1a", "healthy"}, {"10.0.0.2", "eu-west-1a", "draining"}, {"10.0.0.3", "eu-west-1b", "unhealthy"}} {
+		if !hasRow(rows, want...) {
+			t.Errorf("table lacks a row with %v:\n%s", want, table)
+		}
+	}
+
+	for _, c := range []struct {
+		args []string
+		want []string // addresses
+	}{
+		{[]string{"--zone", "eu-west-1a"}, []string{"10.0.0.1", "10.0.0.2"}},
+		{[]string{"--health", "draining"}, []string{"10.0.0.2"}},
+		{[]string{"--zone", "eu-west-1a", "--health", "healthy"}, []string{"10.0.0.1"}},
+		{[]string{"--zone", "eu-west-1c"}, nil},
+		{[]string{"--zone", "1"}, nil}, // a zone only another writer could store (Azure's) is a valid filter
+		{[]string{"--zone", "*", "--health", "*"}, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+	} {
+		var eps []endpoint.Endpoint
+		if err := json.Unmarshal([]byte(lookup(append(c.args, "-o", "json")...)), &eps); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range eps {
+			got = append(got, e.Address)
+			if e.Region != "eu-west" {
+				t.Errorf("%s: region %q, want eu-west", e.Address, e.Region)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("lookup %v -o json = %v, want %v", c.args, got, c.want)
+		}
+	}
+	if y := lookup("--health", "draining", "-o", "yaml"); !strings.Contains(y, "  zone: eu-west-1a\n") || !strings.Contains(y, "  health: draining\n") {
+		t.Errorf("lookup -o yaml lacks zone and health:\n%s", y)
+	}
+}
+
+// hasRow reports whether a line of the table holds every cell of want.
+func hasRow(table string, want ...string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Fields(line)
+		ok := true
+		for _, w := range want {
+			ok = ok && slices.Contains(cells, w)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRegistryLocalityUsageErrors: a bad zone, region or health is a usage error
+// that names the flag, before any backend is opened.
+func TestRegistryLocalityUsageErrors(t *testing.T) {
+	reg := []string{"registry", "register", "--registry-backend", "jetstream", "--nats-url", "nats://127.0.0.1:1",
+		"--cluster", "prod", "--service", "web", "--protocol", "http", "--address", "10.0.0.1"}
+	for _, c := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"lookup health", []string{"registry", "lookup", "--registry-backend", "memory", "--health", "sick"}, `--health: invalid endpoint: health "sick"`},
+		{"lookup zone", []string{"registry", "lookup", "--registry-backend", "memory", "--zone", "eu west"}, `--zone "eu west": want at most 253 printable characters without spaces`},
+		{"register health", append(slices.Clone(reg), "--health", "sick"), `--health: invalid endpoint: health "sick"`},
+		{"register zone", append(slices.Clone(reg), "--zone", "eu.west"), `zone "eu.west"`},
+		{"register region", append(slices.Clone(reg), "--region", "-x"), `region "-x"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := run(t, c.args...)
+			if code == 0 || !strings.Contains(errOut, c.msg) {
+				t.Fatalf("exit %d, stderr %q (want it to contain %q), stdout %q", code, errOut, c.msg, out)
+			}
+		})
+	}
+}
+
+// TestRegistryHealthCompletion: --health completes with the states' names.
+func TestRegistryHealthCompletion(t *testing.T) {
+	for _, cmd := range []string{"lookup", "register"} {
+		out, _, code := run(t, "__complete", "registry", cmd, "--health", "")
+		if code != 0 {
+			t.Fatalf("%s: exit %d", cmd, code)
+		}
+		for _, h := range []string{"healthy", "draining", "unhealthy"} {
+			if !strings.Contains(out, h+"\n") {
+				t.Errorf("registry %s --health completes %q, want %s among them", cmd, out, h)
+			}
+		}
+	}
+}
+
+// TestRegistryHelpNamesLocalityFlags: --help documents the new flags.
+func TestRegistryHelpNamesLocalityFlags(t *testing.T) {
+	for cmd, flags := range map[string][]string{
+		"lookup":   {"--zone", "--health"},
+		"register": {"--region", "--zone", "--health"},
+	} {
+		out, _, code := run(t, "registry", cmd, "--help")
+		for _, f := range flags {
+			if code != 0 || !strings.Contains(out, f) {
+				t.Errorf("registry %s --help lacks %s:\n%s", cmd, f, out)
+			}
+		}
+	}
+}
