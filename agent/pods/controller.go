@@ -59,8 +59,6 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// StopTimeout bounds the CNI server's graceful stop; default 5s.
 	StopTimeout time.Duration
-	// Region and Zone are the node's locality, every endpoint's; optional names.
-	Region, Zone string
 }
 
 // Controller runs the CNI server and the reconciler that turns the node's pods into
@@ -84,8 +82,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
-		derive: DeriveConfig{Cluster: cfg.Cluster, NodeName: cfg.NodeName, Selector: cfg.Selector, TTL: cfg.TTL,
-			RequireReady: cfg.RequireReady, Region: cfg.Region, Zone: cfg.Zone}}
+		derive: DeriveConfig{Cluster: cfg.Cluster, NodeName: cfg.NodeName, Selector: cfg.Selector, TTL: cfg.TTL, RequireReady: cfg.RequireReady}}
 	if cfg.Metrics != nil {
 		m, err := NewMetrics(cfg.Metrics)
 		if err != nil {
@@ -121,7 +118,7 @@ func (cfg *Config) defaults() error {
 	// The fields every endpoint shares are checked once here, by the endpoint rules,
 	// rather than found wrong on every pod.
 	probe := endpoint.Endpoint{Cluster: cfg.Cluster, Service: "probe", Protocol: "probe", Address: "127.0.0.1",
-		Node: cfg.NodeName, Priority: 1, TTL: endpoint.TTL(cfg.TTL), Region: cfg.Region, Zone: cfg.Zone}
+		Node: cfg.NodeName, Priority: 1, TTL: endpoint.TTL(cfg.TTL)}
 	if err := probe.Validate(); err != nil {
 		return fmt.Errorf("pods: %w", err)
 	}

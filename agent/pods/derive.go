@@ -65,8 +65,6 @@ type DeriveConfig struct {
 	// RequireReady holds a pod's entries until its Ready condition is True; nil
 	// means true. False publishes a Running pod at once.
 	RequireReady *bool
-	// Region and Zone are the node's, and so every endpoint's; optional.
-	Region, Zone string
 }
 
 func (c DeriveConfig) selector() labels.Selector {
@@ -201,7 +199,7 @@ func podTemplate(pod *corev1.Pod, cfg DeriveConfig) (template, string) {
 		return template{}, skip
 	}
 	base := endpoint.Endpoint{Cluster: cfg.Cluster, Service: service, Node: cfg.NodeName, Priority: priority,
-		Weight: weight, Annotations: annotations, TTL: cfg.ttl(), Region: cfg.Region, Zone: cfg.Zone}
+		Weight: weight, Annotations: annotations, TTL: cfg.ttl()}
 	return template{base: base, ports: ports}, ""
 }
 

@@ -32,16 +32,3 @@ func TestDeriveDrainsATerminatingPod(t *testing.T) {
 		t.Fatalf("Derive(running) = %v, want one healthy entry", got)
 	}
 }
-
-// TestDeriveLocality: the node's region and zone are every pod endpoint's.
-func TestDeriveLocality(t *testing.T) {
-	cfg := deriveConfig()
-	cfg.Region, cfg.Zone = "eu-west-1", "eu-west-1a"
-	got, skip := pods.Derive(newPod("web-1", withIPs("10.0.0.1")), nil, cfg)
-	if skip != "" || len(got) != 1 {
-		t.Fatalf("Derive = %v, %q", got, skip)
-	}
-	if e := got[0].Endpoint; e.Region != "eu-west-1" || e.Zone != "eu-west-1a" {
-		t.Fatalf("entry's locality %q/%q", e.Region, e.Zone)
-	}
-}

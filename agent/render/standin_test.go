@@ -31,7 +31,7 @@ func TestStandInCarriesLocalityAndHealth(t *testing.T) {
 	b.Annotations = map[string]string{"pem": "x\ny"}
 	for tmpl, want := range map[string]string{
 		`{{- range registrations "prod" "http" "web" "" }}{{ .Address }} {{ .Region }} {{ .Zone }} {{ .Health }}{{ end }}`: "10.0.0.2 eu eu-b draining",
-		`{{- range registrations "prod" "http" "web" "" }}{{ json . }}{{ end }}`:                                         `"health":"draining"`,
+		`{{- range registrations "prod" "http" "web" "" }}{{ json . }}{{ end }}`:                                           `"health":"draining"`,
 	} {
 		tp, err := Parse("t", []byte(tmpl))
 		if err != nil {

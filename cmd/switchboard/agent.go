@@ -138,7 +138,7 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	if bf.name == "" && (len(cfg.Outputs) > 0 || f.discovery.enabled()) {
 		return usagef("--render, --prometheus-sd, --xds-listen and --dns-listen read the registry: set --registry-backend")
 	}
-	// TODO(locality): the DNS server should prefer this node's zone: pass f.region, f.zone as dns.Options.Region, .Zone in discoveryFlags.dnsServer (agent_discovery.go).
+	f.discovery.region, f.discovery.zone = f.region, f.zone
 	servers, release, err := f.discovery.servers(ctx, cfg.Logger)
 	defer release()
 	if err != nil {

@@ -27,6 +27,9 @@ type discoveryFlags struct {
 	dnsDomain   string
 	dnsTTL      time.Duration
 	dnsUpstream string
+	// region and zone are the agent's --region and --zone: its DNS answers prefer
+	// the endpoints in its zone.
+	region, zone string
 }
 
 func (d *discoveryFlags) register(fl *pflag.FlagSet) {
@@ -107,7 +110,8 @@ func (d discoveryFlags) dnsServer(log *slog.Logger) (agent.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--dns-listen: %w", err)
 	}
-	s, err := dns.New(pc, ln, dns.Options{Domain: d.dnsDomain, TTL: d.dnsTTL, Upstream: d.dnsUpstream, Logger: log})
+	s, err := dns.New(pc, ln, dns.Options{Domain: d.dnsDomain, TTL: d.dnsTTL, Upstream: d.dnsUpstream,
+		Region: d.region, Zone: d.zone, Logger: log})
 	if err != nil {
 		return nil, usageError{err}
 	}

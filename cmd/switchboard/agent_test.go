@@ -105,7 +105,9 @@ func startAgent(t *testing.T, args ...string) (*syncbuf.Buffer, func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncbuf.Buffer{}
 	cmd := newRootCmd(out, out)
-	cmd.SetArgs(append([]string{"agent", "--metrics-listen", "127.0.0.1:0"}, args...))
+	// No drain on stop unless a test asks for one (a later --drain-grace wins): the
+	// default 5 s grace would only make each test wait.
+	cmd.SetArgs(append([]string{"agent", "--metrics-listen", "127.0.0.1:0", "--drain-grace", "0"}, args...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	stopped := false
