@@ -191,6 +191,9 @@ type EntryStatus struct {
 	Since      time.Time
 	WriteError string
 	Checks     []CheckStatus
+	// Region, Zone and Health are the entry's, as the agent publishes it.
+	Region, Zone string
+	Health       endpoint.Health
 }
 
 // CheckStatus is the state of one check.

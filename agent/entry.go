@@ -81,7 +81,8 @@ func (e *entry) due(now time.Time) bool {
 // allocates nothing: the checks' part is the one setCheck keeps.
 func (e *entry) status() EntryStatus {
 	return EntryStatus{Key: e.m.Endpoint.Key(), Source: e.source, Healthy: e.healthy(), Registered: e.registered, Reason: e.reason,
-		Held: e.m.Held != "", Since: e.since, WriteError: e.writeErr, Checks: e.checks}
+		Held: e.m.Held != "", Since: e.since, WriteError: e.writeErr, Checks: e.checks,
+		Region: e.m.Endpoint.Region, Zone: e.m.Endpoint.Zone, Health: e.m.Endpoint.Health}
 }
 
 // setCheck publishes check i's tracker as it now stands, with lastErr, the last

@@ -160,7 +160,8 @@ func entryView(st EntryStatus) ui.Entry {
 	k := st.Key
 	return ui.Entry{Key: k.String(), Cluster: k.Cluster, Service: k.Service, Protocol: k.Protocol,
 		Address: endpoint.HostPort(k.Address, k.Port), Source: cmp.Or(st.Source, "manifest"), State: entryState(st),
-		GateOpen: st.Reason == "", Reason: st.Reason, Since: st.Since, WriteError: st.WriteError}
+		GateOpen: st.Reason == "", Reason: st.Reason, Since: st.Since, WriteError: st.WriteError,
+		Region: st.Region, Zone: st.Zone, Health: st.Health.String()}
 }
 
 func checksView(cs []CheckStatus) []ui.Check {

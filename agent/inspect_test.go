@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/agent/check"
 	"github.com/switchboard-mesh/switchboard/agent/render"
 	"github.com/switchboard-mesh/switchboard/agent/ui"
+	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -277,5 +278,29 @@ func TestPageShowsWhyACheckCannotStart(t *testing.T) {
 	})
 	if c.Results != 0 || c.Output != want.Error() {
 		t.Fatalf("check = %+v, want no result and the output %q", c, want.Error())
+	}
+}
+
+// TestPageShowsLocalityAndHealth: the page shows each entry's place, the node's when
+// the entry names none, and a health the manifest sets.
+func TestPageShowsLocalityAndHealth(t *testing.T) {
+	plain := ep("web", "10.0.0.1", 80, 0)
+	drained := ep("api", "10.0.0.2", 80, 0)
+	drained.Zone, drained.Health = "eu-west-1b", endpoint.Draining
+	base := runHTTP(t, Config{Manifest: manifestOf(mentry(plain), mentry(drained)), Registry: newMemory(t),
+		Agent: Options{Region: "eu-west", Zone: "eu-west-1a"}})
+	s := pageUntil(t, base, "both entries listed", func(s ui.State) bool { return len(s.Entries) == 2 })
+	got := map[string]ui.Entry{}
+	for _, e := range s.Entries {
+		got[e.Service] = e
+	}
+	if e := got["web"]; e.Region != "eu-west" || e.Zone != "eu-west-1a" || e.Health != "healthy" {
+		t.Errorf("web: %q/%q %q; want the node's place, healthy", e.Region, e.Zone, e.Health)
+	}
+	if e := got["api"]; e.Region != "eu-west" || e.Zone != "eu-west-1b" || e.Health != "draining" {
+		t.Errorf("api: %q/%q %q; want its own zone in the node's region, draining", e.Region, e.Zone, e.Health)
+	}
+	if page := get(t, base+"/ui"); !strings.Contains(page, `data-health="draining"`) || !strings.Contains(page, "eu-west / eu-west-1a") {
+		t.Error("the page shows neither the draining entry nor the node's place")
 	}
 }

@@ -59,6 +59,7 @@ func sample() ui.State {
 		Entries: []ui.Entry{
 			{Key: "prod/web/http/10.0.0.1:8080", Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1:8080",
 				Source: "manifest", State: ui.StatePublished, GateOpen: true, Since: t0.Add(-time.Minute),
+				Region: "eu-west", Zone: "eu-west-1a", Health: "draining",
 				Checks: []ui.Check{{Name: "http http://127.0.0.1:8080/healthz", Healthy: true, Rise: 2, Fall: 3, Passes: 12,
 					Results: 12, Changed: t0.Add(-time.Minute), History: hist(true, true, true, true)}}},
 			{Key: "prod/api/grpc/10.0.0.1:9090", Cluster: "prod", Service: "api", Protocol: "grpc", Address: "10.0.0.1:9090",

@@ -77,8 +77,13 @@ type Entry struct {
 	Reason   string    `json:"reason,omitempty"`
 	Since    time.Time `json:"since,omitzero"`
 	// WriteError is the last registry write's error while writes fail.
-	WriteError string  `json:"writeError,omitempty"`
-	Checks     []Check `json:"checks"`
+	WriteError string `json:"writeError,omitempty"`
+	// Region and Zone place the entry; Health is its health as the agent publishes
+	// it ("healthy", "draining" or "unhealthy").
+	Region string  `json:"region,omitempty"`
+	Zone   string  `json:"zone,omitempty"`
+	Health string  `json:"health"`
+	Checks []Check `json:"checks"`
 }
 
 // Check is one health check of an entry.
