@@ -207,7 +207,7 @@ func checkView(c CheckStatus) ui.Check {
 func xdsState(x xdsView) *ui.XDS {
 	out := &ui.XDS{Addr: x.Addr().String(), Clients: []ui.XDSClient{}}
 	for _, c := range x.Clients() {
-		v := ui.XDSClient{Node: c.Node, Delta: c.Delta, Stream: c.Stream, Since: c.Since}
+		v := ui.XDSClient{Node: c.Node, Delta: c.Delta, Stream: c.Stream, Since: c.Since, Region: c.Region, Zone: c.Zone}
 		for _, t := range c.Types {
 			v.Types = append(v.Types, ui.XDSType{Type: t.Type, Wildcard: t.Wildcard, Names: t.Names, Version: t.Version})
 		}

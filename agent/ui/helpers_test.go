@@ -73,7 +73,8 @@ func sample() ui.State {
 		Files: []ui.File{{Kind: "template", Path: "/etc/nginx/conf.d/upstream.conf", Updated: t0, Written: t0.Add(-time.Hour)}},
 		XDS: &ui.XDS{Addr: "127.0.0.1:18000", Clients: []ui.XDSClient{{Node: "envoy-1", Stream: 3, Since: t0.Add(-time.Hour),
 			Types: []ui.XDSType{{Type: "Cluster", Wildcard: true, Version: "0123456789abcdef0123"}, {Type: "ClusterLoadAssignment", Names: 2, Version: "fedcba"}}},
-			{Node: "grpc-1", Delta: true, Stream: 3, Since: t0.Add(-time.Minute), Types: []ui.XDSType{{Type: "ClusterLoadAssignment", Names: 1}}}}},
+			{Node: "grpc-1", Delta: true, Stream: 3, Since: t0.Add(-time.Minute), Types: []ui.XDSType{{Type: "ClusterLoadAssignment", Names: 1}},
+				Region: "eu-west", Zone: "eu-west-1b"}}},
 		DNS:       &ui.DNS{Addr: "127.0.0.1:8600", Domain: "switchboard.", Queries: 1234, PerSecond: 12.5, OverSeconds: 30},
 		Registrar: &ui.Registrar{Target: "127.0.0.1:9443", Channel: "READY", Connected: true, Since: t0.Add(-time.Hour), Version: "1.42"},
 	}

@@ -43,7 +43,7 @@ func TestPageReadsWithoutJavaScript(t *testing.T) {
 		`<td data-xds-kind="sotw">SotW 3</td>`, `<td data-xds-kind="delta">delta 3</td>`, `2 streams open`,
 		`12.5 queries/s</strong> over the last 30s · 1234 answered`,
 		`<tr data-connected="true"`, `<td class="mono">1.42</td>`,
-		`<span class="dim nowrap">eu-west / eu-west-1a</span>`, `<span class="state-withdrawn" data-health="draining">draining</span>`,
+		`<span class="dim nowrap">eu-west / eu-west-1a</span>`, `grpc-1<br><span class="dim nowrap">eu-west / eu-west-1b</span>`, `<span class="state-withdrawn" data-health="draining">draining</span>`,
 	} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the page lacks %s", want)

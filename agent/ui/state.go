@@ -144,6 +144,9 @@ type XDSClient struct {
 	Stream int64     `json:"stream"`
 	Since  time.Time `json:"since"`
 	Types  []XDSType `json:"types"`
+	// Region and Zone are the locality the client's node named, if any.
+	Region string `json:"region,omitempty"`
+	Zone   string `json:"zone,omitempty"`
 }
 
 // XDSType is one resource type a stream subscribed to.

@@ -18,6 +18,9 @@ type Client struct {
 	Stream int64
 	// Since is when the stream made its first request.
 	Since time.Time
+	// Region and Zone are the locality its node named (the view it is served
+	// from); empty when it named none.
+	Region, Zone string
 	// Types are the resource types the stream subscribed to, sorted.
 	Types []Subscription
 }
@@ -45,6 +48,9 @@ func (s *Server) Clients() []Client {
 	out := make([]Client, 0, len(t.streams))
 	for id, st := range t.streams {
 		c := Client{Node: st.node, Delta: id.delta, Stream: id.id, Since: st.opened}
+		if st.view != nil {
+			c.Region, c.Zone = st.view.loc.region, st.view.loc.zone
+		}
 		for typ, sub := range st.subs {
 			c.Types = append(c.Types, Subscription{Type: shortType(typ), Wildcard: sub.wildcard, Names: len(sub.names), Version: st.sent[typ]})
 		}

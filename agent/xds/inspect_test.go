@@ -144,3 +144,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestClientsShowLocality: a stream lists the locality its node named.
+func TestClientsShowLocality(t *testing.T) {
+	s := startServer(t)
+	update(t, s, ep("prod", "web", "grpc", "10.0.0.1", 80, 1, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	st, err := adsClient(t, s).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sotwGet(t, st, nodeIn("grpc-eu", "eu", "eu-a"), resource.ClusterType)
+	deadline := time.Now().Add(wait)
+	for {
+		if got := s.Clients(); len(got) == 1 && got[0].Region == "eu" && got[0].Zone == "eu-a" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("clients = %+v, want one in eu/eu-a", s.Clients())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
