@@ -60,6 +60,7 @@ func TestScreenshot(t *testing.T) {
 		Manifest: m, Registry: reg, Sources: []agent.NewSource{pods},
 		Outputs: fileOutputs(t, dir),
 		Servers: []agent.Server{xdsServer, dnsServer},
+		Agent:   agent.Options{Region: "eu-west", Zone: "eu-west-1a"},
 	})
 
 	browsertest.Do(t, tab, "open the page", 20*time.Second,

@@ -120,7 +120,8 @@ func screenshots(t *testing.T, tab context.Context, r *registrarUnderTest) {
 	web := ep("east", "web", "10.0.0.1", 8080, "node-1")
 	for i, version := range []string{"1.4.2", "1.4.2", "1.5.0"} {
 		web.Weight = 10 * (i + 1)
-		web.Annotations = map[string]string{"version": version, "zone": "eu-west-1a"}
+		web.Annotations = map[string]string{"version": version}
+		web.Region, web.Zone = "eu-west", "eu-west-1a"
 		r.register(t, web)
 	}
 	browsertest.Poll(t, tab, "the page shows the last update",
