@@ -113,6 +113,11 @@ func (e Endpoint) validate(strict bool) error {
 	return e.validateLocality(strict)
 }
 
+// ReadablePlace reports whether a read accepts v as a region or zone: any printable
+// name without spaces, at most 253 bytes (validateLocality's read rule). A backend
+// that carries the place in a form of its own uses it to decide what to lift.
+func ReadablePlace(v string) bool { return v != "" && validateNode(v, true) == nil }
+
 // validateLocality checks region, zone and health. Our writes hold region and zone
 // to the name rules; a read takes any printable place name another writer stored
 // (Azure's zone "1", a "dc1.rack2"), as it takes any node: readers only compare it.

@@ -75,9 +75,9 @@ func wireForm(e endpoint.Endpoint) endpoint.Endpoint {
 // liftLocality moves the reserved annotations of a payload read back into the
 // fields, reading liberally: any health value is lifted, one this release does not
 // know as Unhealthy (as package endpoint reads a payload's health), so that nothing
-// routes to an endpoint whose state is unclear; a region or zone that is not a valid
-// name stays an ordinary annotation, so the entry stays usable, without locality, and
-// the odd value stays visible. The map is the decoder's own, changed in place.
+// routes to an endpoint whose state is unclear; a region or zone a read does not
+// accept (empty, or with spaces or control characters) stays an ordinary annotation,
+// so the entry stays usable, without locality, and the odd value stays visible. The map is the decoder's own, changed in place.
 func liftLocality(e *endpoint.Endpoint) {
 	if len(e.Annotations) == 0 {
 		return
@@ -90,17 +90,19 @@ func liftLocality(e *endpoint.Endpoint) {
 		e.Health = h
 		delete(e.Annotations, annHealth)
 	}
-	e.Region = liftName(e.Annotations, annRegion, "region")
-	e.Zone = liftName(e.Annotations, annZone, "zone")
+	e.Region = liftName(e.Annotations, annRegion)
+	e.Zone = liftName(e.Annotations, annZone)
 	if len(e.Annotations) == 0 {
 		e.Annotations = nil // as a payload without annotations reads
 	}
 }
 
-// liftName removes and returns m[k] if it is a valid name; else it leaves m alone.
-func liftName(m map[string]string, k, field string) string {
+// liftName removes and returns m[k] if a read accepts it as a place name
+// (endpoint.ReadablePlace, the rule every backend reads region and zone by); else it
+// leaves m alone.
+func liftName(m map[string]string, k string) string {
 	v, ok := m[k]
-	if !ok || endpoint.ValidateName(field, v) != nil {
+	if !ok || !endpoint.ReadablePlace(v) {
 		return ""
 	}
 	delete(m, k)

@@ -30,7 +30,8 @@ func decoders() map[string]func([]byte) (endpoint.Endpoint, error) {
 
 // TestLocalityReadLiberally: how a reader treats the reserved annotations it finds,
 // by either decoder. Any health is lifted, one it does not know as unhealthy; a
-// region or zone that is not a valid name stays an ordinary annotation; other keys
+// region or zone is lifted when a read accepts it (endpoint.ReadablePlace: any
+// printable name without spaces), else it stays an ordinary annotation; other keys
 // under the prefix stay too; top-level region, zone and health are not read.
 func TestLocalityReadLiberally(t *testing.T) {
 	const head = `{"cluster":"c","service":"s","protocol":"p","address":"10.0.0.1","port":80,"priority":1`
@@ -48,6 +49,8 @@ func TestLocalityReadLiberally(t *testing.T) {
 			endpoint.Endpoint{}},
 		{"region not a name", `,"annotations":{"endpoint.switchboard.dev/region":"9 bad","endpoint.switchboard.dev/zone":"z"}}`,
 			endpoint.Endpoint{Zone: "z", Annotations: map[string]string{annRegion: "9 bad"}}},
+		{"another writer's place names", `,"annotations":{"endpoint.switchboard.dev/region":"dc1.eu","endpoint.switchboard.dev/zone":"1"}}`,
+			endpoint.Endpoint{Region: "dc1.eu", Zone: "1"}},
 		{"empty zone", `,"annotations":{"endpoint.switchboard.dev/zone":""}}`,
 			endpoint.Endpoint{Annotations: map[string]string{annZone: ""}}},
 		{"other reserved key", `,"annotations":{"endpoint.switchboard.dev/weight":"3"}}`,
