@@ -110,7 +110,9 @@ func (s *Service) UnregisterEndpoint(ctx context.Context, req *aetherregistrarv1
 		if _, ok := ips[e.Address]; !ok {
 			continue
 		}
-		if node != "" && (e.Node != node || !s.reg.Accepts(e.Cluster)) || node == "" && e.Cluster != s.reg.Cluster() {
+		// Any cluster a registration may name; with the caller's node known, only
+		// that node's own endpoints.
+		if !s.reg.Accepts(e.Cluster) || node != "" && e.Node != node {
 			continue
 		}
 		ops = append(ops, registry.Op{Kind: registry.OpUnregister, Endpoint: e.Key().Endpoint()})

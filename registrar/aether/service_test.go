@@ -115,7 +115,10 @@ func TestUnregisterWithoutAuthorization(t *testing.T) {
 	if err := unregister(f, "web", "172.17.0.2"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"unregister east/web/http/172.17.0.2:80", "unregister east/web/http/172.17.0.2:81"}
+	// Every cluster the registrar accepts, as a registration may name any of them
+	// (west); not one it only watches (north).
+	want := []string{"unregister east/web/http/172.17.0.2:80", "unregister east/web/http/172.17.0.2:81",
+		"unregister west/web/http/172.17.0.2:82", "unregister west/web/http/172.17.0.2:83"}
 	if got := f.written(); !slices.Equal(got, want) {
 		t.Fatalf("the unregister wrote\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
