@@ -76,6 +76,12 @@ type Store struct {
 type fence struct {
 	key string
 	rev int64
+	// term ends with the leadership (Lead's context, or Follow): a commit still in
+	// flight then is abandoned (commit), so that a leader cut off from etcd — whose
+	// Txn may hang on a connection that delivers nothing — does not hold the cache's
+	// lock, and with it every reconciler, past the end of its term.
+	term context.Context
+	end  context.CancelFunc
 }
 
 var _ store.Store = (*Store)(nil)
@@ -209,21 +215,31 @@ func (s *Store) watch(ctx context.Context) {
 
 // Lead makes this store the leader's: it re-reads etcd (the cache may be a
 // standby's, or older than the previous leader's last writes) and from then on makes
-// every write conditional on the election key still existing with createRev.
+// every write conditional on the election key still existing with createRev. The
+// leadership lasts until ctx ends (the term's context) or Follow: a write in flight
+// then fails with ErrNotLeader rather than wait for etcd.
 func (s *Store) Lead(ctx context.Context, key string, createRev int64) error {
 	if err := s.reload(ctx); err != nil {
 		return fmt.Errorf("etcd store: load on taking the lead: %w", err)
 	}
+	term, end := context.WithCancel(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fence = &fence{key: key, rev: createRev}
+	if s.fence != nil {
+		s.fence.end()
+	}
+	s.fence = &fence{key: key, rev: createRev, term: term, end: end}
 	return nil
 }
 
-// Follow drops the leadership: writes are refused again and reads re-read etcd.
+// Follow drops the leadership: writes are refused again, those in flight are
+// abandoned, and reads re-read etcd.
 func (s *Store) Follow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fence != nil {
+		s.fence.end()
+	}
 	s.fence, s.stale = nil, true
 }
 

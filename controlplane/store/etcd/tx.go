@@ -115,6 +115,17 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	}
 	var cmps []clientv3.Cmp
 	if f != nil {
+		// A leader's write does not outlive its term: when the term ends (the
+		// elector's deadline passed, or Follow), the Txn is abandoned and the cache's
+		// lock released. Should the abandoned Txn still reach etcd, late, the compare
+		// below refuses it once the election key is gone.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(f.term, stop)()
+		if f.term.Err() != nil {
+			return fmt.Errorf("%w: the term this write was fenced on has ended", ErrNotLeader)
+		}
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(f.key), "=", f.rev))
 	} else if s.require {
 		return fmt.Errorf("%w: this replica is a standby and does not write", ErrNotLeader)
@@ -154,6 +165,9 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		// The outcome is unknown: the Txn may have been applied. Re-read before the
 		// next write.
 		s.markStale()
+		if f != nil && f.term.Err() != nil {
+			return fmt.Errorf("%w: the term ended with this write in flight (%d keys; fenced on the term should it still arrive): %w", ErrNotLeader, len(ops), err)
+		}
 		return fmt.Errorf("etcd store: commit %d keys: %w", len(ops), err)
 	}
 	if !resp.Succeeded {
