@@ -21,7 +21,10 @@
 // process of its own: undecoded, generated client, client.ListAll), direct (agents on
 // the backend directly versus through one registrar) and page (the web page's first
 // view at -snapshot-endpoints endpoints, and the fan-out's p99 with the page open
-// beside it without).
+// beside it without) and, only when named, slowbackend (backend writes slowed to 2 s
+// each for -slow-window while agents write, a lister lists and a watcher watches:
+// reads against an unslowed window, the write queue's depth against its bound,
+// writes refused with RESOURCE_EXHAUSTED, acknowledged writes lost; slowbackend.go).
 //
 // Benchmark watchers decode only what they measure (event type and address), so the
 // numbers are the registrar's, not the cost of 1,000 agents decoding on the same two

@@ -92,6 +92,7 @@ func main() {
 	flag.StringVar(&etcdDirFlag, "etcd-dir", "", "internal: the etcd child's data directory")
 	flag.StringVar(&wayFlag, "way", "", "internal: how the list scenario's child lists (undecoded, generated or client)")
 	flag.StringVar(&childProfile, "child-cpuprofile", "", "write a CPU profile of the watchers' child process here")
+	flag.DurationVar(&slowWindow, "slow-window", slowWindow, "slowbackend: how long backend writes are slowed, and the length of the unslowed window compared with it")
 	transport.register(flag.CommandLine)
 	flag.Parse()
 	fatalIf(transport.check())
@@ -197,6 +198,8 @@ func run(o options) error {
 		"direct":   func() ([]result, error) { return directVsRegistrar(ctx, e, o) },
 		"scoped":   func() ([]result, error) { return scoped(ctx, e, o) },
 		"page":     func() ([]result, error) { return pageScenario(ctx, e, o) },
+		// slowbackend: not in the default set (it takes 70 s); slowbackend.go.
+		"slowbackend": func() ([]result, error) { return slowBackendScenario(ctx, e, o) },
 	}
 	before, err := hostspeed.Measure()
 	if err != nil {
