@@ -44,8 +44,9 @@ type Options struct {
 	WriteTimeout time.Duration
 	// ShutdownTimeout bounds the removals made on shutdown; default 5s.
 	ShutdownTimeout time.Duration
-	// Region and Zone are the node's locality, given to every entry that names none
-	// (localize); empty: none.
+	// Region and Zone are the node's locality, given to the entries that name none
+	// (localize: one naming a zone takes no region, one in another region no zone);
+	// empty: none.
 	Region, Zone string
 	// DrainGrace is how long, on shutdown, the entries clients route to stay
 	// published as Draining before they are removed, so that clients move their new

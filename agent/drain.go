@@ -12,15 +12,17 @@ import (
 // Locality and draining (docs/agent.md, "Locality and draining").
 
 // localize gives the entry the node's region and zone where it names none. An
-// entry placed in another region takes no zone from the node: a zone lies in one
-// region, and the node's would place the entry in two.
+// entry that names a zone takes no region from the node, and one placed in another
+// region takes no zone from it: a zone lies in one region, and the node's need not
+// be the entry's zone's (zone us-east-1a on an eu-west node) nor the node's zone
+// the entry's region's.
 func (l *loop) localize(me manifest.Entry) manifest.Entry {
 	ep := &me.Endpoint
-	if ep.Zone == "" && (ep.Region == "" || ep.Region == l.opts.Region) {
+	switch {
+	case ep.Region == "" && ep.Zone == "":
+		ep.Region, ep.Zone = l.opts.Region, l.opts.Zone
+	case ep.Zone == "" && ep.Region == l.opts.Region:
 		ep.Zone = l.opts.Zone
-	}
-	if ep.Region == "" {
-		ep.Region = l.opts.Region
 	}
 	return me
 }
@@ -32,10 +34,10 @@ const (
 	drainFailed    = "failed"    // the Draining write failed: removed at once
 )
 
-// drain runs before the removal on shutdown: it publishes the entries clients route
-// to again as Draining, through the same publisher as every write, so that xDS and
-// DNS clients stop sending them new work, then waits DrainGrace for the work they
-// have to finish. The removal follows (shutdown), so clients never see an entry
+// drain runs before the removal on shutdown: it publishes the entries clients may
+// route to again as Draining, through the same publisher as every write, so that
+// xDS and DNS clients stop sending them new work, then waits DrainGrace for the work
+// they have to finish. The removal follows (shutdown), so clients never see an entry
 // vanish while they still send it requests. Nothing to drain, or no grace, means no
 // wait. ctx is already done: the write has a deadline of its own.
 func (l *loop) drain(ctx context.Context) {
@@ -43,7 +45,8 @@ func (l *loop) drain(ctx context.Context) {
 	if _, noop := l.pub.(NoopPublisher); noop || grace <= 0 {
 		return // no registry, no client to tell
 	}
-	ops := l.drainable()
+	known, unsure := l.drainable()
+	ops := append(known, unsure...)
 	if len(ops) == 0 {
 		return
 	}
@@ -52,8 +55,17 @@ func (l *loop) drain(ctx context.Context) {
 	defer l.opts.Metrics.setDraining(false)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ShutdownTimeout)
 	err := l.publish(wctx, ops, "drain") // tracing.go
-	cancel()
 	l.opts.Metrics.write("drain", len(ops), err)
+	if err != nil && len(unsure) > 0 && len(known) > 0 && wctx.Err() == nil {
+		// An entry whose register never landed may be one the registry refuses: it
+		// must not keep the registered ones from draining. Within the same deadline.
+		l.log.Warn("draining: the write failed, trying again with the registered entries only",
+			"entries", len(known), "left_out", len(unsure), "err", err)
+		ops = known
+		err = l.publish(wctx, ops, "drain")
+		l.opts.Metrics.write("drain", len(ops), err)
+	}
+	cancel()
 	if err != nil {
 		// Clients were not told: waiting would only delay the removal.
 		l.log.Warn("draining failed: removing the entries at once", "entries", len(ops), "err", err)
@@ -69,19 +81,49 @@ func (l *loop) drain(ctx context.Context) {
 	}
 }
 
-// drainable is a Draining register for each entry that clients may be routing to:
-// registered, healthy, and not left behind on shutdown (KeepOnShutdown: pods stay
-// routable through an agent restart, so they are not drained either).
-func (l *loop) drainable() []registry.Op {
-	var ops []registry.Op
-	for _, e := range l.entries {
-		if e.registered && !e.m.KeepOnShutdown && e.written.Health.Routable() {
-			d := e.written.Clone()
-			d.Health = endpoint.Draining
-			ops = append(ops, registry.Register(d))
+// drainable is a Draining register for each entry that shutdown removes (it may be
+// in the registry) and that clients may route to; entries left behind on shutdown
+// (KeepOnShutdown: pods stay routable through an agent restart) are not drained
+// either. known are the registered entries, the manifest's and those that left it
+// (orphans) alike; unsure are those never known to be registered whose register
+// failed: it may have landed (a lost reply) or not (a refusal). Each is a Draining
+// copy of the last register the registry took (known), or of the last one sent
+// (unsure). Where a later register of a registered entry failed, the registry may
+// hold either; both carry its key, and the one known to be taken is the safer to
+// send again.
+func (l *loop) drainable() (known, unsure []registry.Op) {
+	add := func(e *entry) {
+		if !e.maybe || !e.mayRoute() {
+			return
+		}
+		if e.registered {
+			known = append(known, registry.Register(draining(e.written)))
+		} else {
+			unsure = append(unsure, registry.Register(draining(e.sent)))
 		}
 	}
-	return ops
+	for _, e := range l.entries {
+		if !e.m.KeepOnShutdown {
+			add(e)
+		}
+	}
+	for _, e := range l.orphans {
+		add(e)
+	}
+	return known, unsure
+}
+
+// mayRoute reports whether clients may route to what the registry holds of e: the
+// last successful register, or the last one sent, which may have landed since.
+func (e *entry) mayRoute() bool {
+	return e.sent.Health.Routable() || (e.registered && e.written.Health.Routable())
+}
+
+// draining is a copy of ep published as Draining.
+func draining(ep endpoint.Endpoint) endpoint.Endpoint {
+	d := ep.Clone()
+	d.Health = endpoint.Draining
+	return d
 }
 
 // waitGrace waits for the grace period to run out, or for SkipDrain.

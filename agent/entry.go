@@ -27,6 +27,7 @@ type entry struct {
 	// remove it.
 	registered, maybe bool
 	written           endpoint.Endpoint // what the last successful register wrote
+	sent              endpoint.Endpoint // what the last register attempted, landed or not
 	refreshAt         time.Time         // zero: no refresh due (no TTL, or not registered)
 	retryAt           time.Time         // after a failed write: not before this
 	failures          int

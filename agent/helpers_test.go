@@ -49,6 +49,7 @@ type recorder struct {
 	ops  []registry.Op
 	dead atomic.Bool // writes fail and reach nothing: the process is gone
 	fail atomic.Int32
+	lose atomic.Int32 // writes land but their reply is lost: the caller sees an error
 }
 
 var errUnreachable = errors.New("registry unreachable")
@@ -64,10 +65,32 @@ func (p *recorder) Apply(ctx context.Context, ops []registry.Op) error {
 	p.mu.Lock()
 	p.ops = append(p.ops, ops...)
 	p.mu.Unlock()
-	if p.r == nil {
-		return nil
+	var err error
+	if p.r != nil {
+		err = p.r.Apply(ctx, ops)
 	}
-	return p.r.Apply(ctx, ops)
+	if err == nil && p.lose.Load() > 0 {
+		p.lose.Add(-1)
+		return errUnreachable
+	}
+	return err
+}
+
+// drained reports whether k was written as Draining and, after that, removed.
+func (p *recorder) drained(k endpoint.Key) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := false
+	for _, op := range p.ops {
+		switch {
+		case op.Endpoint.Key() != k:
+		case op.Kind == registry.OpRegister && op.Endpoint.Health == endpoint.Draining:
+			seen = true
+		case op.Kind == registry.OpUnregister && seen:
+			return true
+		}
+	}
+	return false
 }
 
 // count returns how many ops of kind were written for key.

@@ -282,7 +282,8 @@ func TestPageShowsWhyACheckCannotStart(t *testing.T) {
 }
 
 // TestPageShowsLocalityAndHealth: the page shows each entry's place, the node's when
-// the entry names none, and a health the manifest sets.
+// the entry names none (and only its own zone when it names one), and a health the
+// manifest sets.
 func TestPageShowsLocalityAndHealth(t *testing.T) {
 	plain := ep("web", "10.0.0.1", 80, 0)
 	drained := ep("api", "10.0.0.2", 80, 0)
@@ -297,8 +298,8 @@ func TestPageShowsLocalityAndHealth(t *testing.T) {
 	if e := got["web"]; e.Region != "eu-west" || e.Zone != "eu-west-1a" || e.Health != "healthy" {
 		t.Errorf("web: %q/%q %q; want the node's place, healthy", e.Region, e.Zone, e.Health)
 	}
-	if e := got["api"]; e.Region != "eu-west" || e.Zone != "eu-west-1b" || e.Health != "draining" {
-		t.Errorf("api: %q/%q %q; want its own zone in the node's region, draining", e.Region, e.Zone, e.Health)
+	if e := got["api"]; e.Region != "" || e.Zone != "eu-west-1b" || e.Health != "draining" {
+		t.Errorf("api: %q/%q %q; want its own zone and no region (naming a zone, it takes none from the node), draining", e.Region, e.Zone, e.Health)
 	}
 	if page := get(t, base+"/ui"); !strings.Contains(page, `data-health="draining"`) || !strings.Contains(page, "eu-west / eu-west-1a") {
 		t.Error("the page shows neither the draining entry nor the node's place")

@@ -57,7 +57,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	stop := func() error {
+		// Not ready from the signal on: a probe under way may take its timeout (and
+		// an exec check's WaitDelay) to end.
+		l.setNotReady("shutting down")
+		stopChecks()
+		l.checks.Wait()
+		l.drain(ctx)
+		return l.shutdown(ctx)
+	}
 	for {
+		if ctx.Err() != nil {
+			// Checked before each pass, the first included: a write made now, through
+			// a publisher that ignores ctx, would only be drained and removed again.
+			return stop()
+		}
 		if r, sources := a.takePending(); r != nil || sources != nil {
 			l.reload(r, sources)
 		}
@@ -66,10 +80,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		timer.Reset(l.nextWake(time.Now()))
 		select {
 		case <-ctx.Done():
-			stopChecks()
-			l.checks.Wait()
-			l.drain(ctx)
-			return l.shutdown(ctx)
+			return stop()
 		case r := <-l.results:
 			l.observe(r)
 		case <-a.wake:
@@ -148,7 +159,7 @@ func (l *loop) setEntries(all []sourced) {
 			prev := cmp.Or(e, l.orphans[k])
 			ne := newEntry(se.m)
 			if prev != nil {
-				ne.registered, ne.maybe, ne.written = prev.registered, prev.maybe, prev.written
+				ne.registered, ne.maybe, ne.written, ne.sent = prev.registered, prev.maybe, prev.written, prev.sent
 			}
 			e = ne
 			l.startChecks(e)

@@ -92,6 +92,7 @@ func (l *loop) apply(ctx context.Context, batch []write, now time.Time) {
 		ops[i] = w.op
 		if w.op.Kind == registry.OpRegister {
 			w.e.maybe = true // from now on the registry may hold it, whatever the outcome
+			w.e.sent = w.op.Endpoint
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, l.opts.WriteTimeout)

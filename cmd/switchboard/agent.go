@@ -51,8 +51,9 @@ re-publishes them before their TTL runs out, removes an entry as soon as a check
 (unless --remove-on-unhealthy=false), and removes everything it registered on SIGTERM:
 first it publishes its entries again as draining, so that xDS and DNS clients send
 them no new work, and waits --drain-grace (a second SIGTERM cuts the wait short).
---region and --zone place the node: every entry that names no region or zone of
-its own is published in them.
+--region and --zone place the node: every entry that names neither a region nor a
+zone of its own is published in them; one that names only its region, the node's,
+takes the node's zone; one that names a zone takes no region from the node.
 Without --registry-backend it runs with a no-op publisher: the same manifest works on
 nodes with and without a registry.
 
@@ -96,8 +97,8 @@ live (--ui=false turns it off).`,
 	fl.DurationVar(&f.resync, "resync-interval", 5*time.Minute, "re-publish entries without a TTL this often while healthy, in case the registry lost them")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long removing the entries may take on shutdown")
 	fl.DurationVar(&f.drainGrace, "drain-grace", defaultDrainGrace, "on SIGTERM, keep the entries published as draining this long before removing them; a second SIGTERM cuts it short (0: remove at once)")
-	fl.StringVar(&f.region, "region", "", "the node's region, given to every entry that names none (a name, like a service's)")
-	fl.StringVar(&f.zone, "zone", "", "the node's zone, given to every entry that names none (a name, like a service's)")
+	fl.StringVar(&f.region, "region", "", "the node's region, given to every entry that names neither region nor zone (a name, like a service's)")
+	fl.StringVar(&f.zone, "zone", "", "the node's zone, given to every entry that names no zone and no other region (a name, like a service's)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9102", "address serving /metrics, /healthz and /readyz (empty: off)")
 	fl.BoolVar(&f.ui, "ui", true, "serve the agent's read-only web page at /ui, beside /metrics")
 	f.discovery.register(fl)
@@ -110,6 +111,11 @@ live (--ui=false turns it off).`,
 }
 
 func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error {
+	// Signals count from here, before anything that may take time (tracing, the
+	// registry's dial, the discovery servers): a first SIGTERM during any of them
+	// still counts, and the second then cuts the grace period short.
+	skip, stopSkip := secondSignal()
+	defer stopSkip()
 	if err := f.validate(); err != nil {
 		return err
 	}
@@ -175,8 +181,6 @@ func runAgent(ctx context.Context, a *app, bf *backendFlags, f agentFlags) error
 	cfg.Reload = reload
 	stop := forwardSignal(ctx, syscall.SIGHUP, reload)
 	defer stop()
-	skip, stopSkip := secondSignal()
-	defer stopSkip()
 	cfg.Agent.SkipDrain = skip
 	return agent.Run(ctx, cfg)
 }
@@ -258,11 +262,12 @@ const defaultDrainGrace = 5 * time.Second
 
 // secondSignal returns a channel closed on the second SIGTERM or interrupt: main's
 // signal.NotifyContext turns the first into the end of the command's context, and a
-// second one cuts the agent's grace period short. Counting from the start needs no
-// guess at which signal ended the context: in the binary only a signal does.
+// second one cuts the agent's grace period short. Counting from the start (runAgent
+// calls it first) needs no guess at which signal ended the context: in the binary
+// only a signal does.
 func secondSignal() (<-chan struct{}, func()) {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	notifyStop(sigs)
 	skip, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		for n := 1; ; n++ {
@@ -279,6 +284,9 @@ func secondSignal() (<-chan struct{}, func()) {
 	}()
 	return skip, func() { signal.Stop(sigs); close(done) }
 }
+
+// notifyStop relays SIGTERM and interrupts to c (a test replaces it).
+var notifyStop = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
 
 // forwardSignal turns sig into sends on ch until ctx ends or stop is called.
 func forwardSignal(ctx context.Context, sig os.Signal, ch chan<- struct{}) (stop func()) {

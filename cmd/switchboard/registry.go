@@ -156,7 +156,8 @@ func newLookupCmd(a *app) *cobra.Command {
 		Use:   "lookup",
 		Short: "List the endpoints that match a filter, sorted by address then port",
 		Example: `  switchboard registry lookup --service web -o json
-  switchboard registry lookup --service web --zone eu-west-1a --health healthy`,
+  switchboard registry lookup --service web --zone eu-west-1a --health healthy
+  switchboard registry lookup --service web --region eu-west`,
 		Args: cobra.NoArgs,
 	}
 	filterFlags(cmd, &f)
@@ -370,10 +371,10 @@ func writeJSON(w io.Writer, eps []endpoint.Endpoint) error {
 
 func writeTable(w io.Writer, eps []endpoint.Endpoint) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tSERVICE\tPROTOCOL\tADDRESS\tPORT\tPRIORITY\tTTL\tZONE\tHEALTH\tNODE")
+	fmt.Fprintln(tw, "CLUSTER\tSERVICE\tPROTOCOL\tADDRESS\tPORT\tPRIORITY\tTTL\tREGION\tZONE\tHEALTH\tNODE")
 	for _, e := range eps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.Cluster, e.Service, e.Protocol, e.Address, e.Port, e.Priority,
-			orDash(e.TTL.String()), orDash(e.Zone), e.Health, e.Node)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", e.Cluster, e.Service, e.Protocol, e.Address, e.Port, e.Priority,
+			orDash(e.TTL.String()), orDash(e.Region), orDash(e.Zone), e.Health, e.Node)
 	}
 	return tw.Flush()
 }
@@ -386,14 +387,15 @@ func orDash(s string) string {
 	return s
 }
 
-// localityFilter selects by zone and health, which endpoint.Filter does not hold,
-// among what the backend lists: the backends index neither.
+// localityFilter selects by region, zone and health, which endpoint.Filter does not
+// hold, among what the backend lists: the backends index none of them.
 type localityFilter struct {
-	zone, health string
-	h            endpoint.Health
+	region, zone, health string
+	h                    endpoint.Health
 }
 
 func (lf *localityFilter) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&lf.region, "region", "", "only endpoints in this region, as stored (empty or * = any)")
 	cmd.Flags().StringVar(&lf.zone, "zone", "", "only endpoints in this zone, as stored (empty or * = any)")
 	cmd.Flags().StringVar(&lf.health, "health", "", "only endpoints in this state: healthy, draining or unhealthy (empty or * = any)")
 	completeHealth(cmd)
@@ -408,11 +410,13 @@ func completeHealth(cmd *cobra.Command) {
 var healthNames = []string{endpoint.Healthy.String(), endpoint.Draining.String(), endpoint.Unhealthy.String()}
 
 // parse checks the flags, so that a typo is reported instead of matching nothing.
-// The zone is held to the read rules, not the name rules: a backend may hold a zone
-// another writer stored (Azure's "1").
+// The region and zone are held to the read rules, not the name rules: a backend may
+// hold a place another writer stored (Azure's zone "1", a region "dc1.eu").
 func (lf *localityFilter) parse() error {
-	if !endpoint.Any(lf.zone) && (len(lf.zone) > 253 || strings.ContainsFunc(lf.zone, unicode.IsSpace) || endpoint.HasControl(lf.zone)) {
-		return usagef("--zone %q: want at most 253 printable characters without spaces", lf.zone)
+	for _, l := range [...]struct{ flag, value string }{{"region", lf.region}, {"zone", lf.zone}} {
+		if !endpoint.Any(l.value) && (len(l.value) > 253 || strings.ContainsFunc(l.value, unicode.IsSpace) || endpoint.HasControl(l.value)) {
+			return usagef("--%s %q: want at most 253 printable characters without spaces", l.flag, l.value)
+		}
 	}
 	if endpoint.Any(lf.health) {
 		return nil
@@ -426,12 +430,13 @@ func (lf *localityFilter) parse() error {
 
 // apply keeps the endpoints that match, in their order.
 func (lf localityFilter) apply(eps []endpoint.Endpoint) []endpoint.Endpoint {
-	if endpoint.Any(lf.zone) && endpoint.Any(lf.health) {
+	if endpoint.Any(lf.region) && endpoint.Any(lf.zone) && endpoint.Any(lf.health) {
 		return eps
 	}
 	out := eps[:0]
 	for _, e := range eps {
-		if (endpoint.Any(lf.zone) || e.Zone == lf.zone) && (endpoint.Any(lf.health) || e.Health == lf.h) {
+		if (endpoint.Any(lf.region) || e.Region == lf.region) && (endpoint.Any(lf.zone) || e.Zone == lf.zone) &&
+			(endpoint.Any(lf.health) || e.Health == lf.h) {
 			out = append(out, e)
 		}
 	}

@@ -78,6 +78,64 @@ func TestRegistryZoneAndHealth(t *testing.T) {
 	}
 }
 
+// TestRegistryRegion: `registry lookup` shows each endpoint's region in a column of
+// its own and filters by it, as it does by zone.
+func TestRegistryRegion(t *testing.T) {
+	f := startNATS(t)
+	for _, r := range []struct{ addr, region, zone string }{
+		{"10.0.0.1", "eu-west", "eu-west-1a"}, {"10.0.0.2", "us-east", "us-east-1a"}, {"10.0.0.3", "", ""},
+	} {
+		args := []string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http",
+			"--address", r.addr, "--port", "80", "--region", r.region, "--zone", r.zone}
+		if _, errOut, code := run(t, append(args, f.flags...)...); code != 0 {
+			t.Fatalf("register %s: exit %d: %s", r.addr, code, errOut)
+		}
+	}
+	lookup := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append(append([]string{"registry", "lookup", "--service", "web"}, args...), f.flags...)...)
+		if code != 0 {
+			t.Fatalf("lookup %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	table := lookup()
+	header, rows, _ := strings.Cut(table, "\n")
+	if cols := strings.Fields(header); !slices.Contains(cols, "REGION") || slices.Index(cols, "REGION") > slices.Index(cols, "ZONE") {
+		t.Fatalf("table header %q lacks REGION before ZONE", header)
+	}
+	for _, want := range [][]string{{"10.0.0.1", "eu-west", "eu-west-1a"}, {"10.0.0.2", "us-east", "us-east-1a"}, {"10.0.0.3", "-", "-"}} {
+		if !hasRow(rows, want...) {
+			t.Errorf("table lacks a row with %v:\n%s", want, table)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want []string // addresses
+	}{
+		{[]string{"--region", "eu-west"}, []string{"10.0.0.1"}},
+		{[]string{"--region", "us-east", "--zone", "us-east-1a"}, []string{"10.0.0.2"}},
+		{[]string{"--region", "us-east", "--zone", "eu-west-1a"}, nil},
+		{[]string{"--region", "dc1.eu"}, nil}, // a region only another writer could store is a valid filter
+		{[]string{"--region", "*"}, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+	} {
+		var eps []endpoint.Endpoint
+		if err := json.Unmarshal([]byte(lookup(append(c.args, "-o", "json")...)), &eps); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range eps {
+			got = append(got, e.Address)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("lookup %v -o json = %v, want %v", c.args, got, c.want)
+		}
+	}
+	if out := lookup("--region", "us-east"); !hasRow(out, "10.0.0.2", "us-east") || hasRow(out, "10.0.0.1") {
+		t.Errorf("lookup --region us-east, table:\n%s", out)
+	}
+}
+
 // hasRow reports whether a line of the table holds every cell of want.
 func hasRow(table string, want ...string) bool {
 	for _, line := range strings.Split(table, "\n") {
@@ -105,6 +163,7 @@ func TestRegistryLocalityUsageErrors(t *testing.T) {
 	}{
 		{"lookup health", []string{"registry", "lookup", "--registry-backend", "memory", "--health", "sick"}, `--health: invalid endpoint: health "sick"`},
 		{"lookup zone", []string{"registry", "lookup", "--registry-backend", "memory", "--zone", "eu west"}, `--zone "eu west": want at most 253 printable characters without spaces`},
+		{"lookup region", []string{"registry", "lookup", "--registry-backend", "memory", "--region", "eu west"}, `--region "eu west": want at most 253 printable characters without spaces`},
 		{"register health", append(slices.Clone(reg), "--health", "sick"), `--health: invalid endpoint: health "sick"`},
 		{"register zone", append(slices.Clone(reg), "--zone", "eu.west"), `zone "eu.west"`},
 		{"register region", append(slices.Clone(reg), "--region", "-x"), `region "-x"`},
@@ -136,7 +195,7 @@ func TestRegistryHealthCompletion(t *testing.T) {
 // TestRegistryHelpNamesLocalityFlags: --help documents the new flags.
 func TestRegistryHelpNamesLocalityFlags(t *testing.T) {
 	for cmd, flags := range map[string][]string{
-		"lookup":   {"--zone", "--health"},
+		"lookup":   {"--region", "--zone", "--health"},
 		"register": {"--region", "--zone", "--health"},
 	} {
 		out, _, code := run(t, "registry", cmd, "--help")
