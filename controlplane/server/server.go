@@ -189,6 +189,9 @@ func (s *Server) buildServers() error {
 	// With tracing on, calls get server spans, but not the nodes' control
 	// channels: a stream open for as long as the node runs.
 	sopts = append(sopts, tracing.ServerOptions("/"+controllerv1.ControllerService_ServiceDesc.ServiceName+"/")...)
+	// Keepalive both ways: a silent node's stream ends within seconds, and the
+	// nodes' own pings are admitted.
+	sopts = append(sopts, southbound.ServerOptions()...)
 	// Stop waits for stream handlers, so no disconnect is processed after the store
 	// closes.
 	s.sgrpc = grpc.NewServer(append(sopts, grpc.WaitForHandlers(true), s.southboundGate())...)

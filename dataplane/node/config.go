@@ -27,6 +27,14 @@ const (
 	DefaultLinkGrace          = 10 * time.Second
 	DefaultPublishWait        = 100 * time.Millisecond
 	DefaultDialTimeout        = 5 * time.Second
+	// DefaultKeepaliveInterval and DefaultKeepaliveTimeout are a link's gRPC keepalive
+	// when its client configuration (the control plane's links.keepalive_interval and
+	// links.keepalive_timeout) gives none, and a peering's: a connection that reads
+	// nothing for the interval is pinged, and closed when the ping is not answered
+	// within the timeout, so a link whose path goes silent breaks within their sum.
+	// gRPC pings no more often than every 10 s: a shorter interval is raised to that.
+	DefaultKeepaliveInterval = 10 * time.Second
+	DefaultKeepaliveTimeout  = 5 * time.Second
 	// ServiceName is the registry service every node registers itself under, with its
 	// group as the cluster, so that the nodes of a group find each other.
 	ServiceName = "switchboard-node"

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/keepalive"
+
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
@@ -56,6 +58,8 @@ type conn struct {
 	kind     connKind
 	endpoint string // the endpoint dialed (out), the dialer's node id (in)
 	dialed   string // in: the endpoint the dialer dialed (what a claim reports)
+	// keepalive: out, the gRPC keepalive of the conn's connection (linkKeepalive).
+	keepalive keepalive.ClientParameters
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,7 +95,7 @@ func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
 	ctx, cancel := context.WithCancel(n.ctx)
 	c := &conn{
 		n: n, kind: kind, endpoint: endpoint, linkID: linkID, remote: remote,
-		ctx: ctx, cancel: cancel,
+		keepalive: linkKeepalive(0, 0), ctx: ctx, cancel: cancel,
 		msgs: make(chan qmsg, n.cfg.QueueLen),
 		wake: make(chan struct{}, 1),
 		out:  map[dataplane.Name]*interest{},

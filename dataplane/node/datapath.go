@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
@@ -32,6 +34,24 @@ const (
 // a link.
 type linkConfig struct {
 	Segments []string `json:"segments"`
+	// Go duration strings (controlplane.ClientConfig); empty: the node's defaults.
+	KeepaliveInterval string `json:"keepalive_interval"`
+	KeepaliveTimeout  string `json:"keepalive_timeout"`
+}
+
+// keepalive is the link's gRPC keepalive (linkKeepalive).
+func (lc linkConfig) keepalive() (keepalive.ClientParameters, error) {
+	var d [2]time.Duration
+	for i, v := range []string{lc.KeepaliveInterval, lc.KeepaliveTimeout} {
+		if v == "" {
+			continue
+		}
+		var err error
+		if d[i], err = time.ParseDuration(v); err != nil {
+			return keepalive.ClientParameters{}, fmt.Errorf("keepalive: %w", err)
+		}
+	}
+	return linkKeepalive(d[0], d[1]), nil
 }
 
 // Connect dials endpoint for link linkID. It returns once the first stream is up (or
@@ -47,14 +67,18 @@ func (n *Node) Connect(ctx context.Context, linkID, endpoint string, config json
 			return 0, fmt.Errorf("link %s: config: %w", linkID, err)
 		}
 	}
+	ka, err := lc.keepalive()
+	if err != nil {
+		return 0, fmt.Errorf("link %s: config: %w", linkID, err)
+	}
 	c := n.newConn(linkOut, linkID, endpoint, "")
+	c.keepalive = ka
 	c.setSegments(lc.Segments)
 	n.addConn(c)
 	first := make(chan error, 1)
 	n.wg.Go(func() { n.dialLoop(c, first) })
 	t := time.NewTimer(n.cfg.DialTimeout)
 	defer t.Stop()
-	var err error
 	select {
 	case err = <-first:
 	case <-t.C:
@@ -70,9 +94,10 @@ func (n *Node) Connect(ctx context.Context, linkID, endpoint string, config json
 }
 
 // dialLoop keeps a dialed conn's stream up until the conn closes. first, when not nil,
-// gets the outcome of the first attempt, which is not retried.
+// gets the outcome of the first attempt, which is not retried. A connection whose
+// keepalive ping goes unanswered breaks the stream, as a closed one does.
 func (n *Node) dialLoop(c *conn, first chan<- error) {
-	cc, err := grpc.NewClient(c.endpoint, n.dialOpt...)
+	cc, err := grpc.NewClient(c.endpoint, slices.Concat(n.dialOpt, []grpc.DialOption{grpc.WithKeepaliveParams(c.keepalive)})...)
 	if err != nil {
 		if first != nil {
 			first <- err

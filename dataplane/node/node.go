@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
@@ -132,12 +134,39 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// minPingInterval is the most often the node's server admits a client's keepalive
+// pings: at most the shortest interval gRPC clients ping at (10 s).
+const minPingInterval = 5 * time.Second
+
+// controlKeepalive is the keepalive of the node's connection to the control plane,
+// whose southbound admits pings every 5 s (controlplane/southbound.ServerOptions).
+var controlKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
+
+// linkKeepalive is the keepalive of a dialed link or peering: the link's client
+// configuration's, DefaultKeepaliveInterval/DefaultKeepaliveTimeout where it gives
+// none. An interval below gRPC's 10 s minimum is raised to it.
+func linkKeepalive(interval, timeout time.Duration) keepalive.ClientParameters {
+	if interval <= 0 {
+		interval = DefaultKeepaliveInterval
+	}
+	if timeout <= 0 {
+		timeout = DefaultKeepaliveTimeout
+	}
+	return keepalive.ClientParameters{Time: max(interval, 10*time.Second), Timeout: timeout, PermitWithoutStream: true}
+}
+
 // msgLimit is the gRPC message size limit: a whole batch of the largest messages.
 func (n *Node) msgLimit() int { return n.cfg.MaxMessageBytes + maxBatchBytes + 64<<10 }
 
 func (n *Node) grpcServer() *grpc.Server {
 	opts := append(serverOptions(), grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit()),
-		grpc.ChainUnaryInterceptor(n.unaryClientCheck), grpc.ChainStreamInterceptor(n.streamClientCheck))
+		grpc.ChainUnaryInterceptor(n.unaryClientCheck), grpc.ChainStreamInterceptor(n.streamClientCheck),
+		// The accepting end of a link pings too, so that it notices a silent dialer.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: DefaultKeepaliveInterval, Timeout: DefaultKeepaliveTimeout}),
+		// Admit the dialers' pings: gRPC's default policy refuses pings more often than
+		// every 5 minutes and closes the connection (ENHANCE_YOUR_CALM). gRPC clients
+		// ping at most every 10 s.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minPingInterval, PermitWithoutStream: true}))
 	if n.cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.ServerTLS)))
 	}
@@ -166,6 +195,9 @@ func (n *Node) newController() error {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	// A control plane that goes silent (its stream open, nothing delivered) ends the
+	// stream within controlKeepalive's Time + Timeout; the controller reconnects.
+	opts = slices.Concat(opts, []grpc.DialOption{grpc.WithKeepaliveParams(controlKeepalive)})
 	ctrl, err := dataplane.New(dataplane.Config{
 		NodeID: n.cfg.NodeID, Group: n.cfg.Group,
 		Details: []dataplane.ConnectionDetails{{Endpoint: n.cfg.Endpoint, ExternalEndpoint: n.cfg.ExternalEndpoint}},
