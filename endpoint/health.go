@@ -37,6 +37,20 @@ func (h Health) Valid() bool { return int(h) < len(healthNames) }
 // Routable reports whether readers that route should send new work to the endpoint.
 func (h Health) Routable() bool { return h == Healthy }
 
+// Rank orders states from the most routable: 0 healthy, 1 draining (it finishes the
+// work it has), 2 unhealthy and any state this release does not know. Readers that
+// must pick one of several copies of an address, or give one state to several
+// entries, keep the lowest or the highest.
+func (h Health) Rank() int {
+	switch h {
+	case Healthy:
+		return 0
+	case Draining:
+		return 1
+	}
+	return 2
+}
+
 // ParseHealth reads a state's name, case-insensitively; "" is Healthy.
 func ParseHealth(s string) (Health, error) {
 	if s == "" {

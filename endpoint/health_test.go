@@ -69,6 +69,9 @@ func TestLocalityValidation(t *testing.T) {
 	if !Healthy.Routable() || Draining.Routable() || Unhealthy.Routable() {
 		t.Fatal("only Healthy is routable")
 	}
+	if Healthy.Rank() != 0 || Draining.Rank() != 1 || Unhealthy.Rank() != 2 || Health(9).Rank() != 2 {
+		t.Fatal("Rank: healthy 0, draining 1, unhealthy and unknown 2")
+	}
 }
 
 // TestLocalityJSON: the payload carries region, zone and health by name, leaves them

@@ -296,9 +296,6 @@ type addrState struct {
 	health endpoint.Health
 }
 
-// healthRank orders health from most to least routable.
-var healthRank = map[endpoint.Health]int{endpoint.Healthy: 0, endpoint.Draining: 1, endpoint.Unhealthy: 2}
-
 func addressStates(eps []endpoint.Endpoint) map[netip.Addr]addrState {
 	out := make(map[netip.Addr]addrState, len(eps))
 	for _, e := range eps {
@@ -310,7 +307,7 @@ func addressStates(eps []endpoint.Endpoint) map[netip.Addr]addrState {
 		if st.zone == "" {
 			st.zone = e.Zone
 		}
-		if healthRank[e.Health] > healthRank[st.health] {
+		if e.Health.Rank() > st.health.Rank() {
 			st.health = e.Health
 		}
 		out[a] = st

@@ -314,22 +314,10 @@ func distinctAddresses(eps []endpoint.Endpoint) []endpoint.Endpoint {
 
 // preferredCopy reports whether a is to be served rather than b, of one address.
 func preferredCopy(a, b endpoint.Endpoint) bool {
-	if ra, rb := routability(a.Health), routability(b.Health); ra != rb {
+	if ra, rb := a.Health.Rank(), b.Health.Rank(); ra != rb {
 		return ra < rb
 	}
 	return endpoint.Compare(a, b) < 0
-}
-
-// routability orders health states from the most routable: healthy, draining (it
-// finishes its work), then unhealthy and any state this agent does not know.
-func routability(h endpoint.Health) int {
-	switch h {
-	case endpoint.Healthy:
-		return 0
-	case endpoint.Draining:
-		return 1
-	}
-	return 2
 }
 
 // healthStatus is an endpoint's EDS health. Endpoints that take no new work stay in
