@@ -137,6 +137,7 @@ func (s *state) takeBatch() []batchOp {
 		}
 		p.dirty, p.next = false, 0
 		out = append(out, batchOp{op: p.op, id: p.id, traces: p.traces})
+		s.expectEcho(k, p.op, p.id)
 		p.traces = nil
 	}
 	s.dirty = s.dirty[:0]
@@ -157,6 +158,7 @@ func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permane
 		p := s.pending[k]
 		current := p != nil && p.id == b.id
 		if failed[k] {
+			s.forgetEcho(k, b.id)
 			if p != nil && !permanent && b.traces != nil {
 				// The batch that writes the key next persists these writes too.
 				p.traces = addTraces(b.traces, p.traces...) // tracing.go
@@ -175,6 +177,7 @@ func (s *state) batchDone(batch []batchOp, failed map[endpoint.Key]bool, permane
 		}
 		s.gen++
 		s.stamps[k] = s.gen
+		s.echoConfirmed(k, b.id, s.gen)
 		if b.op.Kind == registry.OpRegister {
 			s.backend[k] = b.op.Endpoint
 		} else {

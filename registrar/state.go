@@ -39,6 +39,10 @@ type state struct {
 	stamps map[endpoint.Key]uint64
 	gen    uint64
 	syncs  map[uint64]int
+	// echoes are our writes whose echo the live change feed has not delivered
+	// yet, per key, oldest first (echo.go).
+	echoes   map[endpoint.Key][]echo
+	feedLive bool
 
 	pending map[endpoint.Key]*pend
 	// accepted orders the pending keys by the version they are protected from;
@@ -116,6 +120,7 @@ func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
 		backend:   map[endpoint.Key]endpoint.Endpoint{},
 		stamps:    map[endpoint.Key]uint64{},
 		syncs:     map[uint64]int{},
+		echoes:    map[endpoint.Key][]echo{},
 		pending:   map[endpoint.Key]*pend{},
 		parts:     newPartition(),
 		maxQueue:  maxQueue,

@@ -75,6 +75,7 @@ func (y *syncer) firstReadByFeed(ctx context.Context) bool {
 // (registrar_change_feed_live).
 func (y *syncer) setLive(live bool) {
 	y.live.Store(live)
+	y.s.setFeedLive(live)
 	y.m.feedLive.Set(map[bool]float64{true: 1}[live])
 }
 

@@ -31,6 +31,7 @@ func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
 	}
 	s.mu.Lock()
 	defer s.unlock()
+	s.dropEchoesBefore(start)
 	for k := range s.backend {
 		if _, ok := fresh[k]; !ok && s.stamps[k] <= start {
 			delete(s.backend, k)
@@ -91,6 +92,9 @@ func (s *state) applyEvent(ev registry.Event) {
 	k := ev.Endpoint.Key()
 	s.mu.Lock()
 	defer s.unlock()
+	if s.superseded(ev) {
+		return // the backend view holds the later write already
+	}
 	s.gen++
 	s.stamps[k] = s.gen
 	switch ev.Type {
