@@ -112,9 +112,9 @@ func (s *system) openDirect(ctx context.Context, within time.Duration) (registry
 	params := map[string]string{}
 	switch s.backend {
 	case "etcd":
-		params["etcd-endpoints"] = s.store.addr
+		params["etcd-endpoints"] = s.backendURLs()
 	case "jetstream":
-		params["nats-url"] = s.store.addr
+		params["nats-url"] = s.backendURLs()
 	}
 	deadline := time.Now().Add(within)
 	for {

@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -34,11 +36,17 @@ func childMain(args []string) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("child "+args[0], flag.ContinueOnError)
-	dir := fs.String("dir", "", "data directory (etcd, nats)")
-	port := fs.Int("port", 0, "client port (etcd, nats)")
-	peerPort := fs.Int("peer-port", 0, "peer port (etcd)")
+	var c member
+	fs.StringVar(&c.dir, "dir", "", "data directory (etcd, nats)")
+	fs.IntVar(&c.port, "port", 0, "client port (etcd, nats)")
+	fs.IntVar(&c.peerPort, "peer-port", 0, "peer port (etcd), route port (nats)")
+	fs.StringVar(&c.host, "host", "127.0.0.1", "address to serve on (etcd, nats)")
+	fs.StringVar(&c.name, "name", "soak", "member name (etcd, nats)")
+	fs.StringVar(&c.peers, "peers", "", "the cluster: name=host:peerport,... of every member, this one too (etcd, nats); empty: a cluster of one")
 	backend := fs.String("backend", "", "registry backend name (registrar)")
-	backendURL := fs.String("backend-url", "", "registry backend address (registrar)")
+	backendURL := fs.String("backend-url", "", "registry backend addresses, comma-separated (registrar)")
+	replicas := fs.Int("replicas", 1, "stream replicas (registrar on jetstream)")
+	proxied := fs.Bool("proxied", false, "reach each backend address through a proxy of its own, poisoned on orders read from stdin (registrar)")
 	listen := fs.String("listen", "", "gRPC address (registrar)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -46,9 +54,17 @@ func childMain(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ps := newProxies()
+	defer ps.close()
 	go func() {
-		// The parent never writes; EOF means it closed the pipe or died.
-		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		// The parent writes only orders for the proxies; EOF means it closed the
+		// pipe or died.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if err := ps.command(sc.Text()); err != nil {
+				log.Error("order failed", "err", err)
+			}
+		}
 		log.Info("stdin closed: stopping")
 		cancel()
 		// A graceful stop that hangs must not keep an orphan alive.
@@ -57,11 +73,17 @@ func childMain(args []string) int {
 	var err error
 	switch args[0] {
 	case "etcd":
-		err = runEtcd(ctx, log, *dir, *port, *peerPort)
+		err = runEtcd(ctx, log, c)
 	case "nats":
-		err = runNATS(ctx, log, *dir, *port)
+		err = runNATS(ctx, log, c)
 	case "registrar":
-		err = runRegistrar(ctx, log, *backend, *backendURL, *listen)
+		urls := strings.Split(*backendURL, ",")
+		if *proxied {
+			if urls, err = proxyAll(ps, urls); err != nil {
+				break
+			}
+		}
+		err = runRegistrar(ctx, log, *backend, urls, *replicas, *listen)
 	default:
 		err = fmt.Errorf("unknown child %q", args[0])
 	}
@@ -72,21 +94,37 @@ func childMain(args []string) int {
 	return 0
 }
 
+// member is a backend member's flags.
+type member struct {
+	dir, host, name, peers string
+	port, peerPort         int
+}
+
 // runEtcd serves one etcd member with fsync on, on fixed ports and a fixed data
 // directory, so that a restart after SIGKILL recovers from the same WAL.
-func runEtcd(ctx context.Context, log *slog.Logger, dir string, port, peerPort int) error {
-	client := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
-	peer := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(peerPort)}
-	scratch := filepath.Join(dir, "scratch") // embedetcd makes a directory per start here
+func runEtcd(ctx context.Context, log *slog.Logger, m member) error {
+	client := url.URL{Scheme: "http", Host: net.JoinHostPort(m.host, strconv.Itoa(m.port))}
+	peer := url.URL{Scheme: "http", Host: net.JoinHostPort(m.host, strconv.Itoa(m.peerPort))}
+	initial := m.name + "=" + peer.String()
+	if m.peers != "" {
+		var parts []string
+		for _, p := range strings.Split(m.peers, ",") {
+			name, addr, _ := strings.Cut(p, "=")
+			parts = append(parts, name+"=http://"+addr)
+		}
+		initial = strings.Join(parts, ",")
+	}
+	scratch := filepath.Join(m.dir, "scratch") // embedetcd makes a directory per start here
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
 	}
 	c, err := embedetcd.Start(ctx, embedetcd.Options{Dir: scratch, Fsync: true, Configure: func(cfg *embed.Config) {
-		cfg.Name = "soak"
-		cfg.Dir = filepath.Join(dir, "member")
+		cfg.Name = m.name
+		cfg.Dir = filepath.Join(m.dir, "member")
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-		cfg.InitialCluster = "soak=" + peer.String()
+		cfg.InitialCluster = initial
+		cfg.InitialClusterToken = "soak"
 	}})
 	if err != nil {
 		return err
@@ -99,9 +137,19 @@ func runEtcd(ctx context.Context, log *slog.Logger, dir string, port, peerPort i
 }
 
 // runNATS serves one nats-server with JetStream (file storage) on a fixed port and
-// store directory.
-func runNATS(ctx context.Context, log *slog.Logger, dir string, port int) error {
-	s, err := embednats.Start(ctx, embednats.Options{Name: "soak", Host: "127.0.0.1", Port: port, StoreDir: dir, Logger: log.With("nats", "server")})
+// store directory; with peers, a node of a JetStream cluster that tells clients of
+// no other node, so that they keep to the URLs (the proxies) they were given.
+func runNATS(ctx context.Context, log *slog.Logger, m member) error {
+	o := embednats.Options{Name: m.name, Host: m.host, Port: m.port, StoreDir: m.dir, Logger: log.With("nats", "server"), StartTimeout: time.Minute}
+	if m.peers != "" {
+		co := &embednats.ClusterOptions{Name: "soak", Port: m.peerPort, NoAdvertise: true}
+		for _, p := range strings.Split(m.peers, ",") {
+			_, addr, _ := strings.Cut(p, "=")
+			co.Routes = append(co.Routes, addr)
+		}
+		o.Cluster = co
+	}
+	s, err := embednats.Start(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -112,17 +160,36 @@ func runNATS(ctx context.Context, log *slog.Logger, dir string, port int) error 
 	return nil
 }
 
+// proxyAll puts a proxy of ps in front of each URL (scheme://host:port) and
+// returns the URLs of the proxies.
+func proxyAll(ps *proxies, urls []string) ([]string, error) {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		scheme, addr, ok := strings.Cut(u, "://")
+		if !ok {
+			return nil, fmt.Errorf("backend URL %q: want scheme://host:port", u)
+		}
+		listen, err := ps.add("backend-"+strconv.Itoa(i), "127.0.0.1:0", addr)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = scheme + "://" + listen
+	}
+	return out, nil
+}
+
 // runRegistrar serves one registrar replica of cluster "east". Opening the backend is
 // retried: a replica restarted while the backend is down waits for it, as a pod
 // restarted by its orchestrator would keep trying.
-func runRegistrar(ctx context.Context, log *slog.Logger, backend, backendURL, listen string) error {
+func runRegistrar(ctx context.Context, log *slog.Logger, backend string, urls []string, replicas int, listen string) error {
 	params := map[string]string{}
 	switch backend {
 	case "etcd":
-		params["etcd-endpoints"] = backendURL
+		params["etcd-endpoints"] = strings.Join(urls, ",")
 		params["etcd-dial-timeout"] = "3s"
 	case "jetstream":
-		params["nats-url"] = backendURL
+		params["nats-url"] = strings.Join(urls, ",")
+		params["replicas"] = strconv.Itoa(replicas)
 	default:
 		return fmt.Errorf("backend %q: want etcd or jetstream", backend)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,8 @@ type fault struct {
 	lane    string
 	kind    faultKind
 	targets []int // registrar replica or node indexes
+	member  int   // the backend member a backend fault hits (0 of 1 without the network nemesis)
+	latency int   // a slow link's, in milliseconds
 	at      time.Duration
 	hold    time.Duration
 }
@@ -51,6 +54,7 @@ type faultRecord struct {
 	fault
 	target     string
 	start, end time.Duration // actual, from the soak's start
+	dropped    int64         // packets a cut dropped
 	err        string
 }
 
@@ -63,8 +67,8 @@ type laneSpec struct {
 	maxCount map[faultKind]int // how many targets the kind takes at most
 }
 
-func lanes() []laneSpec {
-	return []laneSpec{
+func lanes(network bool) []laneSpec {
+	ls := []laneSpec{
 		{
 			name:    "registry",
 			gap:     [2]time.Duration{2 * time.Second, 8 * time.Second},
@@ -90,13 +94,26 @@ func lanes() []laneSpec {
 			maxCount: map[faultKind]int{killDPNodes: 3},
 		},
 	}
+	if network {
+		ls = append(ls, networkLane())
+	}
+	return ls
+}
+
+// shape is what a schedule is planned for: the counts of registrar replicas, backend
+// members and data-plane nodes, and whether the network nemesis runs.
+type shape struct {
+	replicas, members, nodes int
+	network                  bool
 }
 
 // plan draws every lane's schedule for duration from seed; gapScale stretches (> 1)
-// or shrinks (< 1) the gaps between faults. It depends on nothing but its arguments.
-func plan(seed uint64, duration time.Duration, replicas, nodes int, gapScale float64) [][]fault {
+// or shrinks (< 1) the gaps between faults. It depends on nothing but its arguments,
+// and without the network nemesis it draws what it drew before there was one.
+func plan(seed uint64, duration time.Duration, sh shape, gapScale float64) [][]fault {
+	replicas, nodes := sh.replicas, sh.nodes
 	var out [][]fault
-	for i, l := range lanes() {
+	for i, l := range lanes(sh.network) {
 		l.gap[0] = time.Duration(float64(l.gap[0]) * gapScale)
 		l.gap[1] = time.Duration(float64(l.gap[1]) * gapScale)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
@@ -113,12 +130,41 @@ func plan(seed uint64, duration time.Duration, replicas, nodes int, gapScale flo
 			case killDPNodes:
 				f.targets = rng.Perm(nodes)[:2+rng.IntN(l.maxCount[k]-1)]
 			}
+			if sh.members > 1 {
+				drawNetwork(rng, &f, sh)
+			}
 			fs = append(fs, f)
 			t += f.hold + between(l.gap)
 		}
 		out = append(out, fs)
 	}
 	return out
+}
+
+// drawNetwork draws the targets of the network nemesis's faults, and the member a
+// backend fault hits when there are several.
+func drawNetwork(rng *rand.Rand, f *fault, sh shape) {
+	switch f.kind {
+	case killBackend, freezeBackend, killBoth, isolateMember:
+		f.member = rng.IntN(sh.members)
+	case partition, oneWayCut:
+		// Any two of the members, the registrars and the soak's namespace (the
+		// agents), which is index members+replicas; the agents talk to no member,
+		// so a pair of the two becomes the agents and a registrar.
+		host := sh.members + sh.replicas
+		p := rng.Perm(host + 1)[:2]
+		for i, j := range [2]int{1, 0} {
+			if p[i] == host && p[j] < sh.members {
+				p[j] = sh.members + p[j]%sh.replicas
+			}
+		}
+		f.targets = p
+	case registrarFromBackend, registrarFromAgents:
+		f.targets = []int{rng.IntN(sh.replicas)}
+	case slowLink, lossyLink, narrowLink:
+		f.targets = []int{rng.IntN(sh.replicas), rng.IntN(2)}
+		f.latency = 150 + rng.IntN(750)
+	}
 }
 
 func pick(rng *rand.Rand, kinds []faultKind, weights []int) faultKind {
@@ -142,6 +188,10 @@ type injector struct {
 	start time.Time
 	log   *slog.Logger
 	q     *quiet // registry faults in progress, for the sampler
+	// calming is set while the registry lane holds a calm window; the network lane
+	// starts no fault meanwhile, and the window starts once the network fault in
+	// progress (netBusy) has healed, so that the sampler gets its quiet.
+	calming, netBusy atomic.Bool
 
 	mu      sync.Mutex
 	records []faultRecord
@@ -172,12 +222,13 @@ func (in *injector) runLane(stop context.Context, fs []fault) {
 			case <-time.After(wait):
 			}
 		}
-		if stop.Err() != nil {
+		if !in.settle(stop, f) {
 			return
 		}
 		r := faultRecord{fault: f, target: in.s.describe(f), start: time.Since(in.start)}
 		in.log.Info("fault", "lane", f.lane, "kind", f.kind, "target", r.target, "hold", f.hold.Round(time.Millisecond))
-		if f.lane == "registry" && f.kind != calm {
+		registry := (f.lane == "registry" || f.lane == "network") && f.kind != calm
+		if registry {
 			in.q.begin()
 		}
 		err := in.s.inject(f)
@@ -187,9 +238,17 @@ func (in *injector) runLane(stop context.Context, fs []fault) {
 			case <-time.After(f.hold):
 			}
 		}
-		err = errors.Join(err, in.s.heal(f))
-		if f.lane == "registry" && f.kind != calm {
+		dropped, herr := in.s.heal(f)
+		err = errors.Join(err, herr)
+		r.dropped = dropped
+		if registry {
 			in.q.end()
+		}
+		if f.kind == calm {
+			in.calming.Store(false)
+		}
+		if f.lane == "network" {
+			in.netBusy.Store(false)
 		}
 		r.end = time.Since(in.start)
 		if err != nil {
@@ -198,6 +257,30 @@ func (in *injector) runLane(stop context.Context, fs []fault) {
 		}
 		in.record(r)
 	}
+}
+
+// settle holds a network fault back while a calm window is on, and a calm window
+// until no network fault is under way; it reports false once stop ends.
+func (in *injector) settle(stop context.Context, f fault) bool {
+	var wait func() bool
+	switch {
+	case f.lane == "network":
+		wait = func() bool { return in.calming.Load() }
+	case f.kind == calm:
+		in.calming.Store(true)
+		wait = func() bool { return in.netBusy.Load() }
+	}
+	for wait != nil && wait() {
+		select {
+		case <-stop.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if f.lane == "network" {
+		in.netBusy.Store(true)
+	}
+	return stop.Err() == nil
 }
 
 // watchChildren reports children that die without being killed, and restarts them.
@@ -233,6 +316,9 @@ func formatFaults(rs []faultRecord) string {
 		fmt.Fprintf(&b, "  %8s → %8s  %-12s %-20s %s", r.start.Round(10*time.Millisecond), r.end.Round(10*time.Millisecond), r.lane, r.kind, r.target)
 		if r.kind != crashed {
 			fmt.Fprintf(&b, " (planned at %s, hold %s)", r.at.Round(10*time.Millisecond), r.hold.Round(10*time.Millisecond))
+		}
+		if cutKinds[r.kind] {
+			fmt.Fprintf(&b, " dropped %d packets", r.dropped)
 		}
 		if r.err != "" {
 			fmt.Fprintf(&b, " ERROR: %s", r.err)

@@ -43,6 +43,7 @@ type options struct {
 	ttl          time.Duration
 	checkTimeout time.Duration
 	keep         bool
+	network      bool // the network nemesis: namespaces, three backend members, cuts and toxic links
 	sabotage     bool
 	replayFlags  string // the other flags given, for the replay line
 	gapScale     float64
@@ -53,7 +54,7 @@ func main() {
 		os.Exit(childMain(os.Args[2:]))
 	}
 	var o options
-	var backend, level string
+	var backend, level, nemesisFlag string
 	var seed int64
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "how long faults are injected")
 	flag.Int64Var(&seed, "seed", 0, "seed of the fault schedule and the agents' writes (0: from the clock; printed)")
@@ -68,6 +69,7 @@ func main() {
 	flag.DurationVar(&o.ttl, "ttl", time.Minute, "TTL of every registration (whole seconds; 0: none); agents refresh each key every ttl/4")
 	flag.BoolVar(&o.sabotage, "sabotage", false, "check the checker: behind everyone's back, delete one expected endpoint from the backend and add a stray connection to a datapath before the final check; the run must FAIL")
 	flag.Float64Var(&o.gapScale, "fault-gap-scale", 1, "multiplies the gaps between the faults of a lane (0.25: four times as many faults)")
+	flag.StringVar(&nemesisFlag, "nemesis", "crash", "crash: processes killed, frozen and restarted; network: that, and each process in a network namespace of its own with three backend members, partitions, one-way cuts and slow or lossy links (needs root, ip and iptables)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (data and logs) even when it passes")
 	flag.StringVar(&level, "log-level", "info", "console log level: debug, info, warn, error")
 	flag.Parse()
@@ -84,6 +86,18 @@ func main() {
 		o.backends = []string{backend}
 	default:
 		fmt.Fprintf(os.Stderr, "--backend %q: want jetstream, etcd or both\n", backend)
+		os.Exit(2)
+	}
+	switch nemesisFlag {
+	case "crash":
+	case "network":
+		if why := networkUsable(); why != "" {
+			fmt.Fprintln(os.Stderr, "--nemesis network:", why)
+			os.Exit(2)
+		}
+		o.network = true
+	default:
+		fmt.Fprintf(os.Stderr, "--nemesis %q: want crash or network\n", nemesisFlag)
 		os.Exit(2)
 	}
 	if o.replicas < 2 || o.agents < 1 || o.keys < 1 || o.watchers < 1 || o.edges < 1 || o.perGroup < 1 || o.duration <= 0 || o.gapScale <= 0 {
@@ -137,7 +151,7 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 			fmt.Printf("data and logs kept in %s\n", s.dir)
 		}
 	}()
-	schedule := plan(o.seed, o.duration, o.replicas, len(s.fleet.nodes), o.gapScale)
+	schedule := plan(o.seed, o.duration, shape{replicas: o.replicas, members: len(s.members), nodes: len(s.fleet.nodes), network: o.network}, o.gapScale)
 	s.start = time.Now()
 	q := &quiet{since: s.start}
 	in := &injector{s: s, start: s.start, log: log, q: q}
@@ -192,8 +206,24 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 	watchers.Wait()
 
 	pass = v.ok() && healErr == nil && s.oracle.unacked.Load() == 0 && len(sm.lost) == 0
-	report(o, backend, s, in.sorted(), stoppedAt, v, healErr, sm)
+	faults := in.sorted()
+	report(o, backend, s, faults, stoppedAt, v, healErr, sm)
+	if o.network && cutPackets(faults) == 0 {
+		pass = false
+		return false, fmt.Errorf("setup error: the network nemesis never cut a pair (no cut dropped a packet); the run tested nothing it is for")
+	}
 	return pass, nil
+}
+
+// cutPackets is how many packets the run's cuts dropped.
+func cutPackets(faults []faultRecord) int64 {
+	var n int64
+	for _, r := range faults {
+		if cutKinds[r.kind] {
+			n += r.dropped
+		}
+	}
+	return n
 }
 
 func report(o options, backend string, s *system, faults []faultRecord, stoppedAt time.Duration, v verdict, healErr error, sm *sampler) {
@@ -202,6 +232,9 @@ func report(o options, backend string, s *system, faults []faultRecord, stoppedA
 	fmt.Fprintf(&b, "\n==== soak: backend %s, seed %d, duration %s, %d registrars, %d agents × %d keys, %d watchers, %d DP nodes; %s, GOMAXPROCS %d\n",
 		backend, o.seed, o.duration, o.replicas, o.agents, o.keys, o.watchers, len(s.fleet.nodes), runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&b, "faults (%d; %s), stopped at %s:\n%s", len(faults), countFaults(faults), stoppedAt.Round(time.Millisecond), formatFaults(faults))
+	if o.network {
+		fmt.Fprintf(&b, "network nemesis: 3 backend members; cuts dropped %d packets in all\n", cutPackets(faults))
+	}
 	fmt.Fprintf(&b, "writes: %d Apply calls, %d failed and retried; %d ops acknowledged (register %d, refresh %d, unregister %d); %d never acknowledged\n",
 		or.attempts.Load(), or.failures.Load(), or.acks.Load(), or.byKind[opRegister].Load(), or.byKind[opRefresh].Load(), or.byKind[opUnregister].Load(), or.unacked.Load())
 	for _, a := range s.agents {

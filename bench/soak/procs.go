@@ -23,6 +23,8 @@ import (
 type proc struct {
 	name string
 	args []string
+	// wrap, when set, is the command that runs the child: ip netns exec NS.
+	wrap []string
 	log  string // stderr of every incarnation, appended
 	// ready bounds how long a start waits for the child's "ready" line.
 	ready time.Duration
@@ -74,7 +76,8 @@ func (p *proc) startOnce(wait time.Duration) error {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== %s start %d at %s\n", p.name, p.starts+1, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(self, p.args...)
+	argv := append(append(append([]string(nil), p.wrap...), self), p.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = logf
 	// Own process group: a ^C to the soak reaches the soak, which then closes every
 	// child's stdin, instead of killing children in the middle of a check. Pdeathsig
@@ -156,6 +159,18 @@ func (p *proc) kill() error {
 	}
 	_ = p.stdin.Close()
 	p.cmd = nil
+	return err
+}
+
+// order writes one line to the running incarnation's stdin (a registrar child
+// takes orders for its proxies there).
+func (p *proc) order(line string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	_, err := io.WriteString(p.stdin, line+"\n")
 	return err
 }
 

@@ -26,8 +26,9 @@ type system struct {
 	logDir  string
 	log     *slog.Logger
 
-	store      *proc   // the registry backend: etcd or nats-server
-	registrars []*proc // replicas of cluster "east"
+	members    []*proc  // the registry backend: etcd or nats-server, one or three members
+	registrars []*proc  // replicas of cluster "east"
+	net        *nemesis // nil unless the soak runs with the network nemesis (nemesis.go)
 	oracle     *oracle
 	agents     []*agent
 	watchers   []*watcher
@@ -50,35 +51,14 @@ func newSystem(o options, backend string, log *slog.Logger) (_ *system, err erro
 	if err := os.MkdirAll(s.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	// Restarts reuse the ports, so each child keeps its address.
-	ports, err := freeport.On("127.0.0.1", 2+o.replicas)
+	var addrs []string
+	if o.network {
+		addrs, err = s.startInNamespaces()
+	} else {
+		addrs, err = s.startOnLoopback()
+	}
 	if err != nil {
 		return nil, err
-	}
-	switch backend {
-	case "etcd":
-		s.store = newProc("etcd", s.logDir, 90*time.Second, "etcd", "-dir", filepath.Join(dir, "etcd"),
-			"-port", strconv.Itoa(ports[0]), "-peer-port", strconv.Itoa(ports[1]))
-	case "jetstream":
-		s.store = newProc("nats", s.logDir, 90*time.Second, "nats", "-dir", filepath.Join(dir, "nats"), "-port", strconv.Itoa(ports[0]))
-	default:
-		return nil, fmt.Errorf("backend %q: want etcd or jetstream", backend)
-	}
-	s.closers = append(s.closers, s.store.stop)
-	if err := s.store.start(); err != nil {
-		return nil, err
-	}
-	var addrs []string
-	for i := range o.replicas {
-		addr := "127.0.0.1:" + strconv.Itoa(ports[2+i])
-		p := newProc("registrar-"+strconv.Itoa(i), s.logDir, 90*time.Second, "registrar",
-			"-backend", backend, "-backend-url", s.store.addr, "-listen", addr)
-		s.registrars = append(s.registrars, p)
-		s.closers = append(s.closers, p.stop)
-		if err := p.start(); err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, addr)
 	}
 	clientLog := s.fileLogger("clients")
 	newClient := func(name string) (*client.Client, error) {
@@ -117,6 +97,53 @@ func newSystem(o options, backend string, log *slog.Logger) (_ *system, err erro
 	return s, nil
 }
 
+// startOnLoopback starts one backend server and the registrars on 127.0.0.1 and
+// returns the registrars' addresses.
+func (s *system) startOnLoopback() ([]string, error) {
+	// Restarts reuse the ports, so each child keeps its address.
+	ports, err := freeport.On("127.0.0.1", 2+s.o.replicas)
+	if err != nil {
+		return nil, err
+	}
+	var store *proc
+	switch s.backend {
+	case "etcd":
+		store = newProc("etcd", s.logDir, 90*time.Second, "etcd", "-dir", filepath.Join(s.dir, "etcd"),
+			"-port", strconv.Itoa(ports[0]), "-peer-port", strconv.Itoa(ports[1]))
+	case "jetstream":
+		store = newProc("nats", s.logDir, 90*time.Second, "nats", "-dir", filepath.Join(s.dir, "nats"), "-port", strconv.Itoa(ports[0]))
+	default:
+		return nil, fmt.Errorf("backend %q: want etcd or jetstream", s.backend)
+	}
+	s.members = []*proc{store}
+	s.closers = append(s.closers, store.stop)
+	if err := store.start(); err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for i := range s.o.replicas {
+		addr := "127.0.0.1:" + strconv.Itoa(ports[2+i])
+		p := newProc("registrar-"+strconv.Itoa(i), s.logDir, 90*time.Second, "registrar",
+			"-backend", s.backend, "-backend-url", store.addr, "-listen", addr)
+		s.registrars = append(s.registrars, p)
+		s.closers = append(s.closers, p.stop)
+		if err := p.start(); err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs, nil
+}
+
+// backendURLs is every member's client URL, comma-separated.
+func (s *system) backendURLs() string {
+	var urls []string
+	for _, m := range s.members {
+		urls = append(urls, m.addr)
+	}
+	return strings.Join(urls, ",")
+}
+
 // fileLogger logs warnings and errors of in-process components to a file of the
 // run's log directory, keeping the console for the soak's own account.
 func (s *system) fileLogger(name string) *slog.Logger {
@@ -139,22 +166,23 @@ func (s *system) close() {
 }
 
 func (s *system) procs() []*proc {
-	return append([]*proc{s.store}, s.registrars...)
+	return append(append([]*proc(nil), s.members...), s.registrars...)
 }
 
 func (s *system) describe(f fault) string {
+	if f.lane == "network" {
+		return s.describeNetwork(f)
+	}
 	var parts []string
 	switch f.kind {
 	case killRegistrar, freezeRegistrar:
 		parts = append(parts, s.registrars[f.targets[0]].name)
-	case freezeBackend:
-		parts = append(parts, s.store.name)
+	case freezeBackend, killBackend:
+		parts = append(parts, s.members[f.member].name)
 	case killAllRegistrars:
 		parts = append(parts, "every registrar")
-	case killBackend:
-		parts = append(parts, s.store.name)
 	case killBoth:
-		parts = append(parts, s.store.name, s.registrars[f.targets[0]].name)
+		parts = append(parts, s.members[f.member].name, s.registrars[f.targets[0]].name)
 	case stallWatcher:
 		parts = append(parts, "watcher-0")
 	case restartCP:
@@ -170,6 +198,9 @@ func (s *system) describe(f fault) string {
 }
 
 func (s *system) inject(f fault) error {
+	if f.lane == "network" {
+		return s.injectNetwork(f)
+	}
 	switch f.kind {
 	case killRegistrar:
 		return s.registrars[f.targets[0]].kill()
@@ -180,13 +211,13 @@ func (s *system) inject(f fault) error {
 		}
 		return errors.Join(errs...)
 	case killBackend:
-		return s.store.kill()
+		return s.members[f.member].kill()
 	case killBoth:
-		return errors.Join(s.store.kill(), s.registrars[f.targets[0]].kill())
+		return errors.Join(s.members[f.member].kill(), s.registrars[f.targets[0]].kill())
 	case freezeRegistrar:
 		return s.registrars[f.targets[0]].signal(syscall.SIGSTOP)
 	case freezeBackend:
-		return s.store.signal(syscall.SIGSTOP)
+		return s.members[f.member].signal(syscall.SIGSTOP)
 	case stallWatcher:
 		s.watchers[0].stall(24 * time.Hour) // until healed
 		return nil
@@ -207,21 +238,29 @@ func (s *system) inject(f fault) error {
 	return fmt.Errorf("unknown fault %s", f.kind)
 }
 
-func (s *system) heal(f fault) error {
+// heal undoes f, and reports how many packets it dropped when it was a cut.
+func (s *system) heal(f fault) (int64, error) {
+	if f.lane == "network" {
+		return s.healNetwork(f)
+	}
+	return 0, s.healCrash(f)
+}
+
+func (s *system) healCrash(f fault) error {
 	switch f.kind {
 	case killRegistrar:
 		return startIfDown(s.registrars[f.targets[0]])
 	case killAllRegistrars:
 		return s.startAll(s.registrars)
 	case killBackend:
-		return startIfDown(s.store)
+		return startIfDown(s.members[f.member])
 	case freezeRegistrar:
 		return s.registrars[f.targets[0]].signal(syscall.SIGCONT)
 	case freezeBackend:
-		return s.store.signal(syscall.SIGCONT)
+		return s.members[f.member].signal(syscall.SIGCONT)
 	case killBoth:
 		// Side by side: the registrar comes up first and waits for its backend.
-		return s.startAll([]*proc{s.registrars[f.targets[0]], s.store})
+		return s.startAll([]*proc{s.registrars[f.targets[0]], s.members[f.member]})
 	case stallWatcher:
 		s.watchers[0].unstall()
 		return nil
@@ -273,7 +312,11 @@ func (s *system) healAll() error {
 			_ = p.signal(syscall.SIGCONT) // a thaw of a process that is not frozen does nothing
 		}
 	}
-	errs := []error{startIfDown(s.store), s.startAll(s.registrars)}
+	var errs []error
+	if s.net != nil {
+		errs = append(errs, s.healNetworkAll())
+	}
+	errs = append(errs, s.startAll(s.members), s.startAll(s.registrars))
 	for _, w := range s.watchers {
 		w.unstall()
 	}

@@ -49,6 +49,10 @@ type ClusterOptions struct {
 	// Routes lists the route addresses (host:port or nats-route://host:port) of the
 	// cluster's nodes; this node's own address may be included.
 	Routes []string
+	// NoAdvertise keeps the server from telling clients the other nodes' client
+	// addresses: a client then reconnects only to the URLs it was given (a proxy in
+	// front of each node, say).
+	NoAdvertise bool
 }
 
 // Server is a running embedded nats-server.
@@ -128,7 +132,7 @@ func (o Options) serverOptions() (*server.Options, error) {
 		if host == "" {
 			host = o.Host
 		}
-		so.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: portOrRandom(c.Port)}
+		so.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: portOrRandom(c.Port), NoAdvertise: c.NoAdvertise}
 		for _, r := range c.Routes {
 			u, err := routeURL(r)
 			if err != nil {
