@@ -20,6 +20,13 @@ const (
 	DefaultMaxTxnOps   = 128
 )
 
+// keepAliveTime and keepAliveTimeout bound how long a silent connection to a member
+// lasts: a ping after 10 s without traffic, 5 s to answer it.
+const (
+	keepAliveTime    = 10 * time.Second
+	keepAliveTimeout = 5 * time.Second
+)
+
 // Options configure New.
 type Options struct {
 	// Endpoints are the etcd client URLs or host:port pairs; required.
@@ -84,10 +91,17 @@ func newDriver(ctx context.Context, o Options) (*driver, error) {
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   o.Endpoints,
 		DialTimeout: o.DialTimeout,
-		TLS:         o.TLS,
-		Username:    o.Username,
-		Password:    o.Password,
-		Logger:      zapLogger(o.Logger),
+		// A path to a member that goes silent (a partition; the member itself is
+		// fine) is never noticed without keepalives: a watch on it goes deaf and
+		// requests sent on it wait for their deadline, until the path heals. With
+		// them the connection is closed within 15 s and the client moves to another
+		// member. etcd admits pings every 5 s (--grpc-keepalive-min-time).
+		DialKeepAliveTime:    keepAliveTime,
+		DialKeepAliveTimeout: keepAliveTimeout,
+		TLS:                  o.TLS,
+		Username:             o.Username,
+		Password:             o.Password,
+		Logger:               zapLogger(o.Logger),
 	})
 	if err == nil {
 		err = probe(ctx, client, l.prefix, o.DialTimeout)

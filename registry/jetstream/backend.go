@@ -257,6 +257,9 @@ func options(cfg registry.Config) (Options, error) {
 	}, nil
 }
 
+// pingInterval is how often the connection to a server pings it (see Connect).
+const pingInterval = 5 * time.Second
+
 // Connect dials NATS with the connection parameters. The connection reconnects for
 // ever, logging each disconnect and reconnect.
 func Connect(cfg registry.Config) (*nats.Conn, error) {
@@ -268,6 +271,13 @@ func Connect(cfg registry.Config) (*nats.Conn, error) {
 		nats.Name("switchboard"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// nats.go pings every 2 minutes and allows 2 unanswered: a server whose
+		// path went silent (a partition; the server is fine) kept the connection
+		// for up to 6 minutes, writes timing out and watches hearing nothing. A
+		// ping every 5 s, 2 unanswered allowed, notices it within 15 s, and the
+		// client reconnects to another server of the cluster.
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("NATS disconnected", "error", err)
