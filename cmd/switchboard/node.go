@@ -17,6 +17,10 @@ type nodeOptions struct {
 	config       string
 	insecure     bool
 	peerIdentity string
+	// subQueueLen and slowConsumer override limits.subscriber_queue_len and
+	// limits.slow_consumer (0 and "": keep the file's).
+	subQueueLen  int
+	slowConsumer string
 }
 
 func newNodeCmd(a *app) *cobra.Command {
@@ -27,8 +31,9 @@ func newNodeCmd(a *app) *cobra.Command {
 		Long: `Run a data-plane node. It registers with the control plane, dials and accepts the
 links the control plane asks for (gRPC streams), forwards messages along the routes it
 installs, peers with the other nodes of its group (found through the registry), and
-serves local clients ('switchboard pub' and 'switchboard sub'). See docs/dataplane.md
-for the configuration file.
+serves local clients ('switchboard pub', 'sub' and 'req'). See docs/dataplane.md for
+the configuration file. A local subscriber that falls --subscriber-queue-len messages
+behind is cut off as a slow consumer (--slow-consumer drop keeps it and drops instead).
 
 Security. With mTLS (tls with ca_file, or spiffe_socket), a node that dials this one is
 who its certificate says: its SPIFFE ID is mapped to a group and a node id by
@@ -53,6 +58,8 @@ meant, and then logs a warning.`,
 	}
 	cmd.Flags().StringVar(&o.config, "config", "", "node configuration file (YAML)")
 	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow a plaintext listener on a non-loopback address (logged as a warning): anyone who reaches it can join the group as any node")
+	cmd.Flags().IntVar(&o.subQueueLen, "subscriber-queue-len", 0, fmt.Sprintf("messages queued for each local subscriber before it counts as a slow consumer (default %d; overrides limits.subscriber_queue_len)", node.DefaultSubscriberQueueLen))
+	cmd.Flags().StringVar(&o.slowConsumer, "slow-consumer", "", "what becomes of a subscriber whose queue is full: disconnect (cut it off with RESOURCE_EXHAUSTED; the default) or drop (keep it, drop the copies it has no room for); overrides limits.slow_consumer")
 	cmd.Flags().StringVar(&o.peerIdentity, "peer-identity-pattern", "", "regular expression with the groups (?P<group>...) and (?P<node>...) that maps a peer node's SPIFFE ID to its group and node id, with mTLS (default "+node.DefaultPeerIdentity+"; overrides peer_identity_pattern in the file)")
 	return cmd
 }
@@ -97,9 +104,29 @@ func loadNodeConfig(o nodeOptions) (*nodeconfig.File, error) {
 		}
 		file.PeerIdentityPattern = o.peerIdentity
 	}
+	if err := applyLimitFlags(file, o); err != nil {
+		return nil, err
+	}
 	file.AllowInsecureRemote = file.AllowInsecureRemote || o.insecure
 	if err := file.CheckListen(); err != nil {
 		return nil, usageError{err}
 	}
 	return file, nil
+}
+
+// applyLimitFlags sets the subscriber limits the flags give over the file's.
+func applyLimitFlags(file *nodeconfig.File, o nodeOptions) error {
+	if o.subQueueLen < 0 {
+		return usagef("--subscriber-queue-len %d: must not be negative", o.subQueueLen)
+	}
+	if o.subQueueLen > 0 {
+		file.Limits.SubscriberQueueLen = o.subQueueLen
+	}
+	if o.slowConsumer != "" {
+		if _, err := node.ParseSlowConsumerPolicy(o.slowConsumer); err != nil {
+			return usagef("--slow-consumer: %v", err)
+		}
+		file.Limits.SlowConsumer = o.slowConsumer
+	}
+	return nil
 }

@@ -26,6 +26,8 @@ type subLine struct {
 	HopsLeft  uint32    `json:"hops_left"`
 	Broadcast bool      `json:"broadcast,omitempty"`
 	Published time.Time `json:"published"`
+	// ReplyTo is set on a request: the token its answer carries.
+	ReplyTo string `json:"reply_to,omitempty"`
 }
 
 func newSubCmd(a *app) *cobra.Command {
@@ -33,6 +35,7 @@ func newSubCmd(a *app) *cobra.Command {
 		f      nodeClientFlags
 		output string
 		count  int
+		answer string
 	)
 	cmd := &cobra.Command{
 		Use:   "sub --node ADDR NAME",
@@ -41,7 +44,8 @@ func newSubCmd(a *app) *cobra.Command {
 node at --node and print each message as it arrives, until interrupted (or after
 --count messages). It exits 0 then; when the node ends the subscription (it shuts
 down, or the connection breaks) it exits 1 with a line that says so. With an instance id, the subscriber is that instance: it gets the
-messages sent to it and its share of those sent to the service.`,
+messages sent to it and its share of those sent to the service. With --reply, every
+request it receives ('switchboard req') is answered with the given message.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -52,7 +56,8 @@ messages sent to it and its share of those sent to the service.`,
 				return err
 			}
 			defer func() { _ = cc.Close() }()
-			st, err := nodev1.NewNodeServiceClient(cc).Subscribe(cmd.Context(), &nodev1.SubscribeRequest{Name: node.NameProto(name)})
+			client := nodev1.NewNodeServiceClient(cc)
+			st, err := client.Subscribe(cmd.Context(), &nodev1.SubscribeRequest{Name: node.NameProto(name)})
 			if err != nil {
 				return fmt.Errorf("subscribe %s: %w", name, err)
 			}
@@ -74,6 +79,13 @@ messages sent to it and its share of those sent to the service.`,
 					if err := printMessage(a, enc, output, m); err != nil {
 						return err
 					}
+					if answer != "" && m.GetReplyTo() != "" {
+						// A request that cannot be answered (its requester gave up) is no
+						// reason to stop subscribing.
+						if _, err := client.Respond(cmd.Context(), &nodev1.RespondRequest{ReplyTo: m.GetReplyTo(), Payload: []byte(answer)}); err != nil {
+							fmt.Fprintf(a.errOut, "answering a request to %s: %v\n", name, err)
+						}
+					}
 					if seen++; count > 0 && seen >= count {
 						return nil
 					}
@@ -83,6 +95,7 @@ messages sent to it and its share of those sent to the service.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (one object per line)")
+	cmd.Flags().StringVar(&answer, "reply", "", "answer every request received with this message")
 	cmd.Flags().IntVar(&count, "count", 0, "exit after this many messages (0: run until interrupted)")
 	return cmd
 }
@@ -95,7 +108,7 @@ func printMessage(a *app, enc *json.Encoder, output string, m *nodev1.Message) e
 	}
 	if output == "json" {
 		return enc.Encode(subLine{Name: n, Payload: string(m.GetPayload()), Origin: m.GetOrigin(), Seq: m.GetSeq(),
-			HopsLeft: m.GetTtl(), Broadcast: m.GetBroadcast(), Published: time.Unix(0, m.GetPublishedUnixNano()).UTC()})
+			HopsLeft: m.GetTtl(), Broadcast: m.GetBroadcast(), Published: time.Unix(0, m.GetPublishedUnixNano()).UTC(), ReplyTo: m.GetReplyTo()})
 	}
 	_, err := fmt.Fprintf(a.out, "%s from %s: %s\n", n, m.GetOrigin(), m.GetPayload())
 	return err

@@ -166,9 +166,27 @@ func (cs clientServer) Subscribe(req *nodev1.SubscribeRequest, s nodev1.NodeServ
 	return cs.n.deliverTo(s, sub)
 }
 
-// deliverTo streams sub's messages to its client in batches. A copy is done with
-// (its custody released) once its batch is sent, or dropped and counted.
+// deliverTo streams sub's messages to its client until either ends. The sending runs
+// on a goroutine of its own: a client that stops reading blocks it in SendMsg once
+// the stream's flow-control window is full, and when the node cuts such a subscriber
+// off, the handler must still return (ending the stream, which unblocks the sender).
 func (n *Node) deliverTo(s nodev1.NodeService_SubscribeServer, sub *localSub) error {
+	sent := make(chan error, 1)
+	go func() { sent <- n.sendLoop(s, sub) }()
+	select {
+	case err := <-sent:
+		return err
+	case <-sub.done:
+		if sub.err != nil {
+			return status.Error(codes.ResourceExhausted, sub.err.Error())
+		}
+		return <-sent
+	}
+}
+
+// sendLoop sends sub's messages in batches. A copy is done with (its custody
+// released) once its batch is sent, or dropped and counted.
+func (n *Node) sendLoop(s nodev1.NodeService_SubscribeServer, sub *localSub) error {
 	batch := make([]*msg, 0, maxDeliveryBatch)
 	held := make([]*custody, 0, maxDeliveryBatch)
 	out := &deliveryOut{}
@@ -180,15 +198,7 @@ func (n *Node) deliverTo(s nodev1.NodeService_SubscribeServer, sub *localSub) er
 			return nil
 		case q := <-sub.ch:
 			batch, held = append(batch[:0], q.m), append(held[:0], q.cu)
-		drain:
-			for len(batch) < maxDeliveryBatch {
-				select {
-				case q := <-sub.ch:
-					batch, held = append(batch, q.m), append(held, q.cu)
-				default:
-					break drain
-				}
-			}
+			batch, held = fillDelivery(sub, batch, held)
 			// Encoded by the codec within SendMsg, from the messages' wire form.
 			out.msgs = batch
 			err := s.SendMsg(out)
@@ -207,6 +217,23 @@ func (n *Node) deliverTo(s nodev1.NodeService_SubscribeServer, sub *localSub) er
 	}
 }
 
+// fillDelivery adds queued messages to a delivery batch, without waiting, up to the
+// batching bounds: by count, and by bytes, so that a batch of large messages stays
+// within the stream's message size limit.
+func fillDelivery(sub *localSub, batch []*msg, held []*custody) ([]*msg, []*custody) {
+	size := batch[0].wireSize()
+	for len(batch) < maxDeliveryBatch && size < maxBatchBytes {
+		select {
+		case q := <-sub.ch:
+			batch, held = append(batch, q.m), append(held, q.cu)
+			size += q.m.wireSize()
+		default:
+			return batch, held
+		}
+	}
+	return batch, held
+}
+
 func (cs clientServer) Unsubscribe(_ context.Context, req *nodev1.UnsubscribeRequest) (*nodev1.UnsubscribeResponse, error) {
 	if !cs.n.UnsubscribeLocal(req.GetSubscriptionId()) {
 		return nil, status.Errorf(codes.NotFound, "no subscription %d on node %s", req.GetSubscriptionId(), cs.n.id)
@@ -218,7 +245,8 @@ func (cs clientServer) Unsubscribe(_ context.Context, req *nodev1.UnsubscribeReq
 // ("org/ns/svc/7") is also one of the service ("org/ns/svc"): it takes messages sent
 // to its instance and its share of those sent to any instance.
 func (n *Node) SubscribeLocal(name dataplane.Name) *localSub {
-	s := &localSub{name: name, ch: make(chan qmsg, n.cfg.SubscriberQueueLen), done: make(chan struct{}), m: n.metrics.local}
+	s := &localSub{name: name, ch: make(chan qmsg, n.cfg.SubscriberQueueLen), done: make(chan struct{}), m: n.metrics.local,
+		policy: n.cfg.SlowConsumer, onSlow: n.cutOff, onRequest: n.paths.gaveTo}
 	n.annMu.Lock()
 	defer n.annMu.Unlock()
 	n.mu.Lock()
@@ -241,7 +269,21 @@ func namesOf(name dataplane.Name) []dataplane.Name {
 }
 
 // UnsubscribeLocal ends local subscription id; false when there is none.
-func (n *Node) UnsubscribeLocal(id uint64) bool {
+func (n *Node) UnsubscribeLocal(id uint64) bool { return n.endLocal(id, nil) }
+
+// cutOff ends a subscriber that does not keep up (SlowConsumerDisconnect).
+func (n *Node) cutOff(s *localSub) {
+	why := fmt.Errorf("slow consumer: subscription %d to %s fell %d messages behind (the subscriber queue bound, subscriber_queue_len) on node %s and was cut off",
+		s.id, s.name, cap(s.ch), n.id)
+	if n.endLocal(s.id, why) {
+		n.metrics.slowConsumers.Inc()
+		n.cfg.Logger.Warn("slow consumer cut off", "node", n.id, "subscription", s.id, "name", s.name.String(), "bound", cap(s.ch))
+	}
+}
+
+// endLocal ends local subscription id, why (nil: at the client's wish) telling its
+// client why; false when there is none.
+func (n *Node) endLocal(id uint64, why error) bool {
 	n.annMu.Lock()
 	defer n.annMu.Unlock()
 	n.mu.Lock()
@@ -255,7 +297,8 @@ func (n *Node) UnsubscribeLocal(id uint64) bool {
 		n.tab.removeLocal(nm, s)
 		n.changeOffer(nm, -1, 0)
 	}
-	s.end()
+	s.end(why)
+	n.subscriberLeft(s)
 	return true
 }
 

@@ -27,6 +27,11 @@ const (
 	DefaultLinkGrace          = 10 * time.Second
 	DefaultPublishWait        = 100 * time.Millisecond
 	DefaultDialTimeout        = 5 * time.Second
+	// DefaultRequestTimeout is how long a request waits for its answer when the caller
+	// gives no timeout; MaxRequestTimeout the longest it may wait, and so how long a
+	// node keeps the way back for a request it passed on.
+	DefaultRequestTimeout = 5 * time.Second
+	MaxRequestTimeout     = 2 * time.Minute
 	// DefaultKeepaliveInterval and DefaultKeepaliveTimeout are a link's gRPC keepalive
 	// when its client configuration (the control plane's links.keepalive_interval and
 	// links.keepalive_timeout) gives none, and a peering's: a connection that reads
@@ -83,6 +88,9 @@ type Config struct {
 	// QueueLen bounds each link's and peering's outgoing queue (messages);
 	// SubscriberQueueLen each local subscriber's.
 	QueueLen, SubscriberQueueLen int
+	// SlowConsumer is what becomes of a local subscriber whose queue is full when a
+	// copy is meant for it (default SlowConsumerDisconnect).
+	SlowConsumer SlowConsumerPolicy
 	// MaxHops is the hop count a published message starts with, and the most a
 	// message that comes in from another node keeps.
 	MaxHops uint32
@@ -106,6 +114,31 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
+// SlowConsumerPolicy says what the node does with a subscriber that does not keep up.
+type SlowConsumerPolicy string
+
+const (
+	// SlowConsumerDisconnect cuts the subscriber off: its subscription ends (its
+	// stream with RESOURCE_EXHAUSTED), what was queued for it is dropped, counted. A
+	// subscriber that stalls costs the node its queue and no more, and never holds up
+	// a publisher for longer than one publish wait.
+	SlowConsumerDisconnect SlowConsumerPolicy = "disconnect"
+	// SlowConsumerDrop keeps the subscriber and drops, counted, each copy that finds
+	// its queue full.
+	SlowConsumerDrop SlowConsumerPolicy = "drop"
+)
+
+// ParseSlowConsumerPolicy checks a policy's name ("" is the default).
+func ParseSlowConsumerPolicy(s string) (SlowConsumerPolicy, error) {
+	switch p := SlowConsumerPolicy(s); p {
+	case "":
+		return SlowConsumerDisconnect, nil
+	case SlowConsumerDisconnect, SlowConsumerDrop:
+		return p, nil
+	}
+	return "", fmt.Errorf("slow consumer policy %q: want %s or %s", s, SlowConsumerDisconnect, SlowConsumerDrop)
+}
+
 var defaultPeerIdentity = regexp.MustCompile(DefaultPeerIdentity)
 
 func (c *Config) validate() error {
@@ -125,6 +158,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxMessageBytes < 0 || c.QueueLen < 0 || c.SubscriberQueueLen < 0 {
 		errs = append(errs, errors.New("limits and queue lengths must not be negative"))
+	}
+	if _, err := ParseSlowConsumerPolicy(string(c.SlowConsumer)); err != nil {
+		errs = append(errs, err)
 	}
 	if c.PeerIdentity != nil {
 		if err := checkPeerIdentity(c.PeerIdentity); err != nil {
@@ -146,6 +182,7 @@ func (c *Config) applyDefaults() {
 	def(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	def(&c.QueueLen, DefaultQueueLen)
 	def(&c.SubscriberQueueLen, DefaultSubscriberQueueLen)
+	c.SlowConsumer, _ = ParseSlowConsumerPolicy(string(c.SlowConsumer))
 	if c.MaxHops == 0 {
 		c.MaxHops = DefaultMaxHops
 	}

@@ -461,7 +461,11 @@ func (c *conn) read(s stream, st *streamState) error {
 			cu := st.rx.received(f.seq, f.buf)
 			for i := range f.msgs {
 				r := &f.msgs[i]
-				if !c.originAllowed(r.origin) {
+				// A reply goes back the way its request came, which may enter
+				// the responder's group by a link: its origin (the responder) is
+				// not checked. Only a node that passed the request on knows its
+				// token, and follows it.
+				if r.m.inReplyTo == "" && !c.originAllowed(r.origin) {
 					c.refuseOrigin(r.origin)
 					continue
 				}

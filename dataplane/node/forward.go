@@ -11,15 +11,17 @@ import (
 
 // Why a message copy was dropped (the "reason" label).
 const (
-	reasonQueueFull  = "queue_full"   // the link's or subscriber's queue was full
-	reasonLinkBroken = "link_broken"  // the stream failed while sending it
-	reasonLinkClosed = "link_closed"  // the link was deleted with the copy still queued
-	reasonHops       = "hop_limit"    // its hop count ran out
-	reasonNoRoute    = "no_route"     // nobody reachable subscribes to its name
-	reasonMalformed  = "malformed"    // a peer sent a message with a bad name
-	reasonOrigin     = "bad_origin"   // its origin names a node of this group that did not send it
-	reasonUnacked    = "unacked"      // sent over a stream that broke before the far end acknowledged it
-	reasonUnsub      = "unsubscribed" // queued for a local subscriber that left
+	reasonQueueFull  = "queue_full"    // the link's or subscriber's queue was full
+	reasonLinkBroken = "link_broken"   // the stream failed while sending it
+	reasonLinkClosed = "link_closed"   // the link was deleted with the copy still queued
+	reasonHops       = "hop_limit"     // its hop count ran out
+	reasonNoRoute    = "no_route"      // nobody reachable subscribes to its name
+	reasonMalformed  = "malformed"     // a peer sent a message with a bad name
+	reasonOrigin     = "bad_origin"    // its origin names a node of this group that did not send it
+	reasonUnacked    = "unacked"       // sent over a stream that broke before the far end acknowledged it
+	reasonUnsub      = "unsubscribed"  // queued for a local subscriber that left
+	reasonSlow       = "slow_consumer" // meant for, or queued for, a subscriber cut off for not keeping up
+	reasonNoRequest  = "no_request"    // a reply to a request this node does not know (answered, expired)
 )
 
 // localSub is one local client's subscription.
@@ -30,6 +32,19 @@ type localSub struct {
 	done chan struct{} // closed by unsubscribe
 	once sync.Once
 	m    *connMetrics
+	// policy says what a copy that finds ch full does; onSlow, with
+	// SlowConsumerDisconnect, ends the subscription (once, on a goroutine of its own:
+	// the copy's sender, maybe a link's reader, must not wait for it).
+	policy SlowConsumerPolicy
+	onSlow func(*localSub)
+	slow   atomic.Bool
+	// onRequest records that the request with a token goes to this subscriber. It
+	// runs before the request is queued: the subscriber may answer at once, and its
+	// answer must find the request given to it.
+	onRequest func(token string, s *localSub)
+	// err is why the node ended the subscription (nil: the client or a shutdown did);
+	// written before done closes.
+	err error
 
 	// mu orders deliveries against the end: a copy is in ch when the subscriber's
 	// stream drains it (and counts it), or refused.
@@ -37,17 +52,23 @@ type localSub struct {
 	closed bool
 }
 
-// end stops deliveries and counts and releases what was still queued.
-func (s *localSub) end() {
+// end stops deliveries and counts and releases what was still queued. why, when not
+// nil, is why the node ended it; the client's stream ends with it.
+func (s *localSub) end(why error) {
 	s.once.Do(func() {
+		s.err = why
 		close(s.done)
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		reason := reasonUnsub
+		if s.slow.Load() {
+			reason = reasonSlow
+		}
 		for {
 			select {
 			case q := <-s.ch:
-				s.m.dropped(reasonUnsub).Inc()
+				s.m.dropped(reason).Inc()
 				q.cu.release()
 			default:
 				return
@@ -59,9 +80,10 @@ func (s *localSub) end() {
 func (s *localSub) tryDeliver(q qmsg) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
+	if s.closed || s.slow.Load() {
 		return false
 	}
+	s.takesRequest(q)
 	q.cu.hold()
 	if sendWithin(s.ch, q, 0, nil) {
 		return true
@@ -70,20 +92,42 @@ func (s *localSub) tryDeliver(q qmsg) bool {
 	return false
 }
 
+// takesRequest records a request about to be queued for s. Called under s.mu's read
+// lock, before the end (which takes the write lock) and so before the end looks for
+// the requests given to s.
+func (s *localSub) takesRequest(q qmsg) {
+	if q.m.replyTo != "" && s.onRequest != nil {
+		s.onRequest(q.m.replyTo, s)
+	}
+}
+
 // deliver hands q to the subscriber, waiting up to wait for room; a copy that finds
-// no room is dropped, counted.
+// no room is dropped, counted, and with SlowConsumerDisconnect the subscriber is cut
+// off.
 func (s *localSub) deliver(q qmsg, wait time.Duration) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
+	switch {
+	case s.closed:
 		s.m.dropped(reasonUnsub).Inc()
 		return false
+	case s.slow.Load():
+		s.m.dropped(reasonSlow).Inc()
+		return false
 	}
+	s.takesRequest(q)
 	q.cu.hold()
 	if sendWithin(s.ch, q, wait, s.done) {
 		return true
 	}
-	s.m.dropped(reasonQueueFull).Inc()
+	if s.policy == SlowConsumerDisconnect {
+		s.m.dropped(reasonSlow).Inc()
+		if s.slow.CompareAndSwap(false, true) {
+			go s.onSlow(s)
+		}
+	} else {
+		s.m.dropped(reasonQueueFull).Inc()
+	}
 	q.cu.release()
 	return false
 }
@@ -110,6 +154,14 @@ func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *c
 	}
 	if !from.kind.isPeer() {
 		m.segs = from.segments()
+	}
+	switch {
+	case m.inReplyTo != "":
+		n.routeReply(qmsg{m, cu})
+		return
+	case m.replyTo != "":
+		n.forwardRequest(qmsg{m, cu}, name, from)
+		return
 	}
 	o := n.forward(qmsg{m, cu}, name, from, 0)
 	if !o.routable {
@@ -157,15 +209,36 @@ func (n *Node) count(o outcome) {
 	}
 }
 
+// broadcast hands q to every target. Those with room take it first; only then may a
+// full one hold the caller up (wait), so that a subscriber or link that does not keep
+// up never delays the copies of the others.
 func (n *Node) broadcast(q qmsg, tg targets, wait time.Duration) outcome {
-	var o outcome
+	var (
+		o         outcome
+		fullSubs  []*localSub
+		fullConns []*conn
+	)
 	for _, s := range tg.local {
-		o.tally(s.deliver(q, wait))
+		if s.tryDeliver(q) {
+			o.tally(true)
+		} else {
+			fullSubs = append(fullSubs, s)
+		}
 	}
 	for _, set := range [][]*conn{tg.peersLocal, tg.peersRouted, tg.routes} {
 		for _, c := range set {
-			o.tally(c.enqueue(q, wait))
+			if c.tryEnqueue(q) {
+				o.tally(true)
+			} else {
+				fullConns = append(fullConns, c)
+			}
 		}
+	}
+	for _, s := range fullSubs {
+		o.tally(s.deliver(q, wait))
+	}
+	for _, c := range fullConns {
+		o.tally(c.enqueue(q, wait))
 	}
 	n.count(o)
 	return o

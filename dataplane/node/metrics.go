@@ -17,7 +17,12 @@ type metrics struct {
 	forwarded      prometheus.Counter
 	unroutable     prometheus.Counter
 	delivered      prometheus.Counter
-	local          *connMetrics
+	// slowConsumers counts local subscribers cut off for not keeping up.
+	slowConsumers prometheus.Counter
+	// requests counts requests made at this node by outcome (answered, no_responders,
+	// timeout, refused).
+	requests *prometheus.CounterVec
+	local    *connMetrics
 }
 
 // connMetrics are one link's counters, resolved once.
@@ -39,7 +44,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 		out: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "messages_out_total",
 			Help: "Messages sent per link."}, []string{"link"}),
 		drop: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "messages_dropped_total",
-			Help: "Message copies dropped, per link and reason (queue_full, link_broken, link_closed, unacked, unsubscribed, hop_limit, no_route, malformed, bad_origin)."}, []string{"link", "reason"}),
+			Help: "Message copies dropped, per link and reason (queue_full, link_broken, link_closed, unacked, unsubscribed, slow_consumer, hop_limit, no_route, malformed, bad_origin, no_request)."}, []string{"link", "reason"}),
 		connectFails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "link_connect_failures_total",
 			Help: "Attempts to open a link's or peering's stream that failed (refused, TLS handshake, ...); the log has the reason."}, []string{"link"}),
 		identityDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "peer_identity_denied_total",
@@ -52,9 +57,13 @@ func newMetrics(reg *prometheus.Registry, n *Node) *metrics {
 			Help: "Messages published locally that no reachable node subscribes to."}),
 		delivered: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "delivered_total",
 			Help: "Messages sent to local subscribers."}),
+		slowConsumers: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "slow_consumers_total",
+			Help: "Local subscribers cut off because their queue (subscriber_queue_len) was full: they did not keep up. What was meant for them is counted in messages_dropped_total as slow_consumer."}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: ns + "requests_total",
+			Help: "Requests local clients made at this node, per outcome (answered, no_responders, timeout, refused)."}, []string{"outcome"}),
 	}
 	m.local = m.forConn("local")
-	reg.MustRegister(m.in, m.out, m.drop, m.connectFails, m.identityDenied, m.published, m.forwarded, m.unroutable, m.delivered, stateCollector{n})
+	reg.MustRegister(m.in, m.out, m.drop, m.connectFails, m.identityDenied, m.published, m.forwarded, m.unroutable, m.delivered, m.slowConsumers, m.requests, stateCollector{n})
 	return m
 }
 

@@ -40,9 +40,12 @@ type Node struct {
 	peerAuth bool
 	rr       atomic.Uint64
 	seq      atomic.Uint64
-	killed   atomic.Bool
-	running  atomic.Bool
-	wg       sync.WaitGroup
+	reqSeq   atomic.Uint64
+	// paths are the requests made here or passed on, awaiting their replies.
+	paths   replyPaths
+	killed  atomic.Bool
+	running atomic.Bool
+	wg      sync.WaitGroup
 
 	// failing are the links (by label) whose last attempt to open a stream failed:
 	// the first failure of a series is a warning, the retries after it, even those

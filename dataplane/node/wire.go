@@ -39,6 +39,9 @@ const (
 	fMsgSeq       = 6
 	fMsgPublished = 7
 	fMsgSegments  = 8
+	fMsgReplyTo   = 9
+	fMsgInReplyTo = 10
+	fMsgNoResp    = 11
 
 	fNameOrg       = 1
 	fNameNamespace = 2
@@ -57,6 +60,9 @@ type msg struct {
 	ttl       uint32
 	broadcast bool
 	segs      []string
+	// replyTo is a request's token, inReplyTo a reply's (request.go); both are in raw
+	// too, as they go on unchanged.
+	replyTo, inReplyTo string
 }
 
 // wireSize is the size of m's Message encoding.
@@ -377,6 +383,16 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 				return fmt.Errorf("%w: the origin is not UTF-8", errWire)
 			}
 			r.origin = s
+		case (num == fMsgReplyTo || num == fMsgInReplyTo) && typ == protowire.BytesType:
+			s, _ := protowire.ConsumeBytes(v)
+			if !utf8.Valid(s) {
+				return fmt.Errorf("%w: a reply token is not UTF-8", errWire)
+			}
+			if num == fMsgReplyTo {
+				r.m.replyTo = string(s)
+			} else {
+				r.m.inReplyTo = string(s)
+			}
 		}
 		switch {
 		case strip && cut < 0:
@@ -713,6 +729,12 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 			m.Seq = x
 		case num == fMsgPublished && typ == protowire.VarintType:
 			m.PublishedUnixNano = int64(x)
+		case num == fMsgReplyTo && typ == protowire.BytesType:
+			m.ReplyTo, ok = string(v), utf8.Valid(v)
+		case num == fMsgInReplyTo && typ == protowire.BytesType:
+			m.InReplyTo, ok = string(v), utf8.Valid(v)
+		case num == fMsgNoResp && typ == protowire.VarintType:
+			m.NoResponders = x != 0
 		case num == fMsgSegments && typ == protowire.BytesType:
 			var s string
 			s, ok = d.str(4, v)

@@ -84,6 +84,9 @@ type Limits struct {
 	QueueLen           int    `yaml:"queue_len"`
 	SubscriberQueueLen int    `yaml:"subscriber_queue_len"`
 	MaxHops            uint32 `yaml:"max_hops"`
+	// SlowConsumer is what becomes of a local subscriber whose queue is full:
+	// disconnect (default) or drop (node.SlowConsumerPolicy).
+	SlowConsumer string `yaml:"slow_consumer"`
 }
 
 // Duration is a time.Duration written as "10s".
@@ -173,6 +176,9 @@ func (f *File) check() []error {
 	if f.Limits.MaxMessageBytes < 0 || f.Limits.QueueLen < 0 || f.Limits.SubscriberQueueLen < 0 {
 		bad("limits must not be negative")
 	}
+	if _, err := node.ParseSlowConsumerPolicy(f.Limits.SlowConsumer); err != nil {
+		bad("limits.%v", err)
+	}
 	for key, t := range map[string]TLS{"tls": f.TLS, "control_plane_tls": f.ControlPlaneTLS} {
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			bad("%s: cert_file and key_file go together", key)
@@ -242,7 +248,7 @@ func (f *File) Build(ctx context.Context, log *slog.Logger) (node.Config, *Resou
 		ExternalEndpoint: f.ExternalEndpoint, HealthListen: f.HealthListen, ControlPlane: f.ControlPlane,
 		MaxMessageBytes: f.Limits.MaxMessageBytes, QueueLen: f.Limits.QueueLen,
 		SubscriberQueueLen: f.Limits.SubscriberQueueLen, MaxHops: f.Limits.MaxHops,
-		LinkGrace: time.Duration(f.LinkGrace), Logger: log,
+		LinkGrace: time.Duration(f.LinkGrace), SlowConsumer: node.SlowConsumerPolicy(f.Limits.SlowConsumer), Logger: log,
 	}
 	fail := func(err error) (node.Config, *Resources, error) {
 		_ = res.Close()

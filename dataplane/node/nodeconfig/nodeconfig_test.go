@@ -43,6 +43,7 @@ func TestParseBad(t *testing.T) {
 		{"node_id: n1\ngroup: g\nlisten: x:1\nregistration: {type: magic}\n", `registration.type "magic"`},
 		{"node_id: n1\ngroup: g\nlisten: x:1\ntls: {cert_file: c.pem}\n", "cert_file and key_file go together"},
 		{"node_id: n1\ngroup: g\nlisten: x:1\nlimits: {queue_len: -1}\n", "must not be negative"},
+		{"node_id: n1\ngroup: g\nlisten: x:1\nlimits: {slow_consumer: block}\n", `limits.slow consumer policy "block": want disconnect or drop`},
 		{"node_id: n1\ngroup: g\nlisten: x:1\npeer_identity_pattern: '^spiffe://(?P<group>[^/]+)/'\n", "named groups"},
 		{"node_id: n1\ngroup: g\nlisten: x:1\npeer_identity_pattern: '('\n", "peer_identity_pattern"},
 	} {

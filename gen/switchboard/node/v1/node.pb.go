@@ -112,7 +112,18 @@ type Message struct {
 	// group by; the peer forwards it only over links of one of them. Empty: any (the
 	// message was published in the group, or its link has no segments). Over a link
 	// between groups it is ignored: the receiver knows the link's segments itself.
-	Segments      []string `protobuf:"bytes,8,rep,name=segments,proto3" json:"segments,omitempty"`
+	Segments []string `protobuf:"bytes,8,rep,name=segments,proto3" json:"segments,omitempty"`
+	// Set on a request (NodeService.Request): the token a reply must carry, naming the
+	// node the request was made at and the request there. A subscriber answers it with
+	// NodeService.Respond.
+	ReplyTo string `protobuf:"bytes,9,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// Set on a reply: the reply_to of the request it answers. A reply is not delivered
+	// to subscribers: every node sends it back over the connection the request came in
+	// by, to the node that made the request.
+	InReplyTo string `protobuf:"bytes,10,opt,name=in_reply_to,json=inReplyTo,proto3" json:"in_reply_to,omitempty"`
+	// On a reply: the request found nobody to answer it (no subscriber, or the one it was
+	// given to left before answering); the payload is empty.
+	NoResponders  bool `protobuf:"varint,11,opt,name=no_responders,json=noResponders,proto3" json:"no_responders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -201,6 +212,27 @@ func (x *Message) GetSegments() []string {
 		return x.Segments
 	}
 	return nil
+}
+
+func (x *Message) GetReplyTo() string {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return ""
+}
+
+func (x *Message) GetInReplyTo() string {
+	if x != nil {
+		return x.InReplyTo
+	}
+	return ""
+}
+
+func (x *Message) GetNoResponders() bool {
+	if x != nil {
+		return x.NoResponders
+	}
+	return false
 }
 
 type LinkFrame struct {
@@ -1019,6 +1051,210 @@ func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
 	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
+type RequestRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    *Name                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// How long to wait for the answer, in milliseconds; 0: the node's default. The node
+	// caps it at its own maximum.
+	TimeoutMs     uint32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestRequest) Reset() {
+	*x = RequestRequest{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestRequest) ProtoMessage() {}
+
+func (x *RequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestRequest.ProtoReflect.Descriptor instead.
+func (*RequestRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RequestRequest) GetName() *Name {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *RequestRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *RequestRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type RequestResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Payload []byte                 `protobuf:"bytes,1,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The node of the subscriber that answered ("{group}/{node}").
+	Responder     string `protobuf:"bytes,2,opt,name=responder,proto3" json:"responder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestResponse) Reset() {
+	*x = RequestResponse{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestResponse) ProtoMessage() {}
+
+func (x *RequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestResponse.ProtoReflect.Descriptor instead.
+func (*RequestResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RequestResponse) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *RequestResponse) GetResponder() string {
+	if x != nil {
+		return x.Responder
+	}
+	return ""
+}
+
+type RespondRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reply_to of the request being answered.
+	ReplyTo       string `protobuf:"bytes,1,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	Payload       []byte `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondRequest) Reset() {
+	*x = RespondRequest{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondRequest) ProtoMessage() {}
+
+func (x *RespondRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondRequest.ProtoReflect.Descriptor instead.
+func (*RespondRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RespondRequest) GetReplyTo() string {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return ""
+}
+
+func (x *RespondRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+type RespondResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondResponse) Reset() {
+	*x = RespondResponse{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondResponse) ProtoMessage() {}
+
+func (x *RespondResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondResponse.ProtoReflect.Descriptor instead.
+func (*RespondResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{19}
+}
+
 var File_switchboard_node_v1_node_proto protoreflect.FileDescriptor
 
 const file_switchboard_node_v1_node_proto_rawDesc = "" +
@@ -1029,7 +1265,7 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x03 \x01(\tR\aservice\x12\x13\n" +
 	"\x02id\x18\x04 \x01(\x04H\x00R\x02id\x88\x01\x01B\x05\n" +
-	"\x03_id\"\xf8\x01\n" +
+	"\x03_id\"\xd8\x02\n" +
 	"\aMessage\x12-\n" +
 	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1c\n" +
@@ -1038,7 +1274,11 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\x06origin\x18\x05 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12.\n" +
 	"\x13published_unix_nano\x18\a \x01(\x03R\x11publishedUnixNano\x12\x1a\n" +
-	"\bsegments\x18\b \x03(\tR\bsegments\"\xf5\x02\n" +
+	"\bsegments\x18\b \x03(\tR\bsegments\x12\x19\n" +
+	"\breply_to\x18\t \x01(\tR\areplyTo\x12\x1e\n" +
+	"\vin_reply_to\x18\n" +
+	" \x01(\tR\tinReplyTo\x12#\n" +
+	"\rno_responders\x18\v \x01(\bR\fnoResponders\"\xf5\x02\n" +
 	"\tLinkFrame\x122\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1a.switchboard.node.v1.BatchH\x00R\x05batch\x12=\n" +
 	"\tsubscribe\x18\x02 \x01(\v2\x1d.switchboard.node.v1.InterestH\x00R\tsubscribe\x12A\n" +
@@ -1084,14 +1324,28 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\bmessages\x18\x02 \x03(\v2\x1c.switchboard.node.v1.MessageR\bmessages\"=\n" +
 	"\x12UnsubscribeRequest\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\"\x15\n" +
-	"\x13UnsubscribeResponse2Y\n" +
+	"\x13UnsubscribeResponse\"x\n" +
+	"\x0eRequestRequest\x12-\n" +
+	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"I\n" +
+	"\x0fRequestResponse\x12\x18\n" +
+	"\apayload\x18\x01 \x01(\fR\apayload\x12\x1c\n" +
+	"\tresponder\x18\x02 \x01(\tR\tresponder\"E\n" +
+	"\x0eRespondRequest\x12\x19\n" +
+	"\breply_to\x18\x01 \x01(\tR\areplyTo\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\"\x11\n" +
+	"\x0fRespondResponse2Y\n" +
 	"\vLinkService\x12J\n" +
-	"\x04Link\x12\x1e.switchboard.node.v1.LinkFrame\x1a\x1e.switchboard.node.v1.LinkFrame(\x010\x012\x85\x03\n" +
+	"\x04Link\x12\x1e.switchboard.node.v1.LinkFrame\x1a\x1e.switchboard.node.v1.LinkFrame(\x010\x012\xb1\x04\n" +
 	"\vNodeService\x12T\n" +
 	"\aPublish\x12#.switchboard.node.v1.PublishRequest\x1a$.switchboard.node.v1.PublishResponse\x12`\n" +
 	"\rPublishStream\x12!.switchboard.node.v1.PublishBatch\x1a*.switchboard.node.v1.PublishStreamResponse(\x01\x12\\\n" +
 	"\tSubscribe\x12%.switchboard.node.v1.SubscribeRequest\x1a&.switchboard.node.v1.SubscribeResponse0\x01\x12`\n" +
-	"\vUnsubscribe\x12'.switchboard.node.v1.UnsubscribeRequest\x1a(.switchboard.node.v1.UnsubscribeResponseBHZFgithub.com/switchboard-mesh/switchboard/gen/switchboard/node/v1;nodev1b\x06proto3"
+	"\vUnsubscribe\x12'.switchboard.node.v1.UnsubscribeRequest\x1a(.switchboard.node.v1.UnsubscribeResponse\x12T\n" +
+	"\aRequest\x12#.switchboard.node.v1.RequestRequest\x1a$.switchboard.node.v1.RequestResponse\x12T\n" +
+	"\aRespond\x12#.switchboard.node.v1.RespondRequest\x1a$.switchboard.node.v1.RespondResponseBHZFgithub.com/switchboard-mesh/switchboard/gen/switchboard/node/v1;nodev1b\x06proto3"
 
 var (
 	file_switchboard_node_v1_node_proto_rawDescOnce sync.Once
@@ -1105,7 +1359,7 @@ func file_switchboard_node_v1_node_proto_rawDescGZIP() []byte {
 	return file_switchboard_node_v1_node_proto_rawDescData
 }
 
-var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*Name)(nil),                  // 0: switchboard.node.v1.Name
 	(*Message)(nil),               // 1: switchboard.node.v1.Message
@@ -1123,6 +1377,10 @@ var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*SubscribeResponse)(nil),     // 13: switchboard.node.v1.SubscribeResponse
 	(*UnsubscribeRequest)(nil),    // 14: switchboard.node.v1.UnsubscribeRequest
 	(*UnsubscribeResponse)(nil),   // 15: switchboard.node.v1.UnsubscribeResponse
+	(*RequestRequest)(nil),        // 16: switchboard.node.v1.RequestRequest
+	(*RequestResponse)(nil),       // 17: switchboard.node.v1.RequestResponse
+	(*RespondRequest)(nil),        // 18: switchboard.node.v1.RespondRequest
+	(*RespondResponse)(nil),       // 19: switchboard.node.v1.RespondResponse
 }
 var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	0,  // 0: switchboard.node.v1.Message.name:type_name -> switchboard.node.v1.Name
@@ -1138,21 +1396,26 @@ var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	8,  // 10: switchboard.node.v1.PublishBatch.messages:type_name -> switchboard.node.v1.PublishRequest
 	0,  // 11: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
 	1,  // 12: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
-	2,  // 13: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
-	8,  // 14: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
-	9,  // 15: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
-	12, // 16: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
-	14, // 17: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
-	2,  // 18: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
-	10, // 19: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
-	11, // 20: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
-	13, // 21: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
-	15, // 22: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 13: switchboard.node.v1.RequestRequest.name:type_name -> switchboard.node.v1.Name
+	2,  // 14: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
+	8,  // 15: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
+	9,  // 16: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
+	12, // 17: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
+	14, // 18: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
+	16, // 19: switchboard.node.v1.NodeService.Request:input_type -> switchboard.node.v1.RequestRequest
+	18, // 20: switchboard.node.v1.NodeService.Respond:input_type -> switchboard.node.v1.RespondRequest
+	2,  // 21: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
+	10, // 22: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
+	11, // 23: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
+	13, // 24: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
+	15, // 25: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
+	17, // 26: switchboard.node.v1.NodeService.Request:output_type -> switchboard.node.v1.RequestResponse
+	19, // 27: switchboard.node.v1.NodeService.Respond:output_type -> switchboard.node.v1.RespondResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_node_v1_node_proto_init() }
@@ -1175,7 +1438,7 @@ func file_switchboard_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_node_v1_node_proto_rawDesc), len(file_switchboard_node_v1_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

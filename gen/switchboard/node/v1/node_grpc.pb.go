@@ -129,6 +129,8 @@ const (
 	NodeService_PublishStream_FullMethodName = "/switchboard.node.v1.NodeService/PublishStream"
 	NodeService_Subscribe_FullMethodName     = "/switchboard.node.v1.NodeService/Subscribe"
 	NodeService_Unsubscribe_FullMethodName   = "/switchboard.node.v1.NodeService/Unsubscribe"
+	NodeService_Request_FullMethodName       = "/switchboard.node.v1.NodeService/Request"
+	NodeService_Respond_FullMethodName       = "/switchboard.node.v1.NodeService/Respond"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -146,6 +148,15 @@ type NodeServiceClient interface {
 	// one response per message. Ends when the client cancels or Unsubscribe is called.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 	Unsubscribe(ctx context.Context, in *UnsubscribeRequest, opts ...grpc.CallOption) (*UnsubscribeResponse, error)
+	// Send a request to one subscriber of a name (nearest first, as Publish does) and
+	// wait for its answer. The subscriber gets a Message with reply_to set and answers
+	// with Respond. UNAVAILABLE when nobody subscribes to the name, or the subscriber it
+	// went to leaves before answering; DEADLINE_EXCEEDED when no answer comes within
+	// the timeout; INVALID_ARGUMENT for a payload above the node's message limit.
+	Request(ctx context.Context, in *RequestRequest, opts ...grpc.CallOption) (*RequestResponse, error)
+	// Answer a request a subscription of this node received. NOT_FOUND when the request
+	// is unknown here, already answered, or has expired.
+	Respond(ctx context.Context, in *RespondRequest, opts ...grpc.CallOption) (*RespondResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -208,6 +219,26 @@ func (c *nodeServiceClient) Unsubscribe(ctx context.Context, in *UnsubscribeRequ
 	return out, nil
 }
 
+func (c *nodeServiceClient) Request(ctx context.Context, in *RequestRequest, opts ...grpc.CallOption) (*RequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestResponse)
+	err := c.cc.Invoke(ctx, NodeService_Request_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Respond(ctx context.Context, in *RespondRequest, opts ...grpc.CallOption) (*RespondResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RespondResponse)
+	err := c.cc.Invoke(ctx, NodeService_Respond_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -223,6 +254,15 @@ type NodeServiceServer interface {
 	// one response per message. Ends when the client cancels or Unsubscribe is called.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	Unsubscribe(context.Context, *UnsubscribeRequest) (*UnsubscribeResponse, error)
+	// Send a request to one subscriber of a name (nearest first, as Publish does) and
+	// wait for its answer. The subscriber gets a Message with reply_to set and answers
+	// with Respond. UNAVAILABLE when nobody subscribes to the name, or the subscriber it
+	// went to leaves before answering; DEADLINE_EXCEEDED when no answer comes within
+	// the timeout; INVALID_ARGUMENT for a payload above the node's message limit.
+	Request(context.Context, *RequestRequest) (*RequestResponse, error)
+	// Answer a request a subscription of this node received. NOT_FOUND when the request
+	// is unknown here, already answered, or has expired.
+	Respond(context.Context, *RespondRequest) (*RespondResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -244,6 +284,12 @@ func (UnimplementedNodeServiceServer) Subscribe(*SubscribeRequest, grpc.ServerSt
 }
 func (UnimplementedNodeServiceServer) Unsubscribe(context.Context, *UnsubscribeRequest) (*UnsubscribeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unsubscribe not implemented")
+}
+func (UnimplementedNodeServiceServer) Request(context.Context, *RequestRequest) (*RequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Request not implemented")
+}
+func (UnimplementedNodeServiceServer) Respond(context.Context, *RespondRequest) (*RespondResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Respond not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -320,6 +366,42 @@ func _NodeService_Unsubscribe_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Request_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Request(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Request_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Request(ctx, req.(*RequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Respond_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RespondRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Respond(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Respond_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Respond(ctx, req.(*RespondRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -334,6 +416,14 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unsubscribe",
 			Handler:    _NodeService_Unsubscribe_Handler,
+		},
+		{
+			MethodName: "Request",
+			Handler:    _NodeService_Request_Handler,
+		},
+		{
+			MethodName: "Respond",
+			Handler:    _NodeService_Respond_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,310 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-mesh/switchboard/dataplane"
+	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+)
+
+// Request/reply. A request is a message with a reply token, "{node}#{n}": the node
+// it was made at and its number there. It is forwarded as an anycast message is (one
+// subscriber, nearest first), and every node it passes remembers the token with the
+// connection it came in by. The reply carries the token back: each node sends it over
+// the connection it remembered, and forgets the token. No route to the requester is
+// needed, so a reply costs no subscription round-trip.
+//
+// A node that cannot pass a request on (nobody subscribes, a full queue, no hops
+// left), or whose subscriber leaves before answering, answers at once with a reply
+// flagged no_responders: the requester learns it without waiting for its timeout.
+
+// Errors of Request and Respond; the API maps them to status codes.
+var (
+	ErrNoResponders   = errors.New("no responders")
+	ErrRequestTimeout = errors.New("request timed out")
+	ErrNoRequest      = errors.New("no request waiting for an answer")
+)
+
+// Reply is the answer to a request.
+type Reply struct {
+	Payload []byte
+	// Responder is the node of the subscriber that answered.
+	Responder string
+}
+
+// reply is what comes back to a waiting requester.
+type reply struct {
+	Reply
+	noResponders bool
+}
+
+// pending is a request this node made or passed on, until answered or expired.
+type pending struct {
+	name dataplane.Name
+	// from is the way back; nil when the request was made here, and wait gets the
+	// reply.
+	from *conn
+	wait chan reply
+	// sub is the local subscriber the request was given to, if any: when it leaves
+	// before answering, the requester is told at once.
+	sub     *localSub
+	expires time.Time
+}
+
+// replyPaths are the node's pending requests by token.
+type replyPaths struct {
+	mu    sync.Mutex
+	m     map[string]*pending
+	swept time.Time
+}
+
+// add records p under token; false when the token is already known (a copy of the
+// request that came round a loop).
+func (r *replyPaths) add(token string, p *pending) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Sub(r.swept) > time.Second {
+		// Requests nobody answered: the requester gave up long ago.
+		for k, q := range r.m {
+			if now.After(q.expires) {
+				delete(r.m, k)
+			}
+		}
+		r.swept = now
+	}
+	if _, ok := r.m[token]; ok {
+		return false
+	}
+	if r.m == nil {
+		r.m = map[string]*pending{}
+	}
+	r.m[token] = p
+	return true
+}
+
+// take removes and returns token's request (nil when unknown). answerable: only one
+// a local subscriber was given.
+func (r *replyPaths) take(token string, answerable bool) *pending {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.m[token]
+	if p == nil || (answerable && p.sub == nil) {
+		return nil
+	}
+	delete(r.m, token)
+	return p
+}
+
+// gaveTo records that token's request goes to local subscriber s (the last one
+// recorded wins: a full subscriber's turn passes to the next).
+func (r *replyPaths) gaveTo(token string, s *localSub) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.m[token]; p != nil {
+		p.sub = s
+	}
+}
+
+// of removes and returns the requests given to s.
+func (r *replyPaths) of(s *localSub) map[string]*pending {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]*pending{}
+	for k, p := range r.m {
+		if p.sub == s {
+			out[k] = p
+			delete(r.m, k)
+		}
+	}
+	return out
+}
+
+// Request sends payload to one subscriber of name and waits up to timeout (0:
+// DefaultRequestTimeout; at most MaxRequestTimeout) for its answer.
+func (n *Node) Request(ctx context.Context, name dataplane.Name, payload []byte, timeout time.Duration) (Reply, error) {
+	if err := checkComponents(name); err != nil {
+		return Reply{}, fmt.Errorf("%w %q: %w", ErrBadName, name, err)
+	}
+	if err := n.checkSize(payload); err != nil {
+		n.metrics.requests.WithLabelValues("refused").Inc()
+		return Reply{}, err
+	}
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	timeout = min(timeout, MaxRequestTimeout)
+	token := n.id + "#" + strconv.FormatUint(n.reqSeq.Add(1), 10)
+	p := &pending{name: name, wait: make(chan reply, 1), expires: time.Now().Add(timeout)}
+	n.paths.add(token, p)
+	defer n.paths.take(token, false)
+	n.metrics.published.Inc()
+	m := newMsg(name, payload, false, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())
+	m.raw, m.replyTo = appendToken(m.raw, fMsgReplyTo, token), token
+	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
+	switch {
+	case !o.routable:
+		return Reply{}, n.requestDone("no_responders", noResponders(name, "nobody reachable from node "+n.id+" subscribes to it"))
+	case o.forwarded == 0:
+		return Reply{}, n.requestDone("refused", fmt.Errorf("%w: %s dropped", ErrQueuesFull, name))
+	}
+	return n.awaitReply(ctx, name, p, timeout)
+}
+
+func (n *Node) awaitReply(ctx context.Context, name dataplane.Name, p *pending, timeout time.Duration) (Reply, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-p.wait:
+		if r.noResponders {
+			return Reply{}, n.requestDone("no_responders", noResponders(name, "the subscriber it went to left, or it found nobody to go to, before an answer"))
+		}
+		n.metrics.requests.WithLabelValues("answered").Inc()
+		return r.Reply, nil
+	case <-t.C:
+		return Reply{}, n.requestDone("timeout", fmt.Errorf("%w: no answer to a request to %s within %s", ErrRequestTimeout, name, timeout))
+	case <-ctx.Done():
+		return Reply{}, n.requestDone("timeout", ctx.Err())
+	}
+}
+
+func (n *Node) requestDone(outcome string, err error) error {
+	n.metrics.requests.WithLabelValues(outcome).Inc()
+	return err
+}
+
+func noResponders(name dataplane.Name, why string) error {
+	return fmt.Errorf("%w for %s: %s", ErrNoResponders, name, why)
+}
+
+// appendToken appends a reply token field to a message's raw encoding.
+func appendToken(b []byte, num protowire.Number, token string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, token)
+}
+
+// Respond answers request token, which a local subscriber of this node received.
+func (n *Node) Respond(token string, payload []byte) error {
+	if err := n.checkSize(payload); err != nil {
+		return err
+	}
+	p := n.paths.take(token, true)
+	if p == nil {
+		return fmt.Errorf("%w: request %q is not known on node %s (answered already, expired, or given to another node)", ErrNoRequest, token, n.id)
+	}
+	n.sendReply(p, token, reply{Reply: Reply{Payload: payload, Responder: n.id}}, n.cfg.PublishWait)
+	return nil
+}
+
+// sendReply hands r to the requester, when it is on this node, or sends it back the
+// way the request came.
+func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) {
+	if p.from == nil {
+		p.wait <- r // the only reply it gets: p was taken
+		return
+	}
+	b := appendPublished(nil, p.name, r.Payload, false, r.Responder, n.seq.Add(1), time.Now().UnixNano())
+	b = appendToken(b, fMsgInReplyTo, token)
+	if r.noResponders {
+		b = protowire.AppendTag(b, fMsgNoResp, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	p.from.enqueue(qmsg{m: &msg{raw: b, ttl: n.cfg.MaxHops, inReplyTo: token}}, wait)
+}
+
+// failRequest tells the requester of token that nobody will answer.
+func (n *Node) failRequest(token string) {
+	if p := n.paths.take(token, false); p != nil {
+		n.sendReply(p, token, reply{Reply: Reply{Responder: n.id}, noResponders: true}, 0)
+	}
+}
+
+// subscriberLeft fails the requests s was given and has not answered.
+func (n *Node) subscriberLeft(s *localSub) {
+	for token, p := range n.paths.of(s) {
+		n.sendReply(p, token, reply{Reply: Reply{Responder: n.id}, noResponders: true}, 0)
+	}
+}
+
+// forwardRequest passes on a request that came in over from, remembering the way
+// back; one it cannot pass on is answered with no_responders at once.
+func (n *Node) forwardRequest(q qmsg, name dataplane.Name, from *conn) {
+	token := q.m.replyTo
+	if !n.paths.add(token, &pending{name: name, from: from, expires: time.Now().Add(MaxRequestTimeout)}) {
+		from.drop(reasonNoRoute, 1) // a copy of a request this node has passed on already
+		return
+	}
+	o := n.forward(q, name, from, 0)
+	switch {
+	case !o.routable:
+		n.metrics.dropped(reasonNoRoute).Inc()
+		n.failRequest(token)
+	case o.forwarded == 0:
+		n.failRequest(token)
+	}
+}
+
+// routeReply sends a reply that came in over a conn on toward its requester.
+func (n *Node) routeReply(q qmsg) {
+	p := n.paths.take(q.m.inReplyTo, false)
+	switch {
+	case p == nil:
+		n.metrics.dropped(reasonNoRequest).Inc()
+	case p.from != nil:
+		p.from.enqueue(q, 0)
+	default:
+		p.wait <- decodeReply(q.m)
+	}
+}
+
+// decodeReply reads a reply that came back to the requester's node.
+func decodeReply(m *msg) reply {
+	var pm nodev1.Message
+	if err := proto.Unmarshal(m.raw, &pm); err != nil {
+		return reply{noResponders: true}
+	}
+	return reply{Reply: Reply{Payload: pm.GetPayload(), Responder: pm.GetOrigin()}, noResponders: pm.GetNoResponders()}
+}
+
+func requestStatus(err error) error {
+	switch {
+	case errors.Is(err, ErrNoResponders):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, ErrRequestTimeout):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, ErrNoRequest):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return publishStatus(err)
+}
+
+func (cs clientServer) Request(ctx context.Context, req *nodev1.RequestRequest) (*nodev1.RequestResponse, error) {
+	name, err := nameFromProto(req.GetName())
+	if err != nil {
+		return nil, requestStatus(err)
+	}
+	r, err := cs.n.Request(ctx, name, req.GetPayload(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	if err != nil {
+		return nil, requestStatus(err)
+	}
+	return &nodev1.RequestResponse{Payload: r.Payload, Responder: r.Responder}, nil
+}
+
+func (cs clientServer) Respond(_ context.Context, req *nodev1.RespondRequest) (*nodev1.RespondResponse, error) {
+	if err := cs.n.Respond(req.GetReplyTo(), req.GetPayload()); err != nil {
+		return nil, requestStatus(err)
+	}
+	return &nodev1.RespondResponse{}, nil
+}
