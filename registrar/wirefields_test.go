@@ -1,0 +1,49 @@
+package registrar
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wirecheck"
+)
+
+// The registrar's hand-written encoder of events and listings, and its decoder of
+// watch requests, agree with the .proto: every field number they use is the field
+// they take it for. The watch request is decoded whole, so a field added to it
+// fails here until the decoder reads it.
+func TestWireFieldsMatchTheProto(t *testing.T) {
+	type f = wirecheck.Field
+	wirecheck.Check(t, &registrarv1.EndpointEvent{}, map[protowire.Number]wirecheck.Field{
+		fieldType:      f{Name: "type", Kind: protoreflect.EnumKind},
+		fieldEndpoint:  f{Name: "endpoint", Kind: protoreflect.MessageKind},
+		fieldVersion:   f{Name: "version", Kind: protoreflect.StringKind},
+		fieldEndpoints: f{Name: "endpoints", Kind: protoreflect.MessageKind},
+		fieldResumed:   f{Name: "resumed", Kind: protoreflect.BoolKind},
+		fieldPersisted: f{Name: "persisted", Kind: protoreflect.StringKind},
+		fieldScopeID:   f{Name: "scope_id", Kind: protoreflect.Uint64Kind},
+		fieldEvents:    f{Name: "events", Kind: protoreflect.MessageKind},
+		fieldZipped:    f{Name: "compressed", Kind: protoreflect.BytesKind},
+		fieldTrace:     f{Name: "traceparent", Kind: protoreflect.StringKind},
+	}, true)
+	wirecheck.Check(t, &registrarv1.WatchEndpointsRequest{}, map[protowire.Number]wirecheck.Field{
+		fieldReqCluster:     f{Name: "cluster_name", Kind: protoreflect.StringKind},
+		fieldReqNode:        f{Name: "node_name", Kind: protoreflect.StringKind},
+		fieldReqLastVersion: f{Name: "last_version", Kind: protoreflect.StringKind},
+		fieldReqServices:    f{Name: "services", Kind: protoreflect.StringKind},
+		fieldReqScopeID:     f{Name: "scope_id", Kind: protoreflect.Uint64Kind},
+		fieldReqAll:         f{Name: "all_services", Kind: protoreflect.BoolKind},
+		fieldReqBatches:     f{Name: "accept_batches", Kind: protoreflect.BoolKind},
+		fieldReqCompressed:  f{Name: "accept_compressed", Kind: protoreflect.BoolKind},
+	}, true)
+	wirecheck.Check(t, &registryv1.Endpoint{}, map[protowire.Number]wirecheck.Field{
+		epInstanceID: f{Name: "instance_id", Kind: protoreflect.StringKind}, // left out of compressed parts
+	}, false)
+	wirecheck.Check(t, &registrarv1.ListAllEndpointsResponse{}, map[protowire.Number]wirecheck.Field{
+		fieldListEndpoints: f{Name: "endpoints", Kind: protoreflect.MessageKind},
+		fieldListVersion:   f{Name: "version", Kind: protoreflect.StringKind},
+	}, true)
+}
