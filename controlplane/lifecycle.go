@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/switchboard-mesh/switchboard/controlplane/config"
 	"github.com/switchboard-mesh/switchboard/controlplane/store"
@@ -88,7 +89,13 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 		w = newWork()
 		w.link(id)
 		w.route(id)
+		if err := s.adoptLinks(ctx, n, reg.Connections, w); err != nil {
+			return err
+		}
 		if err := s.syncLinks(ctx, n, reg.Connections, w); err != nil {
+			return err
+		}
+		if err := s.failoverAway(ctx, n, w); err != nil {
 			return err
 		}
 		if err := s.ensureLinks(ctx, n, w); err != nil {
@@ -153,6 +160,185 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 		}
 		if _, err := s.store.UpdateLink(ctx, l.ID, u); err != nil {
 			return fmt.Errorf("sync link %s of %s: %w", l.ID, n.ID, err)
+		}
+	}
+	return nil
+}
+
+// adoptLinks takes back the links n reports alive that this control plane marked
+// deleted while both their ends were cut off from it. When the last node of a group
+// leaves without deregistering, its links are soft-deleted (failover.go); but when
+// only the control-plane paths broke — a partition, not a crash — both nodes keep the
+// link and forward over it, and on the heal they register again naming it. The first
+// of them to come back adopts it: same id, no teardown, and the routes the
+// reconcilers would otherwise remove stay on the nodes. Only a link n still holds is
+// taken back, and only when that is provably the same link as before:
+//   - it is a record of this incarnation: a restarted control plane clears links, so a
+//     claim of an id it did not issue finds no record and is refused as before;
+//   - n is one of its ends — its source, or the node that claimed it — and the other
+//     end is a node whose record is kept (it left without deregistering) and is
+//     still disconnected: n's live connection is the other end's too, and that end
+//     confirms it when it comes back (syncLinks). An end that is connected again did
+//     not name the link when it registered, and may be deleting it: no adoption;
+//   - the topology still links the two groups, in the same segments, the target
+//     still has the endpoint dialled, and no other live link joins the groups.
+//
+// Otherwise the link stays deleted and the groups are linked anew, as before. The
+// store never takes a record out of Deleted, so the link is hard-deleted and created
+// again under its id, within the registration's transaction. The new record is at
+// version 2 once Applied: a reconciler pass still holding the deleted one (version 3
+// or more: made, claimed, deleted) finds it changed, and its DeleteLinkIf fails.
+func (s *Service) adoptLinks(ctx context.Context, n store.Node, reports []ConnectionReport, w *work) error {
+	if n.Group == "" {
+		return nil
+	}
+	for _, r := range reports {
+		if !r.Alive {
+			continue
+		}
+		l, err := s.store.GetLink(ctx, r.LinkID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // not issued by this incarnation, or gone for good
+		}
+		if err != nil {
+			return fmt.Errorf("adopt link %s of %s: %w", r.LinkID, n.ID, err)
+		}
+		if !l.Deleted {
+			continue
+		}
+		ok, err := s.adoptable(ctx, n, l, w)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := s.store.DeleteLink(ctx, l.ID); err != nil {
+			return fmt.Errorf("adopt link %s of %s: %w", l.ID, n.ID, err)
+		}
+		back := l
+		back.Status, back.Deleted, back.StatusMessage = store.LinkPending, false, ""
+		if err := s.store.CreateLink(ctx, back); err != nil {
+			return fmt.Errorf("adopt link %s of %s: %w", l.ID, n.ID, err)
+		}
+		if _, err := s.store.UpdateLink(ctx, l.ID, store.LinkUpdate{
+			Status: store.Ptr(store.LinkApplied), StatusMessage: store.Ptr(store.LinkAdopted),
+		}); err != nil {
+			return fmt.Errorf("adopt link %s of %s: %w", l.ID, n.ID, err)
+		}
+		s.log.Info("link adopted", "link", l.ID, "node", n.ID, "source", l.SourceNodeID, "dest", l.DestNodeID)
+		w.relinked(l.ID)
+		w.link(l.SourceNodeID)
+		w.route(l.SourceNodeID)
+		w.route(l.DestNodeID)
+	}
+	return nil
+}
+
+// adoptable checks the conditions of adoptLinks for the deleted link l that n reports
+// alive.
+func (s *Service) adoptable(ctx context.Context, n store.Node, l store.Link, w *work) (bool, error) {
+	var other string
+	switch {
+	case l.DestNodeID == "":
+		return false, nil // never claimed: nothing says who held the other end
+	case l.SourceNodeID == n.ID:
+		other = l.DestNodeID
+	case l.DestNodeID == n.ID:
+		other = l.SourceNodeID
+	default:
+		return false, nil
+	}
+	o, err := s.store.GetNode(ctx, other)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("adopt link %s: %w", l.ID, err)
+	}
+	if o.Connected {
+		return false, nil
+	}
+	target := n
+	if l.TargetNodeID != n.ID {
+		if target, err = s.store.GetNode(ctx, l.TargetNodeID); errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, fmt.Errorf("adopt link %s: %w", l.ID, err)
+		}
+	}
+	if target.ExternalEndpoint() != l.DestEndpoint {
+		return false, nil
+	}
+	topo, err := s.topoNow(ctx)
+	if err != nil {
+		return false, err
+	}
+	segs := topo.segmentsOf(l.SourceGroup, l.DestGroup)
+	if len(segs) == 0 || !slices.Equal(segs, segmentsIn(l.ConnConfig)) {
+		return false, nil
+	}
+	live, err := s.liveLinksOf(ctx, w, topo, n.Group)
+	if err != nil {
+		return false, err
+	}
+	peer := l.Peer(n.Group)
+	for _, x := range live {
+		if x.Peer(n.Group) == peer {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// failoverAway fails over the disconnected nodes of n's group that are still an end
+// of a live link. Departures move or delete every link of a node that leaves, so only
+// a link adopted from its other end (adoptLinks) has such an end: one still cut off
+// from the control plane — or gone for good, which the control plane cannot tell. A
+// sibling registering takes over from it as the departure would have, had the sibling
+// been connected then: it gets the links the node dialled, those it received are
+// replaced. Without a sibling back, the link waits for its end to return.
+func (s *Service) failoverAway(ctx context.Context, n store.Node, w *work) error {
+	if n.Group == "" {
+		return nil
+	}
+	group, err := s.store.ListNodes(ctx, store.NodeFilter{Group: n.Group})
+	if err != nil {
+		return fmt.Errorf("list nodes of group %s: %w", n.Group, err)
+	}
+	away := map[string]store.Node{}
+	for _, o := range group {
+		if !o.Connected && o.ID != n.ID {
+			away[o.ID] = o
+		}
+	}
+	if len(away) == 0 {
+		return nil
+	}
+	topo, err := s.topoNow(ctx)
+	if err != nil {
+		return err
+	}
+	live, err := s.liveLinksOf(ctx, w, topo, n.Group)
+	if err != nil {
+		return err
+	}
+	ends := map[string]bool{}
+	for _, l := range live {
+		dest := l.DestNodeID
+		if dest == "" {
+			dest = l.TargetNodeID // made to target it, not yet claimed (incomingLinks)
+		}
+		for _, id := range []string{l.SourceNodeID, dest} {
+			if _, ok := away[id]; ok {
+				ends[id] = true
+			}
+		}
+	}
+	for _, id := range sortedKeys(ends) {
+		s.log.Info("link end still cut off: failed over to a sibling that registered", "node", id, "sibling", n.ID)
+		if err := s.failover(ctx, away[id], false, w); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -17,10 +17,9 @@ const dpPairAB = "  links:\n    - group: a\n      neighbors: [b]"
 // paths are partitioned — black-holed (connections open, nothing delivered) or cut
 // (closed and refused) — for 3 s while a steady stream flows a -> b: every message the
 // publisher's node accepted arrives, once, during the partition and after it, and none
-// is refused during it. (After a cut, the control plane rebuilds the link under a new
-// id, and a few publishes may be refused for no route meanwhile: logged.) Healed,
-// the control plane reconverges: both nodes connected, one applied link between the
-// groups, no duplicate route, one link connection on each node.
+// is refused during it or after it. Healed, the control plane reconverges: both nodes
+// connected, one applied link between the groups — the same link, under the same id,
+// as before the partition — no duplicate route, one link connection on each node.
 func TestDataplanePartitionControlPlane(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -97,11 +96,18 @@ func TestDataplanePartitionControlPlane(t *testing.T) {
 			if st.dups > 0 {
 				t.Errorf("%d messages delivered twice", st.dups)
 			}
-			// Refused (NOT_FOUND: no route) is not lost, and happens after a cut while
-			// the control plane rebuilds the link under a new id; during the partition
-			// the node must go on routing.
+			// During the partition the node must go on routing. After the heal the
+			// control plane adopts the link both ends still hold (same id, no
+			// teardown), so the routes over it stay and no publish is refused then
+			// either (refused: NOT_FOUND, no route).
 			if r := st.refusedIn(partitioned, healed); r > 0 {
 				t.Errorf("%d publishes refused (no route) during the partition", r)
+			}
+			if r := st.refusedIn(healed, time.Now()); r > 0 {
+				t.Errorf("%d publishes refused (no route) after the heal", r)
+			}
+			if link.GetLinkId() != after.GetLinkId() {
+				t.Errorf("link %s before the partition, %s after: the link was rebuilt, not kept", link.GetLinkId(), after.GetLinkId())
 			}
 		})
 	}

@@ -322,3 +322,64 @@ func TestRouteLeavesSubscriptionsOfUnknownLinks(t *testing.T) {
 		}
 	})
 }
+
+// TestRouteKeepsSubscriptionsOverAdoptedLinks: after a partition of the control plane
+// the publisher's routes are gone from the store while its node still forwards; an
+// untracked subscription over a link the control plane adopted stays while the far
+// end is away or nobody announces the name (the far end's announcements come back
+// after it registers), and goes as before otherwise.
+func TestRouteKeepsSubscriptionsOverAdoptedLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name                        string
+		adopted, announced, farGone bool
+		kept                        bool
+	}{
+		{"adopted, name unannounced", true, false, false, true},
+		{"adopted, far end away", true, true, true, true},
+		{"adopted, name announced", true, true, false, false},
+		{"not adopted", false, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forStores(t, func(t *testing.T, db string) {
+				r := newRig(t, db, true)
+				r.converge()
+				rt := r.route()
+				if err := r.st.DeleteRoute(r.ctx, rt.ID); err != nil {
+					t.Fatal(err)
+				}
+				if !tc.announced {
+					tpls, err := r.st.ListRoutes(r.ctx, store.RouteFilter{SourceNodeID: store.AllNodes})
+					if err != nil || len(tpls) != 1 {
+						t.Fatalf("templates %v, %v", tpls, err)
+					}
+					if err := r.st.DeleteRoute(r.ctx, tpls[0].ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if tc.adopted {
+					if _, err := r.st.UpdateLink(r.ctx, rt.LinkID, store.LinkUpdate{StatusMessage: store.Ptr(store.LinkAdopted)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if tc.farGone {
+					l, err := r.st.GetLink(r.ctx, rt.LinkID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := r.st.SetNodeConnected(r.ctx, l.SourceNodeID, false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := r.syncRoutes(rt.SourceNodeID); err != nil {
+					t.Fatal(err)
+				}
+				kept := slices.ContainsFunc(r.node(rt.SourceNodeID).Datapath().Subscriptions(), func(s dataplane.SubInfo) bool {
+					return s.Name == svcName
+				})
+				if kept != tc.kept {
+					t.Fatalf("untracked subscription over link %s kept %v, want %v", rt.LinkID, kept, tc.kept)
+				}
+			})
+		})
+	}
+}
