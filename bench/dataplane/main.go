@@ -1,19 +1,35 @@
 // Command dataplane benchmarks the reference data-plane node beside a NATS core
-// anchor, in one run on one machine: 1 KiB messages from a publisher in group a to a
-// subscriber in group b across one link (client -> node a/n1 -> link -> node b/n1 ->
-// client), against two embedded nats-servers joined by a route (client -> server 1 ->
-// route -> server 2 -> client). It prints a markdown table:
+// anchor, in one run on one machine, with 1 KiB messages. Each scenario runs against
+// both systems (-only picks one), each on a setup of its own:
 //
-//   - throughput: messages/s with at most -window messages in flight, so neither system
-//     is pushed into dropping;
+//   - link: throughput (messages/s with at most -window messages in flight, so neither
+//     system is pushed into dropping) and latency (p50 and p99 of publish-to-receive at a
+//     paced -rate) from a publisher in group a to a subscriber in group b across one link
+//     (client -> node a/n1 -> link -> node b/n1 -> client), against two embedded
+//     nats-servers joined by a route (client -> server 1 -> route -> server 2 -> client);
 //
-//   - latency: p50 and p99 of publish-to-receive at a paced -rate;
+//   - fanout: deliveries/s from one publisher to -fanout subscribers across the same
+//     link (a broadcast for the node, a plain subject for NATS);
 //
-//   - fan-out: deliveries/s from one publisher to -fanout subscribers (a broadcast for
-//     the node, a plain subject for NATS).
+//   - hops: throughput and latency as for link, across two gateways: groups edge-a,
+//     cloud and edge-b, two nodes each, edges linked to cloud in one segment (the shape
+//     `switchboard dev` runs), publisher on edge-a's gateway, subscriber on edge-b's;
+//     against two NATS clusters joined by a gateway (a super-cluster), or with
+//     -nats-hops leaf a NATS hub and two leaf nodes (edge -> hub -> edge);
 //
-//     go run ./bench/dataplane
-//     go run ./bench/dataplane -messages 500000 -out docs/benchmarks/dataplane-run.md
+//   - reqrep: requests/s with -requesters requests in flight, and p50/p99 of the round
+//     trip at the paced -rate, from a requester at a/n1 (server 1) to a responder at
+//     b/n1 (server 2);
+//
+//   - stall: deliveries/s of nine of ten subscribers of one name on the far side, all
+//     ten reading, then with one that stops reading (and never unsubscribes); whether
+//     the stalled one was cut off, and the drops the systems counted.
+//
+// It prints markdown, a section per scenario:
+//
+//	go run ./bench/dataplane
+//	go run ./bench/dataplane -scenarios hops,reqrep -only node
+//	go run ./bench/dataplane -messages 500000 -out docs/benchmarks/dataplane-run.md
 package main
 
 import (
@@ -23,30 +39,70 @@ import (
 	"log"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 )
 
+// scenarioNames are the scenarios in the order they run and print.
+var scenarioNames = []string{"link", "fanout", "hops", "reqrep", "stall"}
+
 type options struct {
 	messages, size, window, rate, fanout, fanoutMessages int
-	latencyFor                                           time.Duration
-	out, cpuprofile, only                                string
+	requests, requesters                                 int
+	stallSubscribers, stallMessages                      int
+	latencyFor, timeout                                  time.Duration
+	out, cpuprofile, only, natsHops                      string
+	scenarios                                            map[string]bool
 }
+
+func (o options) has(s string) bool { return o.scenarios[s] }
 
 func main() {
 	var o options
-	flag.IntVar(&o.messages, "messages", 200000, "messages per throughput run")
+	var scenarios string
+	flag.StringVar(&scenarios, "scenarios", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
+	flag.IntVar(&o.messages, "messages", 200000, "messages per throughput run (link, hops)")
 	flag.IntVar(&o.size, "size", 1024, "payload bytes")
 	flag.IntVar(&o.window, "window", 4096, "messages in flight at most (throughput runs)")
-	flag.IntVar(&o.rate, "rate", 2000, "messages/s of the latency runs")
+	flag.IntVar(&o.rate, "rate", 2000, "messages/s (requests/s for reqrep) of the latency runs")
 	flag.DurationVar(&o.latencyFor, "latency-for", 3*time.Second, "length of each latency run")
 	flag.IntVar(&o.fanout, "fanout", 100, "subscribers of the fan-out runs")
 	flag.IntVar(&o.fanoutMessages, "fanout-messages", 5000, "messages per fan-out run")
-	flag.StringVar(&o.out, "out", "", "also write the table to this file")
+	flag.IntVar(&o.requests, "requests", 50000, "requests per reqrep throughput run")
+	flag.IntVar(&o.requesters, "requesters", 8, "concurrent requesters (requests in flight) of the reqrep throughput run")
+	flag.IntVar(&o.stallSubscribers, "stall-subscribers", 10, "subscribers of the stall runs, one of which stalls")
+	flag.IntVar(&o.stallMessages, "stall-messages", 100000, "messages per phase of the stall runs (enough to fill the stalled one's buffers)")
+	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run's limit")
+	flag.StringVar(&o.out, "out", "", "also write the tables to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the node's runs to this file (go tool pprof)")
 	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
+	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway) or leaf (a hub and two leaf nodes)")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	o.scenarios = map[string]bool{}
+	for s := range strings.SplitSeq(scenarios, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(scenarioNames, s) {
+			log.Fatalf("unknown scenario %q (want some of %s)", s, strings.Join(scenarioNames, ", "))
+		}
+		o.scenarios[s] = true
+	}
+	if len(o.scenarios) == 0 {
+		log.Fatal("no scenario selected")
+	}
+	if o.only != "" && o.only != "nats" && o.only != "node" {
+		log.Fatalf("-only %q: want nats or node", o.only)
+	}
+	if o.natsHops != "gateway" && o.natsHops != "leaf" {
+		log.Fatalf("-nats-hops %q: want gateway or leaf", o.natsHops)
+	}
+	if o.stallSubscribers < 2 || o.requesters < 1 || o.rate < 1 || o.window < 1 {
+		log.Fatal("-stall-subscribers must be at least 2, -requesters, -rate and -window at least 1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
 		log.Fatal(err)
@@ -55,17 +111,29 @@ func main() {
 
 // result is one system's figures.
 type result struct {
-	system             string
-	msgsPerSec         float64
-	p50, p99           time.Duration
-	fanoutPerSec       float64
-	lost, dropped      uint64
-	fanoutLost         uint64
-	latencySamples     int
-	throughputMessages int
+	system string
+	// link and fanout
+	link        streamResult
+	hasLink     bool
+	fanout      fanoutResult
+	hasFanout   bool
+	linkDropped uint64
+	// hops
+	hops     streamResult
+	hasHops  bool
+	hopsPath string
+	// reqrep
+	reqrep    reqrepResult
+	hasReqrep bool
+	// stall
+	stall    stallResult
+	hasStall bool
+	// load is the load average when each scenario ended.
+	load map[string]string
 }
 
-// target is one system under test: a publisher and subscribers across one hop.
+// target is one system under test: a publisher and subscribers across one hop (or
+// more: hops).
 type target interface {
 	name() string
 	// subscribe adds k subscribers; each received payload is passed to got.
@@ -79,36 +147,113 @@ type target interface {
 	close()
 }
 
+// system is how to set one system up for each scenario.
+type system struct {
+	key    string
+	link   func(context.Context) (target, error)
+	hops   func(context.Context) (target, string, error)
+	reqrep func(context.Context, options) (replier, error)
+	stall  func(context.Context, options) (stallTarget, error)
+}
+
 func run(ctx context.Context, o options) error {
 	var results []result
-	systems := map[string]func(context.Context) (target, error){"nats": startNATS, "node": startNodes}
-	for _, name := range []string{"nats", "node"} {
-		if o.only != "" && o.only != name {
+	systems := []system{
+		{key: "nats", link: startNATS, hops: startNATSGateways, reqrep: startNATSReqRep, stall: startNATSStall},
+		{key: "node", link: startNodes, hops: startNodeHops, reqrep: startNodeReqRep, stall: startNodeStall},
+	}
+	if o.natsHops == "leaf" {
+		systems[0].hops = startNATSLeaves
+	}
+	for _, s := range systems {
+		if o.only != "" && o.only != s.key {
 			continue
 		}
-		t, err := systems[name](ctx)
+		stop, err := profile(o, s.key)
 		if err != nil {
 			return err
 		}
-		stop, err := profile(o, name)
-		if err != nil {
-			t.close()
-			return err
-		}
-		r, err := measure(ctx, t, o)
+		r, err := runSystem(ctx, s, o)
 		stop()
-		t.close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", t.name(), err)
+			return fmt.Errorf("%s: %w", s.key, err)
 		}
 		results = append(results, r)
 	}
-	table := render(o, results)
-	fmt.Print(table)
+	out := render(o, results)
+	fmt.Print(out)
 	if o.out != "" {
-		return os.WriteFile(o.out, []byte(table), 0o644)
+		return os.WriteFile(o.out, []byte(out), 0o644)
 	}
 	return nil
+}
+
+// runSystem runs the selected scenarios against one system, each on a fresh setup
+// (link and fanout share one, as they always did).
+func runSystem(ctx context.Context, s system, o options) (result, error) {
+	r := result{system: s.key, load: map[string]string{}}
+	if o.has("link") || o.has("fanout") {
+		t, err := s.link(ctx)
+		if err != nil {
+			return r, fmt.Errorf("link: %w", err)
+		}
+		r.system = t.name()
+		if o.has("link") {
+			r.link, err = measureStream(ctx, t, o)
+			r.hasLink = err == nil
+		}
+		if err == nil && o.has("fanout") {
+			r.fanout, err = measureFanout(ctx, t, o)
+			r.hasFanout = err == nil
+		}
+		r.linkDropped = t.dropped()
+		r.load["link"] = loadavg()
+		t.close()
+		if err != nil {
+			return r, fmt.Errorf("link/fanout: %w", err)
+		}
+	}
+	if o.has("hops") {
+		t, path, err := s.hops(ctx)
+		if err != nil {
+			return r, fmt.Errorf("hops: %w", err)
+		}
+		r.hops, err = measureStream(ctx, t, o)
+		r.hops.system, r.hopsPath, r.hasHops = t.name(), path, err == nil
+		r.hops.dropped = t.dropped()
+		r.load["hops"] = loadavg()
+		t.close()
+		if err != nil {
+			return r, fmt.Errorf("hops: %w", err)
+		}
+	}
+	if o.has("reqrep") {
+		q, err := s.reqrep(ctx, o)
+		if err != nil {
+			return r, fmt.Errorf("reqrep: %w", err)
+		}
+		r.reqrep, err = measureReqRep(ctx, q, o)
+		r.reqrep.system, r.hasReqrep = q.name(), err == nil
+		r.load["reqrep"] = loadavg()
+		q.close()
+		if err != nil {
+			return r, fmt.Errorf("reqrep: %w", err)
+		}
+	}
+	if o.has("stall") {
+		st, err := s.stall(ctx, o)
+		if err != nil {
+			return r, fmt.Errorf("stall: %w", err)
+		}
+		r.stall, err = measureStall(ctx, st, o)
+		r.stall.system, r.hasStall = st.name(), err == nil
+		r.load["stall"] = loadavg()
+		st.close()
+		if err != nil {
+			return r, fmt.Errorf("stall: %w", err)
+		}
+	}
+	return r, nil
 }
 
 // profile starts a CPU profile of the node's runs when asked; the returned function
@@ -141,21 +286,4 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-func render(o options, rs []result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d-byte messages, one hop; throughput window %d, latency at %d msg/s for %s, fan-out to %d subscribers; load average %s\n\n",
-		o.size, o.window, o.rate, o.latencyFor, o.fanout, loadavg())
-	fmt.Fprintln(&b, "| system | messages/s | p50 | p99 | fan-out deliveries/s | lost | counted dropped |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|")
-	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.0f | %d | %d |\n", r.system, r.msgsPerSec,
-			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.fanoutPerSec, r.lost+r.fanoutLost, r.dropped)
-	}
-	if len(rs) == 2 && rs[0].msgsPerSec > 0 && rs[0].p99 > 0 {
-		fmt.Fprintf(&b, "\nnode / NATS: throughput %.2f× (goal ≥ 0.5×), p99 %.2f× (goal ≤ 2×), fan-out %.2f×\n",
-			rs[1].msgsPerSec/rs[0].msgsPerSec, float64(rs[1].p99)/float64(rs[0].p99), rs[1].fanoutPerSec/rs[0].fanoutPerSec)
-	}
-	return b.String()
 }

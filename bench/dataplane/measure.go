@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -23,19 +24,40 @@ func sentAt(p []byte) time.Time {
 	return time.Unix(0, int64(binary.LittleEndian.Uint64(p)))
 }
 
-// measure runs the three scenarios against t.
-func measure(ctx context.Context, t target, o options) (result, error) {
-	r := result{system: t.name(), throughputMessages: o.messages}
+// streamResult is a throughput and a latency run across one path.
+type streamResult struct {
+	system         string
+	msgsPerSec     float64
+	p50, p99       time.Duration
+	lost, dropped  uint64
+	latencySamples int
+}
+
+// fanoutResult is a fan-out run.
+type fanoutResult struct {
+	perSec float64
+	lost   uint64
+}
+
+// measureStream runs the throughput (windowed) and latency (paced) runs from t's
+// publisher to one subscriber.
+func measureStream(ctx context.Context, t target, o options) (streamResult, error) {
+	r := streamResult{system: t.name()}
 	var received atomic.Int64
-	lat := make(chan time.Duration, 1<<20)
+	// Latency samples, taken while measuring; the lock keeps a late delivery from
+	// adding one as they are read.
+	var latMu sync.Mutex
+	var ds []time.Duration
 	measuring := atomic.Bool{}
 	if err := t.subscribe(ctx, 1, func(p []byte) {
 		received.Add(1)
 		if measuring.Load() {
-			select {
-			case lat <- time.Since(sentAt(p)):
-			default:
+			d := time.Since(sentAt(p))
+			latMu.Lock()
+			if measuring.Load() {
+				ds = append(ds, d)
 			}
+			latMu.Unlock()
 		}
 	}); err != nil {
 		return r, err
@@ -54,11 +76,8 @@ func measure(ctx context.Context, t target, o options) (result, error) {
 	base := received.Load()
 	start := time.Now()
 	for sent := 0; sent < o.messages; {
-		for int64(sent)-(received.Load()-base) >= int64(o.window) {
-			if ctx.Err() != nil {
-				return r, ctx.Err()
-			}
-			time.Sleep(20 * time.Microsecond)
+		if err := waitWindow(ctx, func() bool { return int64(sent)-(received.Load()-base) < int64(o.window) }); err != nil {
+			return r, err
 		}
 		if err := t.publish(stamp(payload), false); err != nil {
 			return r, err
@@ -82,6 +101,8 @@ func measure(ctx context.Context, t target, o options) (result, error) {
 	}
 	// Latency, paced.
 	time.Sleep(200 * time.Millisecond)
+	before := received.Load()
+	sentPaced := int64(0)
 	measuring.Store(true)
 	tick := time.NewTicker(time.Second / time.Duration(o.rate))
 	end := time.After(o.latencyFor)
@@ -90,29 +111,42 @@ pace:
 		select {
 		case <-tick.C:
 			if err := t.publish(stamp(payload), false); err != nil {
+				tick.Stop()
 				return r, err
 			}
 			if err := t.flush(); err != nil {
+				tick.Stop()
 				return r, err
 			}
+			sentPaced++
 		case <-end:
 			break pace
+		case <-ctx.Done():
+			tick.Stop()
+			return r, ctx.Err()
 		}
 	}
 	tick.Stop()
-	time.Sleep(200 * time.Millisecond)
+	_ = waitFor(ctx, func() bool { return received.Load()-before >= sentPaced }, 5*time.Second)
+	latMu.Lock()
 	measuring.Store(false)
-	close(lat)
-	var ds []time.Duration
-	for d := range lat {
-		ds = append(ds, d)
+	ds = slices.Clone(ds)
+	latMu.Unlock()
+	if got := received.Load() - before; got < sentPaced {
+		r.lost += uint64(sentPaced - got)
 	}
 	if len(ds) == 0 {
 		return r, errors.New("no latency samples")
 	}
 	slices.Sort(ds)
 	r.p50, r.p99, r.latencySamples = ds[len(ds)/2], ds[len(ds)*99/100], len(ds)
-	// Fan-out.
+	return r, nil
+}
+
+// measureFanout runs the fan-out run: o.fanout subscribers, o.fanoutMessages messages.
+func measureFanout(ctx context.Context, t target, o options) (fanoutResult, error) {
+	var r fanoutResult
+	payload := make([]byte, o.size)
 	var fanGot atomic.Int64
 	if err := t.subscribe(ctx, o.fanout, func([]byte) { fanGot.Add(1) }); err != nil {
 		return r, err
@@ -129,10 +163,12 @@ pace:
 	time.Sleep(200 * time.Millisecond)
 	fanBase := fanGot.Load()
 	want := int64(o.fanoutMessages) * int64(o.fanout)
-	start = time.Now()
+	start := time.Now()
 	for sent := 0; sent < o.fanoutMessages; {
-		for int64(sent)*int64(o.fanout)-(fanGot.Load()-fanBase) >= int64(o.window)*4 {
-			time.Sleep(20 * time.Microsecond)
+		if err := waitWindow(ctx, func() bool {
+			return int64(sent)*int64(o.fanout)-(fanGot.Load()-fanBase) < int64(o.window)*4
+		}); err != nil {
+			return r, err
 		}
 		if err := t.publish(stamp(payload), true); err != nil {
 			return r, err
@@ -146,12 +182,33 @@ pace:
 	_ = waitFor(ctx, func() bool { return fanGot.Load()-fanBase >= want }, 10*time.Second)
 	fanElapsed := time.Since(start)
 	fg := fanGot.Load() - fanBase
-	r.fanoutPerSec = float64(fg) / fanElapsed.Seconds()
+	r.perSec = float64(fg) / fanElapsed.Seconds()
 	if fg < want {
-		r.fanoutLost = uint64(want - fg)
+		r.lost = uint64(want - fg)
 	}
-	r.dropped = t.dropped()
 	return r, nil
+}
+
+// windowStuck bounds how long a publisher waits for room in its window: a window that
+// stays shut that long is one that copies lost in flight closed for good.
+const windowStuck = 10 * time.Second
+
+// waitWindow waits, spinning briefly, until room holds, for at most windowStuck.
+func waitWindow(ctx context.Context, room func() bool) error {
+	if room() {
+		return nil
+	}
+	deadline := time.Now().Add(windowStuck)
+	for !room() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the window stayed full for %s: copies lost in flight", windowStuck)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return nil
 }
 
 // waitFor polls cond until it holds; an optional limit bounds the wait (ctx always does).

@@ -10,21 +10,29 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// natsTarget is the anchor: two core nats-servers (no JetStream) joined by a route,
-// publisher on one, subscribers on the other.
+// natsTarget is the anchor: core nats-servers (no JetStream), publisher on one,
+// subscribers on another.
 type natsTarget struct {
-	s1, s2   *server.Server
+	label    string
+	servers  []*server.Server
+	subSrv   *server.Server
 	pub, sub *nats.Conn
 	subConns []*nats.Conn
 	subs     []*nats.Subscription
 }
 
+// startServer starts a server of cluster "anchor" joined to routes.
 func startServer(routes ...*url.URL) (*server.Server, error) {
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+	return startWith(&server.Options{
 		Cluster: server.ClusterOpts{Name: "anchor", Host: "127.0.0.1", Port: server.RANDOM_PORT},
 		Routes:  routes,
 	})
+}
+
+// startWith starts a server on loopback with o's cluster and gateway settings.
+func startWith(o *server.Options) (*server.Server, error) {
+	o.Host, o.Port, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, true, true
+	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, err
 	}
@@ -36,40 +44,117 @@ func startServer(routes ...*url.URL) (*server.Server, error) {
 	return s, nil
 }
 
-func startNATS(ctx context.Context) (target, error) {
-	t := &natsTarget{}
-	var err error
-	if t.s1, err = startServer(); err != nil {
-		return nil, err
+// startRoutedPair starts two servers of one cluster joined by a route.
+func startRoutedPair(ctx context.Context) (s1, s2 *server.Server, err error) {
+	if s1, err = startServer(); err != nil {
+		return nil, nil, err
 	}
-	route, err := url.Parse(fmt.Sprintf("nats-route://%s", t.s1.ClusterAddr()))
+	route, err := url.Parse(fmt.Sprintf("nats-route://%s", s1.ClusterAddr()))
 	if err != nil {
-		t.close()
+		s1.Shutdown()
+		return nil, nil, err
+	}
+	if s2, err = startServer(route); err != nil {
+		s1.Shutdown()
+		return nil, nil, err
+	}
+	if err := waitFor(ctx, func() bool { return s1.NumRoutes() > 0 && s2.NumRoutes() > 0 }); err != nil {
+		s2.Shutdown()
+		s1.Shutdown()
+		return nil, nil, fmt.Errorf("route: %w", err)
+	}
+	return s1, s2, nil
+}
+
+func startNATS(ctx context.Context) (target, error) {
+	s1, s2, err := startRoutedPair(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if t.s2, err = startServer(route); err != nil {
-		t.close()
-		return nil, err
-	}
-	for t.s1.NumRoutes() == 0 || t.s2.NumRoutes() == 0 {
-		if ctx.Err() != nil {
-			t.close()
-			return nil, ctx.Err()
+	return newNATSTarget("NATS core (2 servers, route)", []*server.Server{s1, s2}, s1, s2)
+}
+
+// startNATSGateways starts two clusters of one server each, joined by a gateway:
+// client -> server A -> gateway -> server B -> client.
+func startNATSGateways(ctx context.Context) (target, string, error) {
+	gw := func(name string, remotes ...*server.RemoteGatewayOpts) *server.Options {
+		return &server.Options{
+			Cluster: server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: server.RANDOM_PORT},
+			Gateway: server.GatewayOpts{Name: name, Host: "127.0.0.1", Port: server.RANDOM_PORT, Gateways: remotes},
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	if t.pub, err = nats.Connect(t.s1.ClientURL()); err != nil {
+	a, err := startWith(gw("A"))
+	if err != nil {
+		return nil, "", err
+	}
+	aURL, err := url.Parse(fmt.Sprintf("nats://%s", a.GatewayAddr()))
+	if err != nil {
+		a.Shutdown()
+		return nil, "", err
+	}
+	b, err := startWith(gw("B", &server.RemoteGatewayOpts{Name: "A", URLs: []*url.URL{aURL}}))
+	if err != nil {
+		a.Shutdown()
+		return nil, "", err
+	}
+	if err := waitFor(ctx, func() bool { return a.NumOutboundGateways() > 0 && b.NumOutboundGateways() > 0 }); err != nil {
+		b.Shutdown()
+		a.Shutdown()
+		return nil, "", fmt.Errorf("gateway: %w", err)
+	}
+	t, err := newNATSTarget("NATS core (2 clusters, gateway)", []*server.Server{a, b}, a, b)
+	return t, "client → A → gateway → B → client", err
+}
+
+// startNATSLeaves starts a hub and two leaf-node servers connected to it, NATS's own
+// edge -> cloud -> edge shape: client -> leaf edge-a -> hub -> leaf edge-b -> client.
+func startNATSLeaves(ctx context.Context) (target, string, error) {
+	hubOpts := &server.Options{LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: server.RANDOM_PORT}}
+	hub, err := startWith(hubOpts)
+	if err != nil {
+		return nil, "", err
+	}
+	// The server writes the port it bound back into its options.
+	hubURL, err := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", hubOpts.LeafNode.Port))
+	if err != nil {
+		hub.Shutdown()
+		return nil, "", err
+	}
+	servers := []*server.Server{hub}
+	for range 2 {
+		leaf, err := startWith(&server.Options{LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{hubURL}}}}})
+		if err != nil {
+			shutdown(servers)
+			return nil, "", err
+		}
+		servers = append(servers, leaf)
+	}
+	if err := waitFor(ctx, func() bool {
+		return hub.NumLeafNodes() == 2 && servers[1].NumLeafNodes() == 1 && servers[2].NumLeafNodes() == 1
+	}); err != nil {
+		shutdown(servers)
+		return nil, "", fmt.Errorf("leaf nodes: %w", err)
+	}
+	t, err := newNATSTarget("NATS core (hub and 2 leaf nodes)", servers, servers[1], servers[2])
+	return t, "client → leaf → hub → leaf → client", err
+}
+
+// newNATSTarget connects the publisher to pubSrv and the subscriber to subSrv.
+func newNATSTarget(label string, servers []*server.Server, pubSrv, subSrv *server.Server) (target, error) {
+	t := &natsTarget{label: label, servers: servers, subSrv: subSrv}
+	var err error
+	if t.pub, err = nats.Connect(pubSrv.ClientURL()); err != nil {
 		t.close()
 		return nil, err
 	}
-	if t.sub, err = nats.Connect(t.s2.ClientURL()); err != nil {
+	if t.sub, err = nats.Connect(subSrv.ClientURL()); err != nil {
 		t.close()
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *natsTarget) name() string { return "NATS core (2 servers, route)" }
+func (t *natsTarget) name() string { return t.label }
 
 func (t *natsTarget) subscribe(_ context.Context, k int, got func([]byte)) error {
 	subject := "bench.one"
@@ -81,7 +166,7 @@ func (t *natsTarget) subscribe(_ context.Context, k int, got func([]byte)) error
 		nc := t.sub
 		if k > 1 {
 			var err error
-			if nc, err = nats.Connect(t.s2.ClientURL()); err != nil {
+			if nc, err = nats.Connect(t.subSrv.ClientURL()); err != nil {
 				return err
 			}
 			t.subConns = append(t.subConns, nc)
@@ -125,9 +210,14 @@ func (t *natsTarget) close() {
 			nc.Close()
 		}
 	}
-	for _, s := range []*server.Server{t.s2, t.s1} {
-		if s != nil {
-			s.Shutdown()
+	shutdown(t.servers)
+}
+
+// shutdown stops servers, the last started first.
+func shutdown(servers []*server.Server) {
+	for i := len(servers) - 1; i >= 0; i-- {
+		if servers[i] != nil {
+			servers[i].Shutdown()
 		}
 	}
 }

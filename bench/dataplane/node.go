@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"io"
-	"strconv"
-	"strings"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -17,9 +15,85 @@ import (
 	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
-// nodeTarget is the reference node: groups a and b linked directly, one node each.
+// nodeFabric is a fabric of reference nodes whose metrics the bench reads.
+type nodeFabric struct {
+	f    *fabric.Fabric
+	regs []*prometheus.Registry
+}
+
+// startFabric starts a control plane with topology and perGroup nodes in each group.
+func startFabric(ctx context.Context, topology string, perGroup int, groups ...string) (*nodeFabric, error) {
+	nf := &nodeFabric{}
+	f, err := fabric.Start(ctx, fabric.Options{
+		Topology: topology,
+		Node: func(c *node.Config) {
+			c.Metrics = prometheus.NewRegistry()
+			nf.regs = append(nf.regs, c.Metrics)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	nf.f = f
+	if err := f.StartGroups(ctx, perGroup, groups...); err != nil {
+		nf.close()
+		return nil, err
+	}
+	return nf, nil
+}
+
+// counter sums metric's values over every node, of the label values match accepts
+// (nil: all).
+func (nf *nodeFabric) counter(metric string, match func(labels map[string]string) bool) uint64 {
+	var n float64
+	for _, reg := range nf.regs {
+		mfs, err := reg.Gather()
+		if err != nil {
+			continue
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != metric {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if match == nil || match(labels) {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return uint64(n)
+}
+
+func (nf *nodeFabric) close() {
+	if nf.f != nil {
+		_ = nf.f.Close()
+	}
+}
+
+// dial connects a client to a node with the node's buffer pool and codec on the
+// client side too: with gRPC's defaults a 1 MiB buffer is cleared for every batch
+// (dataplane/node/bufpool.go).
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, append(node.ClientOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+}
+
+func mustName(s string) *nodev1.Name {
+	n, err := node.ParseName(s)
+	if err != nil {
+		panic(err)
+	}
+	return node.NameProto(n)
+}
+
+// nodeTarget is a publisher on one node of a fabric and subscribers on another.
 type nodeTarget struct {
-	f       *fabric.Fabric
+	label   string
+	nf      *nodeFabric
 	pubConn *grpc.ClientConn
 	subConn *grpc.ClientConn
 	pub     nodev1.NodeService_PublishStreamClient
@@ -27,38 +101,84 @@ type nodeTarget struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	regs    []*prometheus.Registry
 	name1   *nodev1.Name
 	nameFan *nodev1.Name
 }
 
+// startNodes: groups a and b linked directly, one node each.
 func startNodes(ctx context.Context) (target, error) {
-	t := &nodeTarget{}
-	f, err := fabric.Start(ctx, fabric.Options{
-		Topology: "links:\n  - group: a\n    neighbors: [b]\n",
-		Node: func(c *node.Config) {
-			c.Metrics = prometheus.NewRegistry()
-			t.regs = append(t.regs, c.Metrics)
-		},
-	})
+	nf, err := startFabric(ctx, "links:\n  - group: a\n    neighbors: [b]\n", 1, "a", "b")
 	if err != nil {
 		return nil, err
 	}
-	t.f = f
-	if err := f.StartGroups(ctx, 1, "a", "b"); err != nil {
+	return newNodeTarget("switchboard node (2 groups, link)", nf, "a/n1", "b/n1")
+}
+
+// devTopology is the shape `switchboard dev` runs: cloud linked to both edges in
+// segment dev, two nodes per group.
+const devTopology = "segments:\n  - name: dev\n    links:\n      - group: cloud\n        neighbors: [edge-a, edge-b]\n"
+
+// startNodeHops starts dev's shape and puts the publisher on the edge-a node holding
+// the link to cloud and the subscriber on the edge-b node holding its link: client ->
+// edge-a gateway -> link -> cloud (one node, or two and a peering) -> link -> edge-b
+// gateway -> client.
+func startNodeHops(ctx context.Context) (target, string, error) {
+	nf, err := startFabric(ctx, devTopology, 2, "cloud", "edge-a", "edge-b")
+	if err != nil {
+		return nil, "", err
+	}
+	var gwA, gwB, cloudA, cloudB string
+	if err := waitFor(ctx, func() bool {
+		gwA, cloudA = gateway(nf.f, "edge-a")
+		gwB, cloudB = gateway(nf.f, "edge-b")
+		return cloudA != "" && cloudB != ""
+	}); err != nil {
+		nf.close()
+		return nil, "", fmt.Errorf("links edge-a/edge-b <-> cloud: %w", err)
+	}
+	path := "client → " + gwA + " → " + cloudA
+	if cloudB != cloudA {
+		path += " → (peering) " + cloudB
+	}
+	path += " → " + gwB + " → client"
+	t, err := newNodeTarget("switchboard node (edge → cloud → edge, 2 nodes per group)", nf, gwA, gwB)
+	return t, path, err
+}
+
+// gateway finds the node of group holding a link and the node at the link's other end.
+func gateway(f *fabric.Fabric, group string) (edge, far string) {
+	links := map[string]string{} // link id -> node
+	for _, r := range f.Nodes() {
+		if r.Group == group {
+			continue
+		}
+		for _, c := range r.Connections() {
+			if c.LinkID != "" {
+				links[c.LinkID] = r.ID()
+			}
+		}
+	}
+	for _, r := range f.Nodes() {
+		if r.Group != group {
+			continue
+		}
+		for _, c := range r.Connections() {
+			if n := links[c.LinkID]; c.LinkID != "" && n != "" {
+				return r.ID(), n
+			}
+		}
+	}
+	return "", ""
+}
+
+func newNodeTarget(label string, nf *nodeFabric, pubID, subID string) (target, error) {
+	t := &nodeTarget{label: label, nf: nf}
+	var err error
+	if t.pubConn, err = dial(nf.f.Node(pubID).Addr()); err != nil {
 		t.close()
 		return nil, err
 	}
-	dial := func(addr string) (*grpc.ClientConn, error) {
-		// The node's buffer pool and codec on the client side too: with gRPC's
-		// defaults a 1 MiB buffer is cleared for every batch (dataplane/node/bufpool.go).
-		return grpc.NewClient(addr, append(node.ClientOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	}
-	if t.pubConn, err = dial(f.Node("a/n1").Addr()); err != nil {
-		t.close()
-		return nil, err
-	}
-	if t.subConn, err = dial(f.Node("b/n1").Addr()); err != nil {
+	if t.subConn, err = dial(nf.f.Node(subID).Addr()); err != nil {
 		t.close()
 		return nil, err
 	}
@@ -67,13 +187,11 @@ func startNodes(ctx context.Context) (target, error) {
 		t.close()
 		return nil, err
 	}
-	one, _ := node.ParseName("bench/dp/one")
-	fan, _ := node.ParseName("bench/dp/fan")
-	t.name1, t.nameFan = node.NameProto(one), node.NameProto(fan)
+	t.name1, t.nameFan = mustName("bench/dp/one"), mustName("bench/dp/fan")
 	return t, nil
 }
 
-func (t *nodeTarget) name() string { return "switchboard node (2 groups, link)" }
+func (t *nodeTarget) name() string { return t.label }
 
 func (t *nodeTarget) subscribe(ctx context.Context, k int, got func([]byte)) error {
 	name := t.name1
@@ -109,8 +227,12 @@ func (t *nodeTarget) publish(p []byte, fan bool) error {
 	if fan {
 		name = t.nameFan
 	}
+	return t.publishTo(name, p, fan)
+}
+
+func (t *nodeTarget) publishTo(name *nodev1.Name, p []byte, broadcast bool) error {
 	// The payload buffer is reused by the caller: the batch keeps a copy.
-	t.batch = append(t.batch, &nodev1.PublishRequest{Name: name, Payload: append([]byte(nil), p...), Broadcast: fan})
+	t.batch = append(t.batch, &nodev1.PublishRequest{Name: name, Payload: append([]byte(nil), p...), Broadcast: broadcast})
 	if len(t.batch) >= 64 {
 		return t.flush()
 	}
@@ -128,28 +250,21 @@ func (t *nodeTarget) flush() error {
 
 // dropped sums every node's counted drops, of every reason.
 func (t *nodeTarget) dropped() uint64 {
-	var n float64
-	for _, reg := range t.regs {
-		mfs, err := reg.Gather()
-		if err != nil {
-			continue
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "switchboard_node_messages_dropped_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return uint64(n)
+	return t.nf.counter("switchboard_node_messages_dropped_total", nil)
 }
 
 func (t *nodeTarget) close() {
 	if t.pub != nil {
-		if _, err := t.pub.CloseAndRecv(); err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "canceled") {
-			_ = strconv.Quote(err.Error())
+		// The stream's summary is of no interest here; wait for it a while so the
+		// node sees a clean end.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = t.pub.CloseAndRecv()
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
 		}
 	}
 	if t.cancel != nil {
@@ -161,7 +276,5 @@ func (t *nodeTarget) close() {
 			_ = cc.Close()
 		}
 	}
-	if t.f != nil {
-		_ = t.f.Close()
-	}
+	t.nf.close()
 }
