@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 
+	"github.com/switchboard-mesh/switchboard/dataplane/node"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
 )
 
@@ -182,20 +183,21 @@ func (q *natsReplier) close() {
 	shutdown(q.servers)
 }
 
-// nodeReplier: requester (Request RPCs) at a/n1, responder at b/n1: a Subscribe
-// stream whose requests -requesters workers answer with Respond RPCs, so answers
-// overlap as NATS's buffered msg.Respond lets them.
+// nodeReplier: requester at a/n1, one RequestStream (node.Requester) carrying every
+// request in flight; responder at b/n1: a Subscribe stream whose requests are answered
+// over one RespondStream, the answers to each delivered batch of requests in one
+// batch, so answers overlap as NATS's buffered msg.Respond lets them.
 type nodeReplier struct {
-	nf       *nodeFabric
-	reqConn  *grpc.ClientConn
-	rspConn  *grpc.ClientConn
-	requests nodev1.NodeServiceClient
-	subject  *nodev1.Name
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	nf        *nodeFabric
+	reqConn   *grpc.ClientConn
+	rspConn   *grpc.ClientConn
+	requester *node.Requester
+	subject   *nodev1.Name
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
-func startNodeReqRep(ctx context.Context, o options) (replier, error) {
+func startNodeReqRep(ctx context.Context, _ options) (replier, error) {
 	nf, err := startFabric(ctx, "links:\n  - group: a\n    neighbors: [b]\n", 1, "a", "b")
 	if err != nil {
 		return nil, err
@@ -209,10 +211,13 @@ func startNodeReqRep(ctx context.Context, o options) (replier, error) {
 		q.close()
 		return nil, err
 	}
-	q.requests = nodev1.NewNodeServiceClient(q.reqConn)
 	rsp := nodev1.NewNodeServiceClient(q.rspConn)
 	var sctx context.Context
 	sctx, q.cancel = context.WithCancel(context.Background())
+	if q.requester, err = node.NewRequester(sctx, nodev1.NewNodeServiceClient(q.reqConn)); err != nil {
+		q.close()
+		return nil, err
+	}
 	st, err := rsp.Subscribe(sctx, &nodev1.SubscribeRequest{Name: q.subject})
 	if err != nil {
 		q.close()
@@ -222,35 +227,37 @@ func startNodeReqRep(ctx context.Context, o options) (replier, error) {
 		q.close()
 		return nil, err
 	}
-	work := make(chan *nodev1.Message, 4096)
+	answers, err := rsp.RespondStream(sctx)
+	if err != nil {
+		q.close()
+		return nil, err
+	}
+	// Refused answers are reported back; the bench sees them as timeouts.
 	q.wg.Go(func() {
-		defer close(work)
+		for {
+			if _, err := answers.Recv(); err != nil {
+				return
+			}
+		}
+	})
+	q.wg.Go(func() {
+		b := &nodev1.RespondBatch{}
 		for {
 			r, err := st.Recv()
 			if err != nil {
 				return
 			}
+			b.Answers = b.Answers[:0]
 			for _, m := range r.GetMessages() {
-				if m.GetReplyTo() == "" {
-					continue
+				if m.GetReplyTo() != "" {
+					b.Answers = append(b.Answers, &nodev1.RespondRequest{ReplyTo: m.GetReplyTo(), Payload: m.GetPayload()})
 				}
-				select {
-				case work <- m:
-				case <-sctx.Done():
-					return
-				}
+			}
+			if len(b.Answers) > 0 && answers.Send(b) != nil {
+				return
 			}
 		}
 	})
-	for range o.requesters {
-		q.wg.Go(func() {
-			for m := range work {
-				rctx, cancel := context.WithTimeout(sctx, requestTimeout)
-				_, _ = rsp.Respond(rctx, &nodev1.RespondRequest{ReplyTo: m.GetReplyTo(), Payload: m.GetPayload()})
-				cancel()
-			}
-		})
-	}
 	return q, nil
 }
 
@@ -261,11 +268,14 @@ func (q *nodeReplier) request(ctx context.Context, p []byte, timeout time.Durati
 	// timeout included) is what comes back.
 	rctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
 	defer cancel()
-	_, err := q.requests.Request(rctx, &nodev1.RequestRequest{Name: q.subject, Payload: p, TimeoutMs: uint32(timeout / time.Millisecond)})
+	_, err := q.requester.Request(rctx, &nodev1.RequestRequest{Name: q.subject, Payload: p, TimeoutMs: uint32(timeout / time.Millisecond)})
 	return err
 }
 
 func (q *nodeReplier) close() {
+	if q.requester != nil {
+		_ = q.requester.Close()
+	}
 	if q.cancel != nil {
 		q.cancel()
 	}

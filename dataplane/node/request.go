@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,10 +52,10 @@ type reply struct {
 // pending is a request this node made or passed on, until answered or expired.
 type pending struct {
 	name dataplane.Name
-	// from is the way back; nil when the request was made here, and wait gets the
+	// from is the way back; nil when the request was made here, and done gets the
 	// reply.
 	from *conn
-	wait chan reply
+	done func(reply)
 	// sub is the local subscriber the request was given to, if any: when it leaves
 	// before answering, the requester is told at once.
 	sub     *localSub
@@ -130,52 +131,87 @@ func (r *replyPaths) of(s *localSub) map[string]*pending {
 	return out
 }
 
-// Request sends payload to one subscriber of name and waits up to timeout (0:
-// DefaultRequestTimeout; at most MaxRequestTimeout) for its answer.
-func (n *Node) Request(ctx context.Context, name dataplane.Name, payload []byte, timeout time.Duration) (Reply, error) {
-	if err := checkComponents(name); err != nil {
-		return Reply{}, fmt.Errorf("%w %q: %w", ErrBadName, name, err)
-	}
-	if err := n.checkSize(payload); err != nil {
-		n.metrics.requests.WithLabelValues("refused").Inc()
-		return Reply{}, err
-	}
+// requestTimeout is the wait of a request asking for timeout (0: the default).
+func requestTimeout(timeout time.Duration) time.Duration {
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	timeout = min(timeout, MaxRequestTimeout)
+	return min(timeout, MaxRequestTimeout)
+}
+
+// Request sends payload to one subscriber of name and waits up to timeout (0:
+// DefaultRequestTimeout; at most MaxRequestTimeout) for its answer.
+func (n *Node) Request(ctx context.Context, name dataplane.Name, payload []byte, timeout time.Duration) (Reply, error) {
+	timeout = requestTimeout(timeout)
+	wait := make(chan reply, 1)
+	token, err := n.startRequest(name, payload, timeout, func(r reply) { wait <- r })
+	if err != nil {
+		return Reply{}, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-wait:
+		return n.replied(name, r)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if n.paths.take(token, false) == nil {
+		// The answer was taken meanwhile: it is on its way to wait.
+		return n.replied(name, <-wait)
+	}
+	if ctx.Err() != nil {
+		return Reply{}, n.requestDone("timeout", ctx.Err())
+	}
+	return Reply{}, n.timedOut(name, timeout)
+}
+
+// startRequest sends a request made at this node, whose answer (or no_responders)
+// goes to done. Unless it returns an error, done is called exactly once, by whoever
+// takes the token from n.paths: the answer, a no_responders reply, or the caller
+// giving up (its timeout), which then does not call done but reports the request's
+// end itself. Both Request and RequestStream make their requests through it.
+func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Duration, done func(reply)) (string, error) {
+	if err := checkComponents(name); err != nil {
+		return "", fmt.Errorf("%w %q: %w", ErrBadName, name, err)
+	}
+	if err := n.checkSize(payload); err != nil {
+		n.metrics.requests.WithLabelValues("refused").Inc()
+		return "", err
+	}
 	token := n.id + "#" + strconv.FormatUint(n.reqSeq.Add(1), 10)
-	p := &pending{name: name, wait: make(chan reply, 1), expires: time.Now().Add(timeout)}
-	n.paths.add(token, p)
-	defer n.paths.take(token, false)
+	n.paths.add(token, &pending{name: name, done: done, expires: time.Now().Add(timeout)})
 	n.metrics.published.Inc()
 	m := newMsg(name, payload, false, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())
 	m.raw, m.replyTo = appendToken(m.raw, fMsgReplyTo, token), token
 	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
+	var outcome string
+	var err error
 	switch {
 	case !o.routable:
-		return Reply{}, n.requestDone("no_responders", noResponders(name, "nobody reachable from node "+n.id+" subscribes to it"))
+		outcome, err = "no_responders", noResponders(name, "nobody reachable from node "+n.id+" subscribes to it")
 	case o.forwarded == 0:
-		return Reply{}, n.requestDone("refused", fmt.Errorf("%w: %s dropped", ErrQueuesFull, name))
+		outcome, err = "refused", fmt.Errorf("%w: %s dropped", ErrQueuesFull, name)
 	}
-	return n.awaitReply(ctx, name, p, timeout)
+	if err != nil && n.paths.take(token, false) != nil {
+		return "", n.requestDone(outcome, err)
+	}
+	// Passed on; or refused, but a subscriber it was given to left meanwhile and done
+	// gets the no_responders.
+	return token, nil
 }
 
-func (n *Node) awaitReply(ctx context.Context, name dataplane.Name, p *pending, timeout time.Duration) (Reply, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-p.wait:
-		if r.noResponders {
-			return Reply{}, n.requestDone("no_responders", noResponders(name, "the subscriber it went to left, or it found nobody to go to, before an answer"))
-		}
-		n.metrics.requests.WithLabelValues("answered").Inc()
-		return r.Reply, nil
-	case <-t.C:
-		return Reply{}, n.requestDone("timeout", fmt.Errorf("%w: no answer to a request to %s within %s", ErrRequestTimeout, name, timeout))
-	case <-ctx.Done():
-		return Reply{}, n.requestDone("timeout", ctx.Err())
+// replied is the outcome of a request whose reply came.
+func (n *Node) replied(name dataplane.Name, r reply) (Reply, error) {
+	if r.noResponders {
+		return Reply{}, n.requestDone("no_responders", noResponders(name, "the subscriber it went to left, or it found nobody to go to, before an answer"))
 	}
+	n.metrics.requests.WithLabelValues("answered").Inc()
+	return r.Reply, nil
+}
+
+func (n *Node) timedOut(name dataplane.Name, timeout time.Duration) error {
+	return n.requestDone("timeout", fmt.Errorf("%w: no answer to a request to %s within %s", ErrRequestTimeout, name, timeout))
 }
 
 func (n *Node) requestDone(outcome string, err error) error {
@@ -194,13 +230,20 @@ func appendToken(b []byte, num protowire.Number, token string) []byte {
 }
 
 // Respond answers request token, which a local subscriber of this node received.
-func (n *Node) Respond(token string, payload []byte) error {
+func (n *Node) Respond(token string, payload []byte) error { return n.respond(token, payload, false) }
+
+// respond answers request token; borrowed: payload is not the caller's to give away
+// (it is in a buffer of a stream's batch), and is copied if kept.
+func (n *Node) respond(token string, payload []byte, borrowed bool) error {
 	if err := n.checkSize(payload); err != nil {
 		return err
 	}
 	p := n.paths.take(token, true)
 	if p == nil {
 		return fmt.Errorf("%w: request %q is not known on node %s (answered already, expired, or given to another node)", ErrNoRequest, token, n.id)
+	}
+	if borrowed && p.from == nil {
+		payload = bytes.Clone(payload) // the requester's answer, kept until sent
 	}
 	n.sendReply(p, token, reply{Reply: Reply{Payload: payload, Responder: n.id}}, n.cfg.PublishWait)
 	return nil
@@ -210,7 +253,7 @@ func (n *Node) Respond(token string, payload []byte) error {
 // way the request came.
 func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) {
 	if p.from == nil {
-		p.wait <- r // the only reply it gets: p was taken
+		p.done(r) // the only reply it gets: p was taken
 		return
 	}
 	b := appendPublished(nil, p.name, r.Payload, false, r.Responder, n.seq.Add(1), time.Now().UnixNano())
@@ -263,7 +306,7 @@ func (n *Node) routeReply(q qmsg) {
 	case p.from != nil:
 		p.from.enqueue(q, 0)
 	default:
-		p.wait <- decodeReply(q.m)
+		p.done(decodeReply(q.m))
 	}
 }
 

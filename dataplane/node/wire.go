@@ -525,11 +525,14 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 }
 
 // publishIn is one PublishBatch received from a local client, decoded but for the
-// payloads, which stay in the buffer gRPC read the batch into until free.
+// payloads, which stay in the buffer gRPC read the batch into until free. With
+// requests set it is a RequestBatch instead: its RequestRequests have the name and the
+// payload where PublishRequest has them, and a timeout and an id in fields 3 and 4.
 type publishIn struct {
-	names nameCache
-	reqs  []publishReq
-	buf   mem.Buffer
+	names    nameCache
+	requests bool
+	reqs     []publishReq
+	buf      mem.Buffer
 }
 
 type publishReq struct {
@@ -537,14 +540,21 @@ type publishReq struct {
 	bad       error
 	payload   []byte
 	broadcast bool
+	// A RequestRequest's.
+	timeoutMs uint32
+	id        uint64
 }
 
-// Field numbers of PublishBatch and PublishRequest.
+// Field numbers of PublishBatch and PublishRequest, and of RequestBatch and
+// RequestRequest.
 const (
 	fPubBatchMessages = 1
 	fPubName          = 1
 	fPubPayload       = 2
 	fPubBroadcast     = 3
+
+	fReqTimeout = 3
+	fReqID      = 4
 )
 
 func (p *publishIn) decodeWire(buf mem.Buffer) error {
@@ -583,9 +593,14 @@ func (p *publishIn) decodeRequest(b []byte) error {
 			}
 		case num == fPubPayload && typ == protowire.BytesType:
 			r.payload, _ = protowire.ConsumeBytes(v)
-		case num == fPubBroadcast && typ == protowire.VarintType:
+		case num == fPubBroadcast && typ == protowire.VarintType && !p.requests:
 			x, _ := protowire.ConsumeVarint(v)
 			r.broadcast = x != 0
+		case num == fReqTimeout && typ == protowire.VarintType && p.requests:
+			x, _ := protowire.ConsumeVarint(v)
+			r.timeoutMs = uint32(x)
+		case num == fReqID && typ == protowire.VarintType && p.requests:
+			r.id, _ = protowire.ConsumeVarint(v)
 		}
 		b = b[n+m:]
 	}
@@ -605,6 +620,151 @@ func (p *publishIn) free() {
 		p.buf = nil
 	}
 	clear(p.reqs)
+}
+
+// respondIn is one RespondBatch received from a local client, decoded but for the
+// payloads, which stay in the buffer gRPC read the batch into until free.
+type respondIn struct {
+	answers []respondAnswer
+	buf     mem.Buffer
+}
+
+type respondAnswer struct {
+	token, payload []byte
+}
+
+// Field numbers of RespondBatch and RespondRequest.
+const (
+	fRespBatchAnswers = 1
+	fRespReplyTo      = 1
+	fRespPayload      = 2
+)
+
+func (p *respondIn) decodeWire(buf mem.Buffer) error {
+	p.answers, p.buf = p.answers[:0], nil
+	if err := eachField(buf.ReadOnlyData(), fRespBatchAnswers, p.decodeAnswer); err != nil {
+		buf.Free()
+		return err
+	}
+	p.buf = buf
+	return nil
+}
+
+func (p *respondIn) decodeAnswer(b []byte) error {
+	var a respondAnswer
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return errWire
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return errWire
+		}
+		if typ == protowire.BytesType {
+			switch num {
+			case fRespReplyTo:
+				a.token, _ = protowire.ConsumeBytes(b[n : n+m])
+			case fRespPayload:
+				a.payload, _ = protowire.ConsumeBytes(b[n : n+m])
+			}
+		}
+		b = b[n+m:]
+	}
+	p.answers = append(p.answers, a)
+	return nil
+}
+
+// free gives the batch's buffer back; its tokens and payloads are gone with it.
+func (p *respondIn) free() {
+	if p.buf != nil {
+		p.buf.Free()
+		p.buf = nil
+	}
+	clear(p.answers)
+}
+
+// streamAnswer is the answer to one request of a RequestStream.
+type streamAnswer struct {
+	id        uint64
+	payload   []byte
+	responder string
+	code      uint32
+	err       string
+}
+
+// Field numbers of RequestResponseBatch and RequestResponse.
+const (
+	fAnsBatchResponses = 1
+	fAnsPayload        = 1
+	fAnsResponder      = 2
+	fAnsID             = 3
+	fAnsCode           = 4
+	fAnsError          = 5
+)
+
+func (a *streamAnswer) size() int {
+	n := 0
+	if len(a.payload) > 0 {
+		n += sizeField(len(a.payload))
+	}
+	if a.responder != "" {
+		n += sizeField(len(a.responder))
+	}
+	if a.id != 0 {
+		n += 1 + protowire.SizeVarint(a.id)
+	}
+	if a.code != 0 {
+		n += 1 + protowire.SizeVarint(uint64(a.code))
+	}
+	if a.err != "" {
+		n += sizeField(len(a.err))
+	}
+	return n
+}
+
+func (a *streamAnswer) appendWire(b []byte) []byte {
+	b = protowire.AppendTag(b, fAnsBatchResponses, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(a.size()))
+	if len(a.payload) > 0 {
+		b = protowire.AppendTag(b, fAnsPayload, protowire.BytesType)
+		b = protowire.AppendBytes(b, a.payload)
+	}
+	if a.responder != "" {
+		b = protowire.AppendTag(b, fAnsResponder, protowire.BytesType)
+		b = protowire.AppendString(b, a.responder)
+	}
+	if a.id != 0 {
+		b = protowire.AppendTag(b, fAnsID, protowire.VarintType)
+		b = protowire.AppendVarint(b, a.id)
+	}
+	if a.code != 0 {
+		b = protowire.AppendTag(b, fAnsCode, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(a.code))
+	}
+	if a.err != "" {
+		b = protowire.AppendTag(b, fAnsError, protowire.BytesType)
+		b = protowire.AppendString(b, a.err)
+	}
+	return b
+}
+
+// answersOut is the RequestResponseBatch of answers sent together.
+type answersOut struct{ answers []streamAnswer }
+
+func (o *answersOut) wireSize() int {
+	n := 0
+	for i := range o.answers {
+		n += sizeField(o.answers[i].size())
+	}
+	return n
+}
+
+func (o *answersOut) appendWire(b []byte) []byte {
+	for i := range o.answers {
+		b = o.answers[i].appendWire(b)
+	}
+	return b
 }
 
 // decodeDelivery decodes a SubscribeResponse for a client of the node (the codec of

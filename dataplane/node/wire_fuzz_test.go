@@ -148,3 +148,92 @@ func FuzzPublishDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRequestBatchDecode: a RequestStream batch is read as protobuf reads it: the same
+// requests, payloads, timeouts, ids and names (or the same refusal of a name).
+func FuzzRequestBatchDecode(f *testing.F) {
+	fuzzSeeds(f, &nodev1.RequestBatch{Requests: []*nodev1.RequestRequest{
+		{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc"}, Payload: []byte("x"), TimeoutMs: 300, Id: 7},
+		{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc"}, Id: 1 << 40},
+		{Payload: []byte("no name"), Id: 2},
+	}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := &publishIn{requests: true}
+		if err := p.decodeWire(mem.SliceBuffer(data)); err != nil {
+			return
+		}
+		defer p.free()
+		var want nodev1.RequestBatch
+		if proto.Unmarshal(data, &want) != nil {
+			return
+		}
+		if len(p.reqs) != len(want.GetRequests()) {
+			t.Fatalf("%d requests, protobuf reads %d", len(p.reqs), len(want.GetRequests()))
+		}
+		for i, r := range p.reqs {
+			pm := want.GetRequests()[i]
+			if string(r.payload) != string(pm.GetPayload()) || r.timeoutMs != pm.GetTimeoutMs() || r.id != pm.GetId() || r.broadcast {
+				t.Fatalf("request %d: payload %q timeout %d id %d broadcast %v; protobuf reads %q %d %d", i, r.payload, r.timeoutMs, r.id, r.broadcast, pm.GetPayload(), pm.GetTimeoutMs(), pm.GetId())
+			}
+			if pm.GetName() == nil {
+				if r.bad == nil {
+					t.Fatalf("request %d without a name accepted as %v", i, r.name)
+				}
+				continue
+			}
+			name, err := nameFromProto(pm.GetName())
+			if (err == nil) != (r.bad == nil) || (err == nil && name != r.name) {
+				t.Fatalf("request %d: name %v (%v); from protobuf's reading %v (%v)", i, r.name, r.bad, name, err)
+			}
+		}
+	})
+}
+
+// FuzzRespondBatchDecode: a RespondStream batch is read as protobuf reads it.
+func FuzzRespondBatchDecode(f *testing.F) {
+	fuzzSeeds(f, &nodev1.RespondBatch{Answers: []*nodev1.RespondRequest{
+		{ReplyTo: "a/n1#1", Payload: []byte("x")}, {ReplyTo: "a/n1#2"}, {},
+	}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := &respondIn{}
+		if err := p.decodeWire(mem.SliceBuffer(data)); err != nil {
+			return
+		}
+		defer p.free()
+		var want nodev1.RespondBatch
+		if proto.Unmarshal(data, &want) != nil {
+			return
+		}
+		if len(p.answers) != len(want.GetAnswers()) {
+			t.Fatalf("%d answers, protobuf reads %d", len(p.answers), len(want.GetAnswers()))
+		}
+		for i, a := range p.answers {
+			pm := want.GetAnswers()[i]
+			if string(a.token) != pm.GetReplyTo() || string(a.payload) != string(pm.GetPayload()) {
+				t.Fatalf("answer %d: %q %q; protobuf reads %q %q", i, a.token, a.payload, pm.GetReplyTo(), pm.GetPayload())
+			}
+		}
+	})
+}
+
+// TestAnswersOutWire: the node's encoding of a batch of RequestStream answers is what
+// protobuf reads as those answers.
+func TestAnswersOutWire(t *testing.T) {
+	out := &answersOut{answers: []streamAnswer{
+		{id: 1, payload: []byte("p"), responder: "b/n1"},
+		{id: 1 << 40, code: 14, err: "no responders for o/ns/svc: …"},
+		{},
+	}}
+	var got nodev1.RequestResponseBatch
+	if err := proto.Unmarshal(marshalWire(out).Materialize(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := &nodev1.RequestResponseBatch{Responses: []*nodev1.RequestResponse{
+		{Id: 1, Payload: []byte("p"), Responder: "b/n1"},
+		{Id: 1 << 40, Code: 14, Error: "no responders for o/ns/svc: …"},
+		{},
+	}}
+	if !proto.Equal(&got, want) {
+		t.Fatalf("encoded %v, want %v", &got, want)
+	}
+}

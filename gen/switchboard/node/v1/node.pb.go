@@ -1057,7 +1057,10 @@ type RequestRequest struct {
 	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
 	// How long to wait for the answer, in milliseconds; 0: the node's default. The node
 	// caps it at its own maximum.
-	TimeoutMs     uint32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs uint32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// On RequestStream: the client's id of the request, which its answer carries.
+	// Ignored by Request.
+	Id            uint64 `protobuf:"varint,4,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1113,11 +1116,25 @@ func (x *RequestRequest) GetTimeoutMs() uint32 {
 	return 0
 }
 
+func (x *RequestRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 type RequestResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Payload []byte                 `protobuf:"bytes,1,opt,name=payload,proto3" json:"payload,omitempty"`
 	// The node of the subscriber that answered ("{group}/{node}").
-	Responder     string `protobuf:"bytes,2,opt,name=responder,proto3" json:"responder,omitempty"`
+	Responder string `protobuf:"bytes,2,opt,name=responder,proto3" json:"responder,omitempty"`
+	// On RequestStream: the id of the request answered, and its outcome: code is a
+	// google.rpc.Code (0, OK: answered; UNAVAILABLE, DEADLINE_EXCEEDED, INVALID_ARGUMENT,
+	// RESOURCE_EXHAUSTED as Request returns them), error the message of a failure.
+	// Unset by Request, which fails the call instead.
+	Id            uint64 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	Code          uint32 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1166,6 +1183,117 @@ func (x *RequestResponse) GetResponder() string {
 	return ""
 }
 
+func (x *RequestResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RequestResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *RequestResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Requests sent together over RequestStream.
+type RequestBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*RequestRequest      `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestBatch) Reset() {
+	*x = RequestBatch{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestBatch) ProtoMessage() {}
+
+func (x *RequestBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestBatch.ProtoReflect.Descriptor instead.
+func (*RequestBatch) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RequestBatch) GetRequests() []*RequestRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// Answers sent together over RequestStream.
+type RequestResponseBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*RequestResponse     `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestResponseBatch) Reset() {
+	*x = RequestResponseBatch{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestResponseBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestResponseBatch) ProtoMessage() {}
+
+func (x *RequestResponseBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestResponseBatch.ProtoReflect.Descriptor instead.
+func (*RequestResponseBatch) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RequestResponseBatch) GetResponses() []*RequestResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type RespondRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The reply_to of the request being answered.
@@ -1177,7 +1305,7 @@ type RespondRequest struct {
 
 func (x *RespondRequest) Reset() {
 	*x = RespondRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1317,7 @@ func (x *RespondRequest) String() string {
 func (*RespondRequest) ProtoMessage() {}
 
 func (x *RespondRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1330,7 @@ func (x *RespondRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondRequest.ProtoReflect.Descriptor instead.
 func (*RespondRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RespondRequest) GetReplyTo() string {
@@ -1227,7 +1355,7 @@ type RespondResponse struct {
 
 func (x *RespondResponse) Reset() {
 	*x = RespondResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1367,7 @@ func (x *RespondResponse) String() string {
 func (*RespondResponse) ProtoMessage() {}
 
 func (x *RespondResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1380,187 @@ func (x *RespondResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondResponse.ProtoReflect.Descriptor instead.
 func (*RespondResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{21}
+}
+
+// Answers sent together over RespondStream.
+type RespondBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Answers       []*RespondRequest      `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondBatch) Reset() {
+	*x = RespondBatch{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondBatch) ProtoMessage() {}
+
+func (x *RespondBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondBatch.ProtoReflect.Descriptor instead.
+func (*RespondBatch) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RespondBatch) GetAnswers() []*RespondRequest {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+// An answer RespondStream refused.
+type RespondFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reply_to of the answer.
+	ReplyTo string `protobuf:"bytes,1,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// A google.rpc.Code: NOT_FOUND (the request is unknown, answered already or
+	// expired), INVALID_ARGUMENT (the payload is above the node's limit).
+	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondFailure) Reset() {
+	*x = RespondFailure{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondFailure) ProtoMessage() {}
+
+func (x *RespondFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondFailure.ProtoReflect.Descriptor instead.
+func (*RespondFailure) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RespondFailure) GetReplyTo() string {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return ""
+}
+
+func (x *RespondFailure) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *RespondFailure) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type RespondStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Answers refused since the last response.
+	Failures []*RespondFailure `protobuf:"bytes,1,rep,name=failures,proto3" json:"failures,omitempty"`
+	// In the last response only (the client closed its side): the totals of the stream,
+	// answers accepted and refused.
+	Answered      uint64 `protobuf:"varint,2,opt,name=answered,proto3" json:"answered,omitempty"`
+	Refused       uint64 `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	Final         bool   `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondStreamResponse) Reset() {
+	*x = RespondStreamResponse{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondStreamResponse) ProtoMessage() {}
+
+func (x *RespondStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondStreamResponse.ProtoReflect.Descriptor instead.
+func (*RespondStreamResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RespondStreamResponse) GetFailures() []*RespondFailure {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+func (x *RespondStreamResponse) GetAnswered() uint64 {
+	if x != nil {
+		return x.Answered
+	}
+	return 0
+}
+
+func (x *RespondStreamResponse) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *RespondStreamResponse) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
 }
 
 var File_switchboard_node_v1_node_proto protoreflect.FileDescriptor
@@ -1324,28 +1632,49 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\bmessages\x18\x02 \x03(\v2\x1c.switchboard.node.v1.MessageR\bmessages\"=\n" +
 	"\x12UnsubscribeRequest\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\x04R\x0esubscriptionId\"\x15\n" +
-	"\x13UnsubscribeResponse\"x\n" +
+	"\x13UnsubscribeResponse\"\x88\x01\n" +
 	"\x0eRequestRequest\x12-\n" +
 	"\x04name\x18\x01 \x01(\v2\x19.switchboard.node.v1.NameR\x04name\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"I\n" +
+	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\x04R\x02id\"\x83\x01\n" +
 	"\x0fRequestResponse\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x12\x1c\n" +
-	"\tresponder\x18\x02 \x01(\tR\tresponder\"E\n" +
+	"\tresponder\x18\x02 \x01(\tR\tresponder\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\rR\x04code\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"O\n" +
+	"\fRequestBatch\x12?\n" +
+	"\brequests\x18\x01 \x03(\v2#.switchboard.node.v1.RequestRequestR\brequests\"Z\n" +
+	"\x14RequestResponseBatch\x12B\n" +
+	"\tresponses\x18\x01 \x03(\v2$.switchboard.node.v1.RequestResponseR\tresponses\"E\n" +
 	"\x0eRespondRequest\x12\x19\n" +
 	"\breply_to\x18\x01 \x01(\tR\areplyTo\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"\x11\n" +
-	"\x0fRespondResponse2Y\n" +
+	"\x0fRespondResponse\"M\n" +
+	"\fRespondBatch\x12=\n" +
+	"\aanswers\x18\x01 \x03(\v2#.switchboard.node.v1.RespondRequestR\aanswers\"U\n" +
+	"\x0eRespondFailure\x12\x19\n" +
+	"\breply_to\x18\x01 \x01(\tR\areplyTo\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa4\x01\n" +
+	"\x15RespondStreamResponse\x12?\n" +
+	"\bfailures\x18\x01 \x03(\v2#.switchboard.node.v1.RespondFailureR\bfailures\x12\x1a\n" +
+	"\banswered\x18\x02 \x01(\x04R\banswered\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\x04R\arefused\x12\x14\n" +
+	"\x05final\x18\x04 \x01(\bR\x05final2Y\n" +
 	"\vLinkService\x12J\n" +
-	"\x04Link\x12\x1e.switchboard.node.v1.LinkFrame\x1a\x1e.switchboard.node.v1.LinkFrame(\x010\x012\xb1\x04\n" +
+	"\x04Link\x12\x1e.switchboard.node.v1.LinkFrame\x1a\x1e.switchboard.node.v1.LinkFrame(\x010\x012\xf8\x05\n" +
 	"\vNodeService\x12T\n" +
 	"\aPublish\x12#.switchboard.node.v1.PublishRequest\x1a$.switchboard.node.v1.PublishResponse\x12`\n" +
 	"\rPublishStream\x12!.switchboard.node.v1.PublishBatch\x1a*.switchboard.node.v1.PublishStreamResponse(\x01\x12\\\n" +
 	"\tSubscribe\x12%.switchboard.node.v1.SubscribeRequest\x1a&.switchboard.node.v1.SubscribeResponse0\x01\x12`\n" +
 	"\vUnsubscribe\x12'.switchboard.node.v1.UnsubscribeRequest\x1a(.switchboard.node.v1.UnsubscribeResponse\x12T\n" +
 	"\aRequest\x12#.switchboard.node.v1.RequestRequest\x1a$.switchboard.node.v1.RequestResponse\x12T\n" +
-	"\aRespond\x12#.switchboard.node.v1.RespondRequest\x1a$.switchboard.node.v1.RespondResponseBHZFgithub.com/switchboard-mesh/switchboard/gen/switchboard/node/v1;nodev1b\x06proto3"
+	"\aRespond\x12#.switchboard.node.v1.RespondRequest\x1a$.switchboard.node.v1.RespondResponse\x12a\n" +
+	"\rRequestStream\x12!.switchboard.node.v1.RequestBatch\x1a).switchboard.node.v1.RequestResponseBatch(\x010\x01\x12b\n" +
+	"\rRespondStream\x12!.switchboard.node.v1.RespondBatch\x1a*.switchboard.node.v1.RespondStreamResponse(\x010\x01BHZFgithub.com/switchboard-mesh/switchboard/gen/switchboard/node/v1;nodev1b\x06proto3"
 
 var (
 	file_switchboard_node_v1_node_proto_rawDescOnce sync.Once
@@ -1359,7 +1688,7 @@ func file_switchboard_node_v1_node_proto_rawDescGZIP() []byte {
 	return file_switchboard_node_v1_node_proto_rawDescData
 }
 
-var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*Name)(nil),                  // 0: switchboard.node.v1.Name
 	(*Message)(nil),               // 1: switchboard.node.v1.Message
@@ -1379,8 +1708,13 @@ var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*UnsubscribeResponse)(nil),   // 15: switchboard.node.v1.UnsubscribeResponse
 	(*RequestRequest)(nil),        // 16: switchboard.node.v1.RequestRequest
 	(*RequestResponse)(nil),       // 17: switchboard.node.v1.RequestResponse
-	(*RespondRequest)(nil),        // 18: switchboard.node.v1.RespondRequest
-	(*RespondResponse)(nil),       // 19: switchboard.node.v1.RespondResponse
+	(*RequestBatch)(nil),          // 18: switchboard.node.v1.RequestBatch
+	(*RequestResponseBatch)(nil),  // 19: switchboard.node.v1.RequestResponseBatch
+	(*RespondRequest)(nil),        // 20: switchboard.node.v1.RespondRequest
+	(*RespondResponse)(nil),       // 21: switchboard.node.v1.RespondResponse
+	(*RespondBatch)(nil),          // 22: switchboard.node.v1.RespondBatch
+	(*RespondFailure)(nil),        // 23: switchboard.node.v1.RespondFailure
+	(*RespondStreamResponse)(nil), // 24: switchboard.node.v1.RespondStreamResponse
 }
 var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	0,  // 0: switchboard.node.v1.Message.name:type_name -> switchboard.node.v1.Name
@@ -1397,25 +1731,33 @@ var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	0,  // 11: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
 	1,  // 12: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
 	0,  // 13: switchboard.node.v1.RequestRequest.name:type_name -> switchboard.node.v1.Name
-	2,  // 14: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
-	8,  // 15: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
-	9,  // 16: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
-	12, // 17: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
-	14, // 18: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
-	16, // 19: switchboard.node.v1.NodeService.Request:input_type -> switchboard.node.v1.RequestRequest
-	18, // 20: switchboard.node.v1.NodeService.Respond:input_type -> switchboard.node.v1.RespondRequest
-	2,  // 21: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
-	10, // 22: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
-	11, // 23: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
-	13, // 24: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
-	15, // 25: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
-	17, // 26: switchboard.node.v1.NodeService.Request:output_type -> switchboard.node.v1.RequestResponse
-	19, // 27: switchboard.node.v1.NodeService.Respond:output_type -> switchboard.node.v1.RespondResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 14: switchboard.node.v1.RequestBatch.requests:type_name -> switchboard.node.v1.RequestRequest
+	17, // 15: switchboard.node.v1.RequestResponseBatch.responses:type_name -> switchboard.node.v1.RequestResponse
+	20, // 16: switchboard.node.v1.RespondBatch.answers:type_name -> switchboard.node.v1.RespondRequest
+	23, // 17: switchboard.node.v1.RespondStreamResponse.failures:type_name -> switchboard.node.v1.RespondFailure
+	2,  // 18: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
+	8,  // 19: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
+	9,  // 20: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
+	12, // 21: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
+	14, // 22: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
+	16, // 23: switchboard.node.v1.NodeService.Request:input_type -> switchboard.node.v1.RequestRequest
+	20, // 24: switchboard.node.v1.NodeService.Respond:input_type -> switchboard.node.v1.RespondRequest
+	18, // 25: switchboard.node.v1.NodeService.RequestStream:input_type -> switchboard.node.v1.RequestBatch
+	22, // 26: switchboard.node.v1.NodeService.RespondStream:input_type -> switchboard.node.v1.RespondBatch
+	2,  // 27: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
+	10, // 28: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
+	11, // 29: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
+	13, // 30: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
+	15, // 31: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
+	17, // 32: switchboard.node.v1.NodeService.Request:output_type -> switchboard.node.v1.RequestResponse
+	21, // 33: switchboard.node.v1.NodeService.Respond:output_type -> switchboard.node.v1.RespondResponse
+	19, // 34: switchboard.node.v1.NodeService.RequestStream:output_type -> switchboard.node.v1.RequestResponseBatch
+	24, // 35: switchboard.node.v1.NodeService.RespondStream:output_type -> switchboard.node.v1.RespondStreamResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_node_v1_node_proto_init() }
@@ -1438,7 +1780,7 @@ func file_switchboard_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_node_v1_node_proto_rawDesc), len(file_switchboard_node_v1_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -131,6 +131,8 @@ const (
 	NodeService_Unsubscribe_FullMethodName   = "/switchboard.node.v1.NodeService/Unsubscribe"
 	NodeService_Request_FullMethodName       = "/switchboard.node.v1.NodeService/Request"
 	NodeService_Respond_FullMethodName       = "/switchboard.node.v1.NodeService/Respond"
+	NodeService_RequestStream_FullMethodName = "/switchboard.node.v1.NodeService/RequestStream"
+	NodeService_RespondStream_FullMethodName = "/switchboard.node.v1.NodeService/RespondStream"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -157,6 +159,21 @@ type NodeServiceClient interface {
 	// Answer a request a subscription of this node received. NOT_FOUND when the request
 	// is unknown here, already answered, or has expired.
 	Respond(ctx context.Context, in *RespondRequest, opts ...grpc.CallOption) (*RespondResponse, error)
+	// Many requests over one stream. Each RequestRequest carries an id the client
+	// chooses (unique among its requests in flight on the stream); every request is
+	// answered by one RequestResponse carrying that id, in the order answers come, not
+	// the order of the requests. A request that fails (no responders, too large, a bad
+	// name, timed out) is answered with its status code and message; the stream goes on.
+	// Requests and answers travel several to a batch. When the client closes its side,
+	// the node answers the requests still in flight and ends the stream; when the client
+	// cancels, the requests in flight are abandoned.
+	RequestStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RequestBatch, RequestResponseBatch], error)
+	// Many answers over one stream, as Respond gives them one by one. An answer that is
+	// refused (an unknown or already answered request, a payload too large) does not
+	// end the stream: the node sends a RespondStreamResponse naming it in failures. When
+	// the client closes its side, the node sends one last RespondStreamResponse with the
+	// totals and ends the stream.
+	RespondStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RespondBatch, RespondStreamResponse], error)
 }
 
 type nodeServiceClient struct {
@@ -239,6 +256,32 @@ func (c *nodeServiceClient) Respond(ctx context.Context, in *RespondRequest, opt
 	return out, nil
 }
 
+func (c *nodeServiceClient) RequestStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RequestBatch, RequestResponseBatch], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[2], NodeService_RequestStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RequestBatch, RequestResponseBatch]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_RequestStreamClient = grpc.BidiStreamingClient[RequestBatch, RequestResponseBatch]
+
+func (c *nodeServiceClient) RespondStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RespondBatch, RespondStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[3], NodeService_RespondStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RespondBatch, RespondStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_RespondStreamClient = grpc.BidiStreamingClient[RespondBatch, RespondStreamResponse]
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -263,6 +306,21 @@ type NodeServiceServer interface {
 	// Answer a request a subscription of this node received. NOT_FOUND when the request
 	// is unknown here, already answered, or has expired.
 	Respond(context.Context, *RespondRequest) (*RespondResponse, error)
+	// Many requests over one stream. Each RequestRequest carries an id the client
+	// chooses (unique among its requests in flight on the stream); every request is
+	// answered by one RequestResponse carrying that id, in the order answers come, not
+	// the order of the requests. A request that fails (no responders, too large, a bad
+	// name, timed out) is answered with its status code and message; the stream goes on.
+	// Requests and answers travel several to a batch. When the client closes its side,
+	// the node answers the requests still in flight and ends the stream; when the client
+	// cancels, the requests in flight are abandoned.
+	RequestStream(grpc.BidiStreamingServer[RequestBatch, RequestResponseBatch]) error
+	// Many answers over one stream, as Respond gives them one by one. An answer that is
+	// refused (an unknown or already answered request, a payload too large) does not
+	// end the stream: the node sends a RespondStreamResponse naming it in failures. When
+	// the client closes its side, the node sends one last RespondStreamResponse with the
+	// totals and ends the stream.
+	RespondStream(grpc.BidiStreamingServer[RespondBatch, RespondStreamResponse]) error
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -290,6 +348,12 @@ func (UnimplementedNodeServiceServer) Request(context.Context, *RequestRequest) 
 }
 func (UnimplementedNodeServiceServer) Respond(context.Context, *RespondRequest) (*RespondResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Respond not implemented")
+}
+func (UnimplementedNodeServiceServer) RequestStream(grpc.BidiStreamingServer[RequestBatch, RequestResponseBatch]) error {
+	return status.Error(codes.Unimplemented, "method RequestStream not implemented")
+}
+func (UnimplementedNodeServiceServer) RespondStream(grpc.BidiStreamingServer[RespondBatch, RespondStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method RespondStream not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -402,6 +466,20 @@ func _NodeService_Respond_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_RequestStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServiceServer).RequestStream(&grpc.GenericServerStream[RequestBatch, RequestResponseBatch]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_RequestStreamServer = grpc.BidiStreamingServer[RequestBatch, RequestResponseBatch]
+
+func _NodeService_RespondStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServiceServer).RespondStream(&grpc.GenericServerStream[RespondBatch, RespondStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_RespondStreamServer = grpc.BidiStreamingServer[RespondBatch, RespondStreamResponse]
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -436,6 +514,18 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Subscribe",
 			Handler:       _NodeService_Subscribe_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "RequestStream",
+			Handler:       _NodeService_RequestStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "RespondStream",
+			Handler:       _NodeService_RespondStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "switchboard/node/v1/node.proto",
