@@ -111,3 +111,37 @@ func BenchmarkNodeRegistered(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRegisterBigGroup: registration of the 1,000th node of one group (b; a–b
+// linked), with none or 100 of its siblings disconnected. It should cost no more than
+// in a small group: nothing in a registration lists the whole group.
+func BenchmarkRegisterBigGroup(b *testing.B) {
+	for _, st := range stores {
+		for _, away := range []int{0, 100} {
+			b.Run(fmt.Sprintf("%s/away%d", st.name, away), func(b *testing.B) {
+				h := newHarness(b, st.open(b), pairTopology, 1)
+				h.svc.newID = func() string { return fmt.Sprintf("link-%d", h.svc.rng.Uint64()) }
+				h.register("a", "n0", true)
+				for i := range 999 {
+					h.register("b", fmt.Sprintf("n%d", i), false)
+				}
+				for i := range away {
+					_, err := h.svc.NodeDisconnected(h.ctx, fmt.Sprintf("b/n%d", 998-i), 0)
+					h.must(err)
+				}
+				h.claimAll()
+				for b.Loop() {
+					if _, err := h.svc.NodeRegistered(h.ctx, Registration{NodeID: "n999", Group: "b",
+						ConnDetails: details("b/n999", false)}); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if _, err := h.svc.NodeDeregistered(h.ctx, "b/n999", 0); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}

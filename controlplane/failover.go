@@ -139,7 +139,8 @@ func (s *Service) dropRoutesOver(ctx context.Context, linkID, departing string, 
 
 // dropGroupLinks soft-deletes every link of the last node's group and the routes over
 // them. After a graceful deregistration the links the node dialled are hard-deleted at
-// once: its record goes, so no reconciler would ever visit them.
+// once: its record goes, so no reconciler would ever visit them. The service remembers
+// the links that were Applied, and their ends, for adoptLinks.
 func (s *Service) dropGroupLinks(ctx context.Context, n store.Node, graceful bool, w *work) error {
 	links, err := s.store.ListLinks(ctx, store.LinkFilter{Group: n.Group})
 	if err != nil {
@@ -147,6 +148,14 @@ func (s *Service) dropGroupLinks(ctx context.Context, n store.Node, graceful boo
 	}
 	for _, l := range links {
 		w.relinked(l.ID)
+		id, ends := l.ID, linkEnds{l.SourceNodeID, l.DestNodeID}
+		held := l.Status == store.LinkApplied && ends.dest != "" && !(graceful && ends.source == n.ID)
+		w.onCommit(func() {
+			delete(s.adopted, id)
+			if held {
+				s.dropped[id] = ends
+			}
+		})
 		if _, err := store.MarkLinkDeleted(ctx, s.store, l.ID); err != nil {
 			return fmt.Errorf("delete link %s: %w", l.ID, err)
 		}

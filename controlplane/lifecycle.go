@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -78,6 +79,7 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 			return fmt.Errorf("register %s: %w", id, err)
 		}
 		reconnect = err == nil
+		wasAway := reconnect && !prev.Connected
 		n = store.Node{ID: id, Group: reg.Group, ConnDetails: reg.ConnDetails, Connected: true, Session: prev.Session + 1}
 		if err := s.store.SaveNode(ctx, n); err != nil {
 			return fmt.Errorf("register %s: %w", id, err)
@@ -89,7 +91,7 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 		w = newWork()
 		w.link(id)
 		w.route(id)
-		if err := s.adoptLinks(ctx, n, reg.Connections, w); err != nil {
+		if err := s.adoptLinks(ctx, n, wasAway, reg.Connections, w); err != nil {
 			return err
 		}
 		if err := s.syncLinks(ctx, n, reg.Connections, w); err != nil {
@@ -106,6 +108,7 @@ func (s *Service) NodeRegistered(ctx context.Context, reg Registration) (Registe
 	if err != nil {
 		return Registered{}, err
 	}
+	w.committed()
 	s.log.Info("node registered", "node", id, "session", n.Session, "reconnect", reconnect)
 	return Registered{Result: w.result(), NodeID: id, Session: n.Session}, nil
 }
@@ -165,6 +168,9 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 	return nil
 }
 
+// linkEnds are the ends a link had when it was soft-deleted.
+type linkEnds struct{ source, dest string }
+
 // adoptLinks takes back the links n reports alive that this control plane marked
 // deleted while both their ends were cut off from it. When the last node of a group
 // leaves without deregistering, its links are soft-deleted (failover.go); but when
@@ -173,44 +179,53 @@ func (s *Service) syncLinks(ctx context.Context, n store.Node, reports []Connect
 // of them to come back adopts it: same id, no teardown, and the routes the
 // reconcilers would otherwise remove stay on the nodes. Only a link n still holds is
 // taken back, and only when that is provably the same link as before:
-//   - it is a record of this incarnation: a restarted control plane clears links, so a
-//     claim of an id it did not issue finds no record and is refused as before;
-//   - n is one of its ends — its source, or the node that claimed it — and the other
-//     end is a node whose record is kept (it left without deregistering) and is
-//     still disconnected: n's live connection is the other end's too, and that end
-//     confirms it when it comes back (syncLinks). An end that is connected again did
-//     not name the link when it registered, and may be deleting it: no adoption;
+//   - it was Applied, between these very ends, when it was soft-deleted: the service
+//     remembers those links (s.dropped, in memory: a restarted control plane or a new
+//     leader, which clears links, adopts none). A link moved to a sibling that never
+//     dialled it, or never claimed, is not taken back;
+//   - n was cut off too: its previous record is disconnected (a node registering
+//     again over a stream the control plane still thought open was never away, and
+//     its reconciler may be deleting the link);
+//   - n is one of its ends, and the other end is a node whose record is kept (it left
+//     without deregistering), still disconnected, and no node of its group is
+//     connected: n's live connection is the other end's too, and that end confirms
+//     it when it comes back. A dialer reports its link alive even when the far end is
+//     dead (it keeps redialling); with a node of the far group back, the groups are
+//     linked to it instead (ensureLinks);
 //   - the topology still links the two groups, in the same segments, the target
 //     still has the endpoint dialled, and no other live link joins the groups.
 //
-// Otherwise the link stays deleted and the groups are linked anew, as before. The
-// store never takes a record out of Deleted, so the link is hard-deleted and created
-// again under its id, within the registration's transaction. The new record is at
-// version 2 once Applied: a reconciler pass still holding the deleted one (version 3
-// or more: made, claimed, deleted) finds it changed, and its DeleteLinkIf fails.
-func (s *Service) adoptLinks(ctx context.Context, n store.Node, reports []ConnectionReport, w *work) error {
-	if n.Group == "" {
+// Otherwise the link stays deleted and the groups are linked anew, as before. A
+// registration ends what is remembered of the links n was an end of: taken back now
+// or never. The store never takes a record out of Deleted, so the link is
+// hard-deleted and created again under its id, within the registration's
+// transaction, and its version counted on past the deleted one's: a reconciler pass
+// still holding the deleted record finds it changed, and its DeleteLinkIf fails.
+func (s *Service) adoptLinks(ctx context.Context, n store.Node, wasAway bool, reports []ConnectionReport, w *work) error {
+	s.forgetDropped(n.ID, w)
+	if n.Group == "" || !wasAway {
 		return nil
 	}
 	for _, r := range reports {
-		if !r.Alive {
+		e, ok := s.dropped[r.LinkID]
+		if !r.Alive || !ok {
 			continue
 		}
 		l, err := s.store.GetLink(ctx, r.LinkID)
 		if errors.Is(err, store.ErrNotFound) {
-			continue // not issued by this incarnation, or gone for good
+			continue // gone for good
 		}
 		if err != nil {
 			return fmt.Errorf("adopt link %s of %s: %w", r.LinkID, n.ID, err)
 		}
-		if !l.Deleted {
+		if !l.Deleted || e != (linkEnds{l.SourceNodeID, l.DestNodeID}) {
 			continue
 		}
-		ok, err := s.adoptable(ctx, n, l, w)
+		far, err := s.adoptable(ctx, n, l, w)
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if far == "" {
 			continue
 		}
 		if err := s.store.DeleteLink(ctx, l.ID); err != nil {
@@ -221,12 +236,18 @@ func (s *Service) adoptLinks(ctx context.Context, n store.Node, reports []Connec
 		if err := s.store.CreateLink(ctx, back); err != nil {
 			return fmt.Errorf("adopt link %s of %s: %w", l.ID, n.ID, err)
 		}
-		if _, err := s.store.UpdateLink(ctx, l.ID, store.LinkUpdate{
-			Status: store.Ptr(store.LinkApplied), StatusMessage: store.Ptr(store.LinkAdopted),
-		}); err != nil {
-			return fmt.Errorf("adopt link %s of %s: %w", l.ID, n.ID, err)
+		// The store numbers a new record from 1: count on past the deleted one.
+		u := store.LinkUpdate{Status: store.Ptr(store.LinkApplied), StatusMessage: store.Ptr(store.LinkAdopted)}
+		for v := int64(1); v <= l.Version; u.Status = nil {
+			cur, err := s.store.UpdateLink(ctx, l.ID, u)
+			if err != nil {
+				return fmt.Errorf("adopt link %s of %s: %w", l.ID, n.ID, err)
+			}
+			v = cur.Version
 		}
 		s.log.Info("link adopted", "link", l.ID, "node", n.ID, "source", l.SourceNodeID, "dest", l.DestNodeID)
+		id := l.ID
+		w.onCommit(func() { s.adopted[id] = far })
 		w.relinked(l.ID)
 		w.link(l.SourceNodeID)
 		w.route(l.SourceNodeID)
@@ -235,109 +256,126 @@ func (s *Service) adoptLinks(ctx context.Context, n store.Node, reports []Connec
 	return nil
 }
 
+// forgetDropped forgets the soft-deleted links nodeID was an end of (s.dropped): it
+// registered again, or deregistered. What is left is of nodes that never came back,
+// as their records are.
+func (s *Service) forgetDropped(nodeID string, w *work) {
+	for id, e := range s.dropped {
+		if e.source == nodeID || e.dest == nodeID {
+			w.onCommit(func() { delete(s.dropped, id) })
+		}
+	}
+}
+
 // adoptable checks the conditions of adoptLinks for the deleted link l that n reports
-// alive.
-func (s *Service) adoptable(ctx context.Context, n store.Node, l store.Link, w *work) (bool, error) {
+// alive, and returns its far end ("" when it is not to be adopted).
+func (s *Service) adoptable(ctx context.Context, n store.Node, l store.Link, w *work) (string, error) {
 	var other string
 	switch {
 	case l.DestNodeID == "":
-		return false, nil // never claimed: nothing says who held the other end
+		return "", nil // never claimed: nothing says who held the other end
 	case l.SourceNodeID == n.ID:
 		other = l.DestNodeID
 	case l.DestNodeID == n.ID:
 		other = l.SourceNodeID
 	default:
-		return false, nil
+		return "", nil
 	}
 	o, err := s.store.GetNode(ctx, other)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("adopt link %s: %w", l.ID, err)
+		return "", fmt.Errorf("adopt link %s: %w", l.ID, err)
 	}
 	if o.Connected {
-		return false, nil
+		return "", nil
+	}
+	back, err := s.store.ListNodes(ctx, store.NodeFilter{Group: o.Group, ConnectedOnly: true})
+	if err != nil {
+		return "", fmt.Errorf("adopt link %s: %w", l.ID, err)
+	}
+	if len(back) > 0 {
+		return "", nil
 	}
 	target := n
 	if l.TargetNodeID != n.ID {
 		if target, err = s.store.GetNode(ctx, l.TargetNodeID); errors.Is(err, store.ErrNotFound) {
-			return false, nil
+			return "", nil
 		} else if err != nil {
-			return false, fmt.Errorf("adopt link %s: %w", l.ID, err)
+			return "", fmt.Errorf("adopt link %s: %w", l.ID, err)
 		}
 	}
 	if target.ExternalEndpoint() != l.DestEndpoint {
-		return false, nil
+		return "", nil
 	}
 	topo, err := s.topoNow(ctx)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	segs := topo.segmentsOf(l.SourceGroup, l.DestGroup)
 	if len(segs) == 0 || !slices.Equal(segs, segmentsIn(l.ConnConfig)) {
-		return false, nil
+		return "", nil
 	}
 	live, err := s.liveLinksOf(ctx, w, topo, n.Group)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	peer := l.Peer(n.Group)
 	for _, x := range live {
 		if x.Peer(n.Group) == peer {
-			return false, nil
+			return "", nil
 		}
 	}
-	return true, nil
+	return other, nil
 }
 
-// failoverAway fails over the disconnected nodes of n's group that are still an end
-// of a live link. Departures move or delete every link of a node that leaves, so only
-// a link adopted from its other end (adoptLinks) has such an end: one still cut off
-// from the control plane — or gone for good, which the control plane cannot tell. A
-// sibling registering takes over from it as the departure would have, had the sibling
-// been connected then: it gets the links the node dialled, those it received are
-// replaced. Without a sibling back, the link waits for its end to return.
+// failoverAway settles the adopted links whose far end is still away (s.adopted) as
+// n registers. n is that far end: it is back, the link is an ordinary one again and
+// its marker goes (the route reconciler keeps untracked subscriptions over an adopted
+// link only while its far end is away). n is a sibling of it: the far end is still
+// cut off from the control plane — or gone for good, which the control plane cannot
+// tell — and n takes over from it as its departure would have, had n been connected
+// then: it gets the links the node dialled, those it received are replaced. Without
+// a sibling back, the link waits for its end to return. Only the adopted links are
+// looked at, not the group.
 func (s *Service) failoverAway(ctx context.Context, n store.Node, w *work) error {
-	if n.Group == "" {
+	if len(s.adopted) == 0 {
 		return nil
 	}
-	group, err := s.store.ListNodes(ctx, store.NodeFilter{Group: n.Group})
-	if err != nil {
-		return fmt.Errorf("list nodes of group %s: %w", n.Group, err)
-	}
-	away := map[string]store.Node{}
-	for _, o := range group {
-		if !o.Connected && o.ID != n.ID {
-			away[o.ID] = o
+	done := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(s.adopted)) {
+		far := s.adopted[id]
+		if far != n.ID && (n.Group == "" || GroupOf(far) != n.Group) {
+			continue
 		}
-	}
-	if len(away) == 0 {
-		return nil
-	}
-	topo, err := s.topoNow(ctx)
-	if err != nil {
-		return err
-	}
-	live, err := s.liveLinksOf(ctx, w, topo, n.Group)
-	if err != nil {
-		return err
-	}
-	ends := map[string]bool{}
-	for _, l := range live {
-		dest := l.DestNodeID
-		if dest == "" {
-			dest = l.TargetNodeID // made to target it, not yet claimed (incomingLinks)
+		w.onCommit(func() { delete(s.adopted, id) })
+		l, err := s.store.GetLink(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
 		}
-		for _, id := range []string{l.SourceNodeID, dest} {
-			if _, ok := away[id]; ok {
-				ends[id] = true
+		if err != nil {
+			return fmt.Errorf("adopted link %s: %w", id, err)
+		}
+		if l.Deleted || l.StatusMessage != store.LinkAdopted || (l.SourceNodeID != far && l.DestNodeID != far) {
+			continue // no longer as adopted: moved, deleted, or its status changed
+		}
+		if far == n.ID {
+			if _, err := s.store.UpdateLink(ctx, id, store.LinkUpdate{StatusMessage: store.Ptr("")}); err != nil {
+				return fmt.Errorf("adopted link %s: %w", id, err)
 			}
+			continue
 		}
-	}
-	for _, id := range sortedKeys(ends) {
-		s.log.Info("link end still cut off: failed over to a sibling that registered", "node", id, "sibling", n.ID)
-		if err := s.failover(ctx, away[id], false, w); err != nil {
+		o, err := s.store.GetNode(ctx, far)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (o.Connected || done[far])) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("end %s of adopted link %s: %w", far, id, err)
+		}
+		done[far] = true
+		s.log.Info("link end still cut off: failed over to a sibling that registered", "node", far, "sibling", n.ID)
+		if err := s.failover(ctx, o, false, w); err != nil {
 			return err
 		}
 	}
@@ -390,6 +428,7 @@ func (s *Service) depart(ctx context.Context, nodeID string, session uint64, gra
 	if err != nil {
 		return Result{}, err
 	}
+	w.committed()
 	s.log.Info("node left", "node", nodeID, "graceful", graceful)
 	return w.result(), nil
 }
@@ -417,6 +456,7 @@ func (s *Service) departTx(ctx context.Context, nodeID string, session uint64, g
 		if err := s.store.DeleteNode(ctx, nodeID); err != nil {
 			return fmt.Errorf("delete node %s: %w", nodeID, err)
 		}
+		s.forgetDropped(nodeID, w)
 		if err := s.groupLeft(ctx, n.Group); err != nil {
 			return err
 		}

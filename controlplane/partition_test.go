@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -158,5 +159,178 @@ func TestSiblingTakesOverAdoptedLink(t *testing.T) {
 			t.Fatalf("link %+v, want moved to a/n2, pending", got)
 		}
 		equalStrings(t, "links", h.linkStrings(), []string{"a/n2->b/n1"})
+	})
+}
+
+// TestPartitionHealNotAdoptedTowardAwayEndWithConnectedSibling: the source, last of its
+// group, loses the control plane; then the destination crashes for good while a
+// sibling of it stays connected. The source's dialer keeps the link and redials, and
+// reports it alive on its return: the link must not be adopted toward the dead end —
+// the groups would stay cut off — but made anew to the connected sibling.
+func TestPartitionHealNotAdoptedTowardAwayEndWithConnectedSibling(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		h := newHarness(t, open(t), pairTopology, 1)
+		h.register("b", "n1", true)
+		h.register("b", "n2", true)
+		h.register("a", "n1", false)
+		h.claimAll()
+		l := h.linkFrom("a/n1")
+		dead := l.DestNodeID
+		for _, id := range []string{"a/n1", dead} {
+			_, err := h.svc.NodeDisconnected(h.ctx, id, 0)
+			h.must(err)
+		}
+		h.register("a", "n1", false, ConnectionReport{LinkID: l.ID, Alive: true})
+		if got := h.link(l.ID); !got.Deleted {
+			t.Fatalf("link %+v adopted toward %s, which is away, while its sibling is connected", got, dead)
+		}
+		if fresh := h.linkFrom("a/n1"); fresh.ID == l.ID || fresh.TargetNodeID == dead {
+			t.Fatalf("new link %+v, want one to the connected sibling of %s", fresh, dead)
+		}
+	})
+}
+
+// TestPartitionHealNotAdoptedAfterSiblingRegistered: a sibling of the away source
+// registers before the destination comes back naming the link: the link is not
+// adopted with its away source (the sibling's group is connected again).
+func TestPartitionHealNotAdoptedAfterSiblingRegistered(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		h := newHarness(t, open(t), pairTopology, 1)
+		h.register("a", "n1", false)
+		h.register("b", "n1", true)
+		h.claimAll()
+		h.register("a", "n2", false)
+		l := h.linkFrom("a/n1")
+		for _, id := range []string{"a/n2", "a/n1", "b/n1"} {
+			_, err := h.svc.NodeDisconnected(h.ctx, id, 0)
+			h.must(err)
+		}
+		h.register("a", "n2", false)
+		h.register("b", "n1", true, ConnectionReport{LinkID: l.ID, Alive: true})
+		if got := h.link(l.ID); !got.Deleted {
+			t.Fatalf("link %+v adopted with away source a/n1 while a/n2 is connected", got)
+		}
+		equalStrings(t, "links", h.linkStrings(), []string{"a/n2->b/n1"})
+	})
+}
+
+// TestPartitionHealNotAdoptedFromEndThatNeverHeldIt: a failover moved the link to a
+// sibling (Pending: it never dialled it), which then left as the last of its group;
+// the destination naming the link must not get it back as Applied from that sibling.
+func TestPartitionHealNotAdoptedFromEndThatNeverHeldIt(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		h := newHarness(t, open(t), pairTopology, 1)
+		h.register("a", "n1", false)
+		h.register("b", "n1", true)
+		h.claimAll()
+		h.register("a", "n2", false)
+		l := h.linkFrom("a/n1")
+		_, err := h.svc.NodeDisconnected(h.ctx, "a/n1", 0)
+		h.must(err)
+		if got := h.link(l.ID); got.SourceNodeID != "a/n2" || got.Status != store.LinkPending {
+			t.Fatalf("link %+v, want moved to a/n2, pending", got)
+		}
+		for _, id := range []string{"a/n2", "b/n1"} {
+			_, err := h.svc.NodeDisconnected(h.ctx, id, 0)
+			h.must(err)
+		}
+		h.register("b", "n1", true, ConnectionReport{LinkID: l.ID, Alive: true})
+		if got := h.link(l.ID); !got.Deleted {
+			t.Fatalf("link %+v adopted from a/n2, which never held its connection", got)
+		}
+	})
+}
+
+// TestPartitionHealNotAdoptedOverOpenStream: only b lost the control plane, and the
+// link was soft-deleted with it; a registering again over a new stream while the
+// control plane still thought its old one open was never cut off, and its reconciler
+// may be deleting the link: no adoption.
+func TestPartitionHealNotAdoptedOverOpenStream(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		h := newHarness(t, open(t), pairTopology, 1)
+		h.register("a", "n1", false)
+		h.register("b", "n1", true)
+		h.claimAll()
+		l := h.linkFrom("a/n1")
+		_, err := h.svc.NodeDisconnected(h.ctx, "b/n1", 0)
+		h.must(err)
+		h.register("a", "n1", false, ConnectionReport{LinkID: l.ID, Alive: true})
+		if got := h.link(l.ID); !got.Deleted {
+			t.Fatalf("link %+v adopted by a/n1, which was connected all along", got)
+		}
+	})
+}
+
+// TestAdoptedLinkVersionPassesDeleted: the adopted link is a new record under the
+// deleted one's id; its version exceeds the deleted one's, so a reconciler pass still
+// holding the deleted record cannot hard-delete it (DeleteLinkIf), then or later.
+func TestAdoptedLinkVersionPassesDeleted(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		h, l := partitioned(t, open)
+		deleted := h.link(l.ID)
+		alive := ConnectionReport{LinkID: l.ID, Alive: true}
+		h.register("b", "n1", true, alive)
+		if got := h.link(l.ID); got.Deleted || got.Version <= deleted.Version {
+			t.Fatalf("adopted link %+v, want live at a version above the deleted one's %d", got, deleted.Version)
+		}
+		h.register("a", "n1", false, alive)
+		if err := h.st.DeleteLinkIf(h.ctx, l.ID, deleted.Version); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("DeleteLinkIf at the deleted record's version %d: %v, want a conflict", deleted.Version, err)
+		}
+	})
+}
+
+// TestAdoptedMarkerClearsWhenFarEndReturns: the adopted marker (which keeps untracked
+// subscriptions over the link) lasts only while the far end is away: once it has
+// registered again, the link is an ordinary Applied link.
+func TestAdoptedMarkerClearsWhenFarEndReturns(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		for _, first := range []string{"a", "b"} {
+			h, l := partitioned(t, open)
+			alive := ConnectionReport{LinkID: l.ID, Alive: true}
+			second := map[string]string{"a": "b", "b": "a"}[first]
+			h.register(first, "n1", first == "b", alive)
+			if got := h.link(l.ID); got.StatusMessage != store.LinkAdopted {
+				t.Fatalf("%s back first: link %+v, want it adopted", first, got)
+			}
+			h.register(second, "n1", second == "b", alive)
+			if got := h.link(l.ID); got.Deleted || got.Status != store.LinkApplied || got.StatusMessage == store.LinkAdopted {
+				t.Fatalf("%s back first, then %s: link %+v, want Applied and no longer marked adopted", first, second, got)
+			}
+		}
+	})
+}
+
+// countingStore counts the listings of a whole group's nodes.
+type countingStore struct {
+	store.Store
+	groupLists int
+}
+
+func (c *countingStore) ListNodes(ctx context.Context, f store.NodeFilter) ([]store.Node, error) {
+	if f.Group != "" && !f.ConnectedOnly {
+		c.groupLists++
+	}
+	return c.Store.ListNodes(ctx, f)
+}
+
+// TestRegistrationDoesNotListGroup: with no adopted link waiting for its far end, a
+// registration does not list the nodes of its group (a disconnected sibling there
+// has no link to hand over): it costs no more in a group of 1,000 nodes.
+func TestRegistrationDoesNotListGroup(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		st := &countingStore{Store: open(t)}
+		h := newHarness(t, st, pairTopology, 1)
+		h.register("a", "n1", false)
+		h.register("b", "n1", true)
+		h.register("b", "n2", true)
+		h.claimAll()
+		_, err := h.svc.NodeDisconnected(h.ctx, "b/n2", 0)
+		h.must(err)
+		st.groupLists = 0
+		h.register("b", "n3", true)
+		if st.groupLists != 0 {
+			t.Fatalf("registration listed the nodes of its group %d times", st.groupLists)
+		}
 	})
 }

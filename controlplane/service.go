@@ -73,6 +73,13 @@ type Service struct {
 	// operations (guarded by mu).
 	view linkView
 
+	// dropped and adopted are what link adoption remembers (adoptLinks), in memory
+	// only: a restarted control plane or a new leader starts without them, and clears
+	// the links anyway. Guarded by mu, and changed only once the operation that
+	// decided it has committed (work.commit).
+	dropped map[string]linkEnds // soft-deleted while Applied: the ends it had then
+	adopted map[string]string   // adopted with its far end away: the far end
+
 	// topoMu guards topo, the last resolved topology (read also by Segments, which
 	// does not take mu).
 	topoMu sync.Mutex
@@ -86,7 +93,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Store == nil {
 		return nil, errors.New("controlplane: Options.Store is required")
 	}
-	s := &Service{store: opts.Store, log: opts.Logger, rng: opts.Rand, newID: opts.NewLinkID, links: opts.Links}
+	s := &Service{store: opts.Store, log: opts.Logger, rng: opts.Rand, newID: opts.NewLinkID, links: opts.Links,
+		dropped: map[string]linkEnds{}, adopted: map[string]string{}}
 	if !opts.Topology.IsEmpty() {
 		s.topology = opts.Topology
 	}
@@ -120,6 +128,8 @@ func (s *Service) Reset(ctx context.Context) error {
 	if err := reset(ctx); err != nil {
 		return fmt.Errorf("controlplane: reset store for %s mode: %w", s.Mode(), err)
 	}
+	clear(s.dropped)
+	clear(s.adopted)
 	s.log.Info("control plane state reset", "mode", s.Mode().String())
 	return nil
 }
@@ -162,6 +172,19 @@ type work struct {
 	touched map[string]bool
 	// moved lists the touched links that changed only their ends.
 	moved []string
+	// commit lists the changes to the service's memory of partitions (adoptLinks),
+	// made once the operation's transaction has committed.
+	commit []func()
+}
+
+// onCommit runs f once the operation's transaction has committed.
+func (w *work) onCommit(f func()) { w.commit = append(w.commit, f) }
+
+// committed runs the functions given to onCommit.
+func (w *work) committed() {
+	for _, f := range w.commit {
+		f()
+	}
 }
 
 func newWork() *work {

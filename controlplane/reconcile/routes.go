@@ -219,15 +219,14 @@ func (r *Routes) unknownLink(ctx context.Context, links *linkCache, id string) (
 // keptOverAdopted reports whether an untracked subscription is one a partition of
 // the control plane left behind on a link it adopted (controlplane.Service
 // NodeRegistered): the link is Applied and still marked adopted (store.LinkAdopted),
-// nodeID is one of its ends, and its far end is still cut off, or no node announces
-// the name. When both ends of a link lose the control plane, their routes go with
-// their streams — the subscriber's announcements withdrawn, the publisher's routes
-// hard-deleted — while the data plane keeps forwarding. The first end back adopts
-// the link, but the far end's announcements come back only after it registers again
-// (in its first command, a moment after its registration); the planner then tracks
-// the subscription again under the same key, and re-subscribing is idempotent.
-// Deleting it meanwhile would refuse publishes (no route) for that moment. A name
-// somebody announces is the planner's to decide: its subscription goes as before.
+// nodeID is one of its ends, and its far end is still cut off. When both ends of a
+// link lose the control plane, their routes go with their streams — the subscriber's
+// announcements withdrawn, the publisher's routes hard-deleted — while the data plane
+// keeps forwarding. The first end back adopts the link, but the far end's
+// announcements come back only after it registers again; the planner then tracks the
+// subscription again under the same key, and re-subscribing is idempotent. Deleting
+// it meanwhile would refuse publishes (no route). The far end's registration clears
+// the mark: from then on the planner decides, as for any link.
 func (r *Routes) keptOverAdopted(ctx context.Context, links *linkCache, nodeID string, k subKey) (bool, error) {
 	if k.link == "" {
 		return false, nil
@@ -248,18 +247,13 @@ func (r *Routes) keptOverAdopted(ctx context.Context, links *linkCache, nodeID s
 		return false, nil
 	}
 	n, err := r.o.Store.GetNode(ctx, far)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
 		return false, fmt.Errorf("far end %s of link %s: %w", far, l.ID, err)
 	}
-	if err == nil && !n.Connected {
-		return true, nil
-	}
-	name := k.name
-	anns, err := r.o.Store.ListRoutes(ctx, store.RouteFilter{SourceNodeID: store.AllNodes, Name: &name})
-	if err != nil {
-		return false, fmt.Errorf("announcements of %s: %w", name, err)
-	}
-	return len(anns) == 0, nil
+	return !n.Connected, nil
 }
 
 // sharesTracked reports whether the orphan subscription k is, on the data plane, the

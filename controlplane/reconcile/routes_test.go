@@ -326,15 +326,16 @@ func TestRouteLeavesSubscriptionsOfUnknownLinks(t *testing.T) {
 // TestRouteKeepsSubscriptionsOverAdoptedLinks: after a partition of the control plane
 // the publisher's routes are gone from the store while its node still forwards; an
 // untracked subscription over a link the control plane adopted stays while the far
-// end is away or nobody announces the name (the far end's announcements come back
-// after it registers), and goes as before otherwise.
+// end is away, and goes as before otherwise: once the far end is back, a name nobody
+// announces is not kept for the link's life.
 func TestRouteKeepsSubscriptionsOverAdoptedLinks(t *testing.T) {
 	for _, tc := range []struct {
 		name                        string
 		adopted, announced, farGone bool
 		kept                        bool
 	}{
-		{"adopted, name unannounced", true, false, false, true},
+		{"adopted, far end back, name unannounced", true, false, false, false},
+		{"adopted, far end away, name unannounced", true, false, true, true},
 		{"adopted, far end away", true, true, true, true},
 		{"adopted, name announced", true, true, false, false},
 		{"not adopted", false, false, true, false},

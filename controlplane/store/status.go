@@ -54,8 +54,9 @@ var linkFrom = map[LinkStatus][]LinkStatus{
 
 // LinkAdopted is the status message of a link the control plane adopted when a node
 // registered again naming it, after it had marked the link deleted while both ends
-// were cut off from it (a partition, not a crash). It stays while the link stays
-// Applied: any status change rewrites the message. The route reconciler reads it.
+// were cut off from it (a partition, not a crash). It is cleared when the link's far
+// end registers again (or the link is moved or deleted first); the route reconciler
+// reads it.
 const LinkAdopted = "adopted after a partition of the control plane"
 
 // LinkTransitionAllowed reports whether a link may move from one status to another.
