@@ -2,18 +2,15 @@ package registrar
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/toxictest"
 )
 
 // A watcher behind a slow link (toxiproxy, 16 KiB/s towards the watcher) reads all
@@ -26,13 +23,8 @@ func TestWatcherBehindASlowLinkIsASlowWatcher(t *testing.T) {
 	fast := openWatch(t, ts.client, "")
 	fast.untilComplete(t)
 
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	proxy := toxiproxy.NewProxy(srv, "watcher", "127.0.0.1:0", ts.Addr().String())
-	if err := proxy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Stop()
-	conn, err := grpc.NewClient(proxy.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	proxy := toxictest.Start(t, "watcher", ts.Addr().String())
+	conn, err := grpc.NewClient(proxy.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -48,18 +40,14 @@ func TestWatcherBehindASlowLinkIsASlowWatcher(t *testing.T) {
 	if _, done := slow.untilComplete(t); done == nil {
 		t.Fatal("no snapshot through the proxy")
 	}
-	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"name":"narrow","type":"bandwidth","stream":"downstream","attributes":{"rate":16}}`)); err != nil {
-		t.Fatal(err)
-	}
+	proxy.Narrow(16)
 
 	const n = 400
 	burst(t, ts, fast, 4, n) // fails if the fast watcher misses an event or stalls
 	eventually(t, "the slow-link watcher is resynced", func() bool {
 		return counterValue(t, ts, "registrar_watcher_resyncs_total") >= 1
 	})
-	if err := proxy.Toxics.RemoveToxic(testCtx(t), "narrow"); err != nil {
-		t.Fatal(err)
-	}
+	proxy.Heal()
 	state := map[endpoint.Key]bool{}
 	resynced := false
 	deadline := time.After(30 * time.Second)

@@ -53,4 +53,31 @@ func TestWireFieldsMatchTheProto(t *testing.T) {
 		fPubPayload:   f{Name: "payload", Kind: protoreflect.BytesKind},
 		fPubBroadcast: f{Name: "broadcast", Kind: protoreflect.BoolKind},
 	}, true)
+	// Requests ride the publish decoder, with two fields of their own.
+	wirecheck.Check(t, &nodev1.RequestBatch{}, map[protowire.Number]wirecheck.Field{
+		fPubBatchMessages: f{Name: "requests", Kind: protoreflect.MessageKind},
+	}, true)
+	wirecheck.Check(t, &nodev1.RequestRequest{}, map[protowire.Number]wirecheck.Field{
+		fPubName:    f{Name: "name", Kind: protoreflect.MessageKind},
+		fPubPayload: f{Name: "payload", Kind: protoreflect.BytesKind},
+		fReqTimeout: f{Name: "timeout_ms", Kind: protoreflect.Uint32Kind},
+		fReqID:      f{Name: "id", Kind: protoreflect.Uint64Kind},
+	}, true)
+	wirecheck.Check(t, &nodev1.RespondBatch{}, map[protowire.Number]wirecheck.Field{
+		fRespBatchAnswers: f{Name: "answers", Kind: protoreflect.MessageKind},
+	}, true)
+	wirecheck.Check(t, &nodev1.RespondRequest{}, map[protowire.Number]wirecheck.Field{
+		fRespReplyTo: f{Name: "reply_to", Kind: protoreflect.StringKind},
+		fRespPayload: f{Name: "payload", Kind: protoreflect.BytesKind},
+	}, true)
+	wirecheck.Check(t, &nodev1.RequestResponseBatch{}, map[protowire.Number]wirecheck.Field{
+		fAnsBatchResponses: f{Name: "responses", Kind: protoreflect.MessageKind},
+	}, true)
+	wirecheck.Check(t, &nodev1.RequestResponse{}, map[protowire.Number]wirecheck.Field{
+		fAnsPayload:   f{Name: "payload", Kind: protoreflect.BytesKind},
+		fAnsResponder: f{Name: "responder", Kind: protoreflect.StringKind},
+		fAnsID:        f{Name: "id", Kind: protoreflect.Uint64Kind},
+		fAnsCode:      f{Name: "code", Kind: protoreflect.Uint32Kind},
+		fAnsError:     f{Name: "error", Kind: protoreflect.StringKind},
+	}, true)
 }

@@ -4,22 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embedetcd"
+	"github.com/switchboard-mesh/switchboard/internal/toxictest"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
-
-// blackHole is a toxiproxy toxic that passes nothing either way and never closes
-// the connection: a path that went silent, as a partition makes it.
-const blackHole = `{"name":"hole_%s","type":"timeout","stream":"%s","attributes":{"timeout":0}}`
 
 // The path from a registry to one member of a three-member cluster goes silent
 // (a partition between them; the member is fine and keeps its quorum) and stays
@@ -32,21 +24,16 @@ func TestSilentPathToOneMember(t *testing.T) {
 	c := embedetcd.New(t, embedetcd.Options{Members: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	var proxies []*toxiproxy.Proxy
+	var proxies []*toxictest.Proxy
 	var viaProxies []string
 	for i, m := range c.Members() {
 		u, err := url.Parse(m.Endpoint())
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := toxiproxy.NewProxy(srv, fmt.Sprintf("member-%d", i), "127.0.0.1:0", u.Host)
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer p.Stop()
+		p := toxictest.Start(t, fmt.Sprintf("member-%d", i), u.Host)
 		proxies = append(proxies, p)
-		viaProxies = append(viaProxies, "http://"+p.Listen)
+		viaProxies = append(viaProxies, "http://"+p.Addr())
 	}
 	prefix := uniquePrefix(t)
 	r, err := New(ctx, Options{Endpoints: viaProxies, Prefix: prefix})
@@ -65,22 +52,14 @@ func TestSilentPathToOneMember(t *testing.T) {
 	}
 	expectEvents(t, ch, synced())
 	for i, p := range proxies {
-		for _, dir := range []string{"upstream", "downstream"} {
-			if _, err := p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(blackHole, dir, dir))); err != nil {
-				t.Fatal(err)
-			}
-		}
+		p.BlackHole()
 		theirs := ep("prod", "web", "http", fmt.Sprintf("10.1.%d.1", i), 80)
 		applyRetrying(t, other, registry.Register(theirs))
 		waitEvent(t, ch, 40*time.Second, added(theirs), fmt.Sprintf("with the path to member %d silent", i))
 		ours := ep("prod", "web", "http", fmt.Sprintf("10.2.%d.1", i), 80)
 		applyRetrying(t, r, registry.Register(ours))
 		waitEvent(t, ch, 40*time.Second, added(ours), fmt.Sprintf("our write, with the path to member %d silent", i))
-		for _, dir := range []string{"upstream", "downstream"} {
-			if err := p.Toxics.RemoveToxic(ctx, "hole_"+dir); err != nil {
-				t.Fatal(err)
-			}
-		}
+		p.Heal()
 	}
 }
 

@@ -6,18 +6,11 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/embednats"
+	"github.com/switchboard-mesh/switchboard/internal/toxictest"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
-
-// blackHole is a toxiproxy toxic that passes nothing either way and never closes
-// the connection: a path that went silent, as a partition makes it.
-const blackHole = `{"name":"hole_%s","type":"timeout","stream":"%s","attributes":{"timeout":0}}`
 
 // The path from a registry, opened as commands open it, to one server of a
 // three-node cluster goes silent (a partition between them; the server is fine and
@@ -34,17 +27,12 @@ func TestSilentPathToOneServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Shutdown()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	var proxies []*toxiproxy.Proxy
+	var proxies []*toxictest.Proxy
 	var viaProxies []string
 	for i, u := range strings.Split(c.ClientURL(), ",") {
-		p := toxiproxy.NewProxy(srv, fmt.Sprintf("server-%d", i), "127.0.0.1:0", strings.TrimPrefix(u, "nats://"))
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer p.Stop()
+		p := toxictest.Start(t, fmt.Sprintf("server-%d", i), strings.TrimPrefix(u, "nats://"))
 		proxies = append(proxies, p)
-		viaProxies = append(viaProxies, "nats://"+p.Listen)
+		viaProxies = append(viaProxies, "nats://"+p.Addr())
 	}
 	cfg := freshStream()
 	open := func(urls string) registry.Registry {
@@ -66,22 +54,14 @@ func TestSilentPathToOneServer(t *testing.T) {
 	}
 	expectEvent(t, ch, 10*time.Second, registry.Synced, endpoint.Key{})
 	for i, p := range proxies {
-		for _, dir := range []string{"upstream", "downstream"} {
-			if _, err := p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(blackHole, dir, dir))); err != nil {
-				t.Fatal(err)
-			}
-		}
+		p.BlackHole()
 		theirs := ep("prod", "web", "http", fmt.Sprintf("10.1.%d.1", i), 80)
 		applyEventually(t, other, []registry.Op{registry.Register(theirs)})
 		expectEvent(t, ch, 40*time.Second, registry.Added, theirs.Key())
 		ours := ep("prod", "web", "http", fmt.Sprintf("10.2.%d.1", i), 80)
 		applyWithin(t, r, 40*time.Second, registry.Register(ours))
 		expectEvent(t, ch, 40*time.Second, registry.Added, ours.Key())
-		for _, dir := range []string{"upstream", "downstream"} {
-			if err := p.Toxics.RemoveToxic(ctx, "hole_"+dir); err != nil {
-				t.Fatal(err)
-			}
-		}
+		p.Heal()
 	}
 }
 
