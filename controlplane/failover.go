@@ -149,7 +149,10 @@ func (s *Service) dropGroupLinks(ctx context.Context, n store.Node, graceful boo
 	for _, l := range links {
 		w.relinked(l.ID)
 		id, ends := l.ID, linkEnds{l.SourceNodeID, l.DestNodeID}
-		held := l.Status == store.LinkApplied && ends.dest != "" && !(graceful && ends.source == n.ID)
+		// A node that deregistered never comes back to adopt: nothing of its
+		// links is remembered (forgetDropped ran before this transaction's own
+		// records would be kept).
+		held := l.Status == store.LinkApplied && ends.dest != "" && !(graceful && (ends.source == n.ID || ends.dest == n.ID))
 		w.onCommit(func() {
 			delete(s.adopted, id)
 			if held {

@@ -334,3 +334,25 @@ func TestRegistrationDoesNotListGroup(t *testing.T) {
 		}
 	})
 }
+
+// TestDeregisteredNodeLeavesNothingToAdopt: the last node of a group that deregisters
+// (it is not coming back) leaves no record of its links for adoption, whichever end
+// it was: nothing of it is kept in memory.
+func TestDeregisteredNodeLeavesNothingToAdopt(t *testing.T) {
+	bothStores(t, func(t *testing.T, open func(testing.TB) store.Store) {
+		for _, leaving := range []string{"a/n1", "b/n1"} {
+			h := newHarness(t, open(t), pairTopology, 1)
+			h.register("a", "n1", false)
+			h.register("b", "n1", true)
+			h.claimAll()
+			_, err := h.svc.NodeDeregistered(h.ctx, leaving, 0)
+			h.must(err)
+			h.svc.mu.Lock()
+			left := len(h.svc.dropped)
+			h.svc.mu.Unlock()
+			if left != 0 {
+				t.Fatalf("%s deregistered: %d links still remembered for adoption", leaving, left)
+			}
+		}
+	})
+}
