@@ -54,7 +54,15 @@ func TestLinkMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want(na, "switchboard_node_messages_out_total", lbl, before["a-out"]+n)
+	// a/n1 counts a batch out once SendMsg returns, which can be after the far side
+	// delivered it: wait for the count (exact all the same) to land.
+	wantOut := before["a-out"] + n
+	for stop := time.Now().Add(5 * time.Second); time.Now().Before(stop); time.Sleep(10 * time.Millisecond) {
+		if series(t, na.HealthAddr(), "switchboard_node_messages_out_total")[lbl] >= wantOut {
+			break
+		}
+	}
+	want(na, "switchboard_node_messages_out_total", lbl, wantOut)
 	want(nb, "switchboard_node_messages_in_total", lbl, before["b-in"]+n)
 	for _, r := range []*fabric.Running{out, in} {
 		d := dir[r == in]
