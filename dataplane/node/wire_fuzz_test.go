@@ -135,18 +135,25 @@ func FuzzPublishDecode(f *testing.F) {
 			if string(r.payload) != string(pm.GetPayload()) || r.broadcast != pm.GetBroadcast() {
 				t.Fatalf("request %d: payload %q broadcast %v; protobuf reads %q %v", i, r.payload, r.broadcast, pm.GetPayload(), pm.GetBroadcast())
 			}
-			if pm.GetName() == nil {
-				if r.bad == nil {
-					t.Fatalf("request %d without a name accepted as %v", i, r.name)
-				}
-				continue
-			}
-			name, err := nameFromProto(pm.GetName())
-			if (err == nil) != (r.bad == nil) || (err == nil && name != r.name) {
-				t.Fatalf("request %d: name %v (%v); from protobuf's reading %v (%v)", i, r.name, r.bad, name, err)
-			}
+			sameName(t, i, r, pm.GetName())
 		}
 	})
+}
+
+// sameName checks that request i was given the name protobuf reads, or refused as
+// protobuf's reading is (a missing name is refused).
+func sameName(t *testing.T, i int, r publishReq, pn *nodev1.Name) {
+	t.Helper()
+	if pn == nil {
+		if r.bad == nil {
+			t.Fatalf("request %d without a name accepted as %v", i, r.name)
+		}
+		return
+	}
+	name, err := nameFromProto(pn)
+	if (err == nil) != (r.bad == nil) || (err == nil && name != r.name) {
+		t.Fatalf("request %d: name %v (%v); from protobuf's reading %v (%v)", i, r.name, r.bad, name, err)
+	}
 }
 
 // FuzzRequestBatchDecode: a RequestStream batch is read as protobuf reads it: the same
@@ -175,16 +182,7 @@ func FuzzRequestBatchDecode(f *testing.F) {
 			if string(r.payload) != string(pm.GetPayload()) || r.timeoutMs != pm.GetTimeoutMs() || r.id != pm.GetId() || r.broadcast {
 				t.Fatalf("request %d: payload %q timeout %d id %d broadcast %v; protobuf reads %q %d %d", i, r.payload, r.timeoutMs, r.id, r.broadcast, pm.GetPayload(), pm.GetTimeoutMs(), pm.GetId())
 			}
-			if pm.GetName() == nil {
-				if r.bad == nil {
-					t.Fatalf("request %d without a name accepted as %v", i, r.name)
-				}
-				continue
-			}
-			name, err := nameFromProto(pm.GetName())
-			if (err == nil) != (r.bad == nil) || (err == nil && name != r.name) {
-				t.Fatalf("request %d: name %v (%v); from protobuf's reading %v (%v)", i, r.name, r.bad, name, err)
-			}
+			sameName(t, i, r, pm.GetName())
 		}
 	})
 }
