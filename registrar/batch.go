@@ -2,6 +2,8 @@ package registrar
 
 import (
 	"google.golang.org/grpc/mem"
+
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // A watcher that accepts batches (WatchEndpointsRequest.accept_batches) is sent
@@ -89,7 +91,7 @@ func (s *state) takeChanges(w *watcher, first ringEvent) any {
 // resumed replay's batch ends at the replay's end, which its SNAPSHOT_COMPLETE
 // follows. Callers hold s.mu.
 func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64, size int) {
-	size, end = batchHeaderSize+batchItemSize(first.msg.bytes()), w.next
+	size, end = wire.BatchHeaderSize+wire.BatchItemSize(first.msg.bytes()), w.next
 	for seq := w.next; !w.resumed || seq <= w.resumeAt; seq++ {
 		ev, ok := s.eventAt(seq)
 		if !ok {
@@ -98,7 +100,7 @@ func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64, size int) {
 		if !w.wants(ev) {
 			continue
 		}
-		n := batchItemSize(ev.msg.bytes())
+		n := wire.BatchItemSize(ev.msg.bytes())
 		if size+n > batchBytes {
 			break
 		}
@@ -111,7 +113,7 @@ func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64, size int) {
 // its end. Callers hold s.mu.
 func (s *state) batch(w *watcher, first ringEvent, end uint64, size int) any {
 	buf := batchBuffers.Get(max(size, trackedCap))
-	out := appendBatchHeader((*buf)[:0])
+	out := wire.AppendBatchHeader((*buf)[:0])
 	out = w.appendBatched(out, first)
 	for seq := w.next; seq < end; seq++ {
 		if ev, _ := s.eventAt(seq); w.wants(ev) {
@@ -130,7 +132,7 @@ func (s *state) batch(w *watcher, first ringEvent, end uint64, size int) any {
 // the batch or ends.
 func (w *watcher) appendBatched(out []byte, ev ringEvent) []byte {
 	w.r.m.broadcast[ev.typ].Inc()
-	return appendBatchItem(out, ev.msg.bytes())
+	return wire.AppendBatchItem(out, ev.msg.bytes())
 }
 
 // track returns msg as a message whose buffer the transport frees into pool

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -98,7 +99,7 @@ func compressGroup(encs []*chunker) zipGroup {
 		}
 	}
 	frame := zstdEncoder.EncodeAll(withoutInstanceIDs(items), nil)
-	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), fieldZipped, protowire.BytesType)
+	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), wire.EventFieldCompressed, protowire.BytesType)
 	g.frame = mem.SliceBuffer(protowire.AppendBytes(out, frame))
 	return g
 }
@@ -113,7 +114,7 @@ func withoutInstanceIDs(items []byte) []byte {
 		_, _, n := protowire.ConsumeTag(items) // our own encoding: well formed
 		ep, m := protowire.ConsumeBytes(items[n:])
 		items = items[n+m:]
-		out = protowire.AppendTag(out, fieldEndpoints, protowire.BytesType)
+		out = protowire.AppendTag(out, wire.EventFieldEndpoints, protowire.BytesType)
 		out = protowire.AppendBytes(out, dropField(ep, epInstanceID))
 	}
 	return out

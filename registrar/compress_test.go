@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // checkCompressed is checkSnapshot of a compressed snapshot: every message of at
@@ -38,7 +39,7 @@ func inflateItems(t testing.TB, msg []byte) []byte {
 	for len(msg) > 0 {
 		num, typ, n := protowire.ConsumeTag(msg)
 		frame, m := protowire.ConsumeBytes(msg[max(n, 0):])
-		if n < 0 || m < 0 || num != fieldZipped || typ != protowire.BytesType {
+		if n < 0 || m < 0 || num != wire.EventFieldCompressed || typ != protowire.BytesType {
 			t.Fatalf("compressed message: malformed, or a field other than compressed (%d)", num)
 		}
 		msg = msg[n+m:]

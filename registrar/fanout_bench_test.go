@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
@@ -159,7 +160,7 @@ func watchCounting(st grpc.ClientStream, ready *sync.WaitGroup, count func(int64
 					break
 				}
 				b = b[k:]
-				if num == fieldEvents && typ == protowire.BytesType {
+				if num == wire.EventFieldEvents && typ == protowire.BytesType {
 					ev, m := protowire.ConsumeBytes(b)
 					if m < 0 {
 						break
@@ -188,7 +189,7 @@ func watchCounting(st grpc.ClientStream, ready *sync.WaitGroup, count func(int64
 // eventType reads an encoded EndpointEvent's type (its first field, as the
 // registrar writes it; FULL_SNAPSHOT, the zero value, has none).
 func eventType(b []byte) registrarv1.EndpointEvent_EventType {
-	if num, typ, n := protowire.ConsumeTag(b); n > 0 && num == fieldType && typ == protowire.VarintType {
+	if num, typ, n := protowire.ConsumeTag(b); n > 0 && num == wire.EventFieldType && typ == protowire.VarintType {
 		v, _ := protowire.ConsumeVarint(b[n:])
 		return registrarv1.EndpointEvent_EventType(v)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/inspect"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -119,7 +120,7 @@ func eventEndpoint(b []byte) []byte {
 			return nil
 		}
 		b = b[n:]
-		if num == fieldEndpoint && typ == protowire.BytesType {
+		if num == wire.EventFieldEndpoint && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(b)
 			return v
 		}

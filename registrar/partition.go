@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -54,7 +55,7 @@ func (p *partition) put(k endpoint.Key, old, e *entry) {
 	e.hash, e.slot = old.hash, old.slot
 	b := p.bucketOf(e)
 	b.members[e.slot] = e
-	p.changed(b, snapshotItemSize(e.wire)-snapshotItemSize(old.wire))
+	p.changed(b, wire.SnapshotItemSize(e.wire)-wire.SnapshotItemSize(old.wire))
 }
 
 // drop removes e.
@@ -65,14 +66,14 @@ func (p *partition) drop(e *entry) {
 	b.members[e.slot], moved.slot = moved, e.slot
 	b.members[last] = nil
 	b.members = b.members[:last]
-	p.changed(b, -snapshotItemSize(e.wire))
+	p.changed(b, -wire.SnapshotItemSize(e.wire))
 }
 
 func (p *partition) add(e *entry) {
 	b := p.bucketOf(e)
 	e.slot = int32(len(b.members))
 	b.members = append(b.members, e)
-	p.changed(b, snapshotItemSize(e.wire))
+	p.changed(b, wire.SnapshotItemSize(e.wire))
 }
 
 func (p *partition) bucketOf(e *entry) *bucket {
@@ -111,7 +112,7 @@ func (b *bucket) encoded() *chunker {
 		remaining := b.bytes
 		for _, e := range b.members {
 			b.enc.add(e.wire, remaining)
-			remaining -= snapshotItemSize(e.wire)
+			remaining -= wire.SnapshotItemSize(e.wire)
 		}
 		b.enc.finish()
 	}

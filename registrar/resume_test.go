@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
@@ -163,7 +164,7 @@ func TestDigestIsOfTheState(t *testing.T) {
 	s.mu.RLock()
 	var sum uint64
 	for _, e := range s.entries {
-		sum += entrySum(marshalEndpoint(e.ep))
+		sum += entrySum(wire.MarshalEndpoint(e.ep))
 	}
 	s.mu.RUnlock()
 	if sum != d2 {
@@ -177,9 +178,9 @@ func TestWireFormIsDeterministic(t *testing.T) {
 	for i := range 20 {
 		e.Annotations[fmt.Sprintf("k%d", i)] = fmt.Sprint(i)
 	}
-	want := marshalEndpoint(e)
+	want := wire.MarshalEndpoint(e)
 	for range 50 {
-		if got := marshalEndpoint(e); string(got) != string(want) {
+		if got := wire.MarshalEndpoint(e); string(got) != string(want) {
 			t.Fatal("two wire forms of one endpoint")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc/mem"
 
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -54,14 +55,14 @@ func (s *state) scopedSnapshot(services map[string]struct{}) *snapshot {
 	remaining := 0
 	for svc := range services {
 		for e := range s.byService[svc] {
-			remaining += snapshotItemSize(e.wire)
+			remaining += wire.SnapshotItemSize(e.wire)
 		}
 	}
 	var c chunker
 	for svc := range services {
 		for e := range s.byService[svc] {
 			c.add(e.wire, remaining)
-			remaining -= snapshotItemSize(e.wire)
+			remaining -= wire.SnapshotItemSize(e.wire)
 		}
 	}
 	c.finish()
@@ -80,15 +81,15 @@ type chunker struct {
 
 // add appends one endpoint, starting a new part when the current one is full.
 // remaining (the bytes still to come) sizes a new part's buffer.
-func (c *chunker) add(wire []byte, remaining int) {
-	n := snapshotItemSize(wire)
+func (c *chunker) add(ep []byte, remaining int) {
+	n := wire.SnapshotItemSize(ep)
 	if len(c.open) > 0 && len(c.open)+n > chunkBytes {
 		c.seal()
 	}
 	if c.open == nil {
 		c.open = make([]byte, 0, max(n, min(chunkBytes, remaining)))
 	}
-	c.open = appendSnapshotItem(c.open, wire)
+	c.open = wire.AppendSnapshotItem(c.open, ep)
 	c.inOpen++
 }
 

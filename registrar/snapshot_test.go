@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -83,7 +84,7 @@ func (d *snapDriver) checkSizes(snap *snapshot) {
 	d.t.Helper()
 	p, total := d.s.parts, 0
 	for _, e := range d.s.entries {
-		total += snapshotItemSize(e.wire)
+		total += wire.SnapshotItemSize(e.wire)
 	}
 	if avg := total / len(p.buckets); p.bytes != total || avg > 2*p.target || len(p.buckets) > 1 && avg < p.target/2 {
 		d.t.Fatalf("%d buckets counted %d bytes for %d in the state (target %d a bucket)", len(p.buckets), p.bytes, total, p.target)
@@ -117,7 +118,7 @@ func checkMessages(t testing.TB, snap *snapshot, want map[string]bool, items fun
 		for ; len(b) > 0; n++ {
 			num, typ, n := protowire.ConsumeTag(b)
 			item, m := protowire.ConsumeBytes(b[max(n, 0):])
-			if n < 0 || m < 0 || num != fieldEndpoints || typ != protowire.BytesType {
+			if n < 0 || m < 0 || num != wire.EventFieldEndpoints || typ != protowire.BytesType {
 				t.Fatalf("chunk %d: malformed, or a field other than endpoints (%d)", i, num)
 			}
 			b = b[n+m:]

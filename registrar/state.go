@@ -5,6 +5,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -216,12 +217,12 @@ func (s *state) recompute(k endpoint.Key) {
 	cur := s.entries[k]
 	switch {
 	case ok && cur == nil:
-		e := &entry{ep: want, wire: marshalEndpoint(want)}
+		e := &entry{ep: want, wire: wire.MarshalEndpoint(want)}
 		s.put(k, e)
 		s.count(k.Cluster, +1)
 		s.emit(registrarv1.EndpointEvent_ENDPOINT_ADDED, k, e.wire)
 	case ok && !endpoint.Equal(cur.ep, want):
-		e := &entry{ep: want, wire: marshalEndpoint(want)}
+		e := &entry{ep: want, wire: wire.MarshalEndpoint(want)}
 		s.put(k, e)
 		s.emit(registrarv1.EndpointEvent_ENDPOINT_UPDATED, k, e.wire)
 	case !ok && cur != nil:
@@ -274,7 +275,7 @@ func (s *state) count(cluster string, d int) {
 
 // emit appends one change of key k to the history ring. The change of a traced
 // write carries the trace context of its fan-out span (tracing.go).
-func (s *state) emit(t registrarv1.EndpointEvent_EventType, k endpoint.Key, wire []byte) {
+func (s *state) emit(t registrarv1.EndpointEvent_EventType, k endpoint.Key, ew []byte) {
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := s.current()
@@ -282,7 +283,7 @@ func (s *state) emit(t registrarv1.EndpointEvent_EventType, k endpoint.Key, wire
 	if s.origin != nil {
 		traceparent = s.fanout(t, k, v)
 	}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: t, service: k.Service, msg: share(encodeChange(t, wire, v, p, traceparent))}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: t, service: k.Service, msg: share(wire.EncodeChange(wire.EventType(t), ew, v, p, traceparent, trackedCap))}
 	s.changed = true
 }
 
@@ -302,7 +303,7 @@ func (s *state) announce() {
 	}
 	s.seq++
 	v := s.current()
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: registrarv1.EndpointEvent_PROGRESS, msg: share(encodeProgress(v, p))}
+	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: registrarv1.EndpointEvent_PROGRESS, msg: share(wire.EncodeProgress(v, p))}
 	s.changed = true
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/tracing"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
@@ -206,7 +207,7 @@ func TestNoTraceparentUnlessTracedAndSampled(t *testing.T) {
 			}
 			for len(b) > 0 {
 				num, typ, n := protowire.ConsumeTag(b)
-				if num == fieldTrace {
+				if num == wire.EventFieldTrace {
 					t.Fatal("event has a traceparent field")
 				}
 				b = b[n:]

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -257,7 +258,7 @@ func (w *watcher) pending() any {
 		sk := w.pr.skipped
 		w.pr.skipped, w.pr.last = skipped{}, time.Now().UnixNano()
 		w.sentType, w.sentCount = registrarv1.EndpointEvent_PROGRESS, 1
-		return encoded(encodeProgress(r.s.versionAt(sk.seq), sk.persisted))
+		return encoded(wire.EncodeProgress(r.s.versionAt(sk.seq), sk.persisted))
 	}
 }
 
@@ -311,7 +312,7 @@ func (w *watcher) complete(at token.Version, resumed bool) any {
 	persisted := min(s.persisted(), at.Seq)
 	s.mu.RUnlock()
 	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
-	return encoded(encodeComplete(at, resumed, persisted, w.scope.id))
+	return encoded(wire.EncodeComplete(at, resumed, persisted, w.scope.id))
 }
 
 // takeSnapshot starts sending w the full state (of its services, if scoped).

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -22,11 +23,11 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	e := ep("east", "web", "2001:db8::1", 443)
 	e.Annotations = map[string]string{"team": "edge"}
 	e.TTL = endpoint.Never
-	wire := marshalEndpoint(e)
+	ew := wire.MarshalEndpoint(e)
 	v := token.Version{Epoch: 0xabc, Seq: 42}
 
 	var got registrarv1.EndpointEvent
-	plain := encodeChange(registrarv1.EndpointEvent_ENDPOINT_UPDATED, wire, v, 40, "")
+	plain := wire.EncodeChange(wire.EventType(registrarv1.EndpointEvent_ENDPOINT_UPDATED), ew, v, 40, "", trackedCap)
 	if err := proto.Unmarshal(plain, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	// Traced, it carries the traceparent as field 12, and nothing else changes.
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	got.Reset()
-	traced := encodeChange(registrarv1.EndpointEvent_ENDPOINT_REMOVED, wire, v, 40, tp)
+	traced := wire.EncodeChange(wire.EventType(registrarv1.EndpointEvent_ENDPOINT_REMOVED), ew, v, 40, tp, trackedCap)
 	if err := proto.Unmarshal(traced, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	}
 
 	got.Reset()
-	if err := proto.Unmarshal(encodeComplete(v, true, 42, 7), &got); err != nil {
+	if err := proto.Unmarshal(wire.EncodeComplete(v, true, 42, 7), &got); err != nil {
 		t.Fatal(err)
 	}
 	want = &registrarv1.EndpointEvent{Type: registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, Version: v.String(), Resumed: true, Persisted: v.String(), ScopeId: 7}
@@ -67,7 +68,7 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	}
 
 	other := ep("west", "db", "10.0.0.1", 5432)
-	chunk := appendSnapshotItem(appendSnapshotItem(nil, wire), marshalEndpoint(other))
+	chunk := wire.AppendSnapshotItem(wire.AppendSnapshotItem(nil, ew), wire.MarshalEndpoint(other))
 	got.Reset()
 	if err := proto.Unmarshal(chunk, &got); err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	if !proto.Equal(&got, want) {
 		t.Fatalf("snapshot chunk decodes to %v, want %v", &got, want)
 	}
-	if n := snapshotItemSize(wire) + snapshotItemSize(marshalEndpoint(other)); n != len(chunk) {
+	if n := wire.SnapshotItemSize(ew) + wire.SnapshotItemSize(wire.MarshalEndpoint(other)); n != len(chunk) {
 		t.Fatalf("snapshotItemSize sums to %d, chunk is %d bytes", n, len(chunk))
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/internal/wirecheck"
 )
 
@@ -18,16 +19,16 @@ import (
 func TestWireFieldsMatchTheProto(t *testing.T) {
 	type f = wirecheck.Field
 	wirecheck.Check(t, &registrarv1.EndpointEvent{}, map[protowire.Number]wirecheck.Field{
-		fieldType:      f{Name: "type", Kind: protoreflect.EnumKind},
-		fieldEndpoint:  f{Name: "endpoint", Kind: protoreflect.MessageKind},
-		fieldVersion:   f{Name: "version", Kind: protoreflect.StringKind},
-		fieldEndpoints: f{Name: "endpoints", Kind: protoreflect.MessageKind},
-		fieldResumed:   f{Name: "resumed", Kind: protoreflect.BoolKind},
-		fieldPersisted: f{Name: "persisted", Kind: protoreflect.StringKind},
-		fieldScopeID:   f{Name: "scope_id", Kind: protoreflect.Uint64Kind},
-		fieldEvents:    f{Name: "events", Kind: protoreflect.MessageKind},
-		fieldZipped:    f{Name: "compressed", Kind: protoreflect.BytesKind},
-		fieldTrace:     f{Name: "traceparent", Kind: protoreflect.StringKind},
+		wire.EventFieldType:       f{Name: "type", Kind: protoreflect.EnumKind},
+		wire.EventFieldEndpoint:   f{Name: "endpoint", Kind: protoreflect.MessageKind},
+		wire.EventFieldVersion:    f{Name: "version", Kind: protoreflect.StringKind},
+		wire.EventFieldEndpoints:  f{Name: "endpoints", Kind: protoreflect.MessageKind},
+		wire.EventFieldResumed:    f{Name: "resumed", Kind: protoreflect.BoolKind},
+		wire.EventFieldPersisted:  f{Name: "persisted", Kind: protoreflect.StringKind},
+		wire.EventFieldScopeID:    f{Name: "scope_id", Kind: protoreflect.Uint64Kind},
+		wire.EventFieldEvents:     f{Name: "events", Kind: protoreflect.MessageKind},
+		wire.EventFieldCompressed: f{Name: "compressed", Kind: protoreflect.BytesKind},
+		wire.EventFieldTrace:      f{Name: "traceparent", Kind: protoreflect.StringKind},
 	}, true)
 	wirecheck.Check(t, &registrarv1.WatchEndpointsRequest{}, map[protowire.Number]wirecheck.Field{
 		fieldReqCluster:     f{Name: "cluster_name", Kind: protoreflect.StringKind},
