@@ -23,7 +23,9 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/aether"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -80,16 +82,17 @@ func (h aetherHooks) Ready() error                      { return h.r.readyErr() 
 // callers only read them.
 func (h aetherHooks) Endpoints(f endpoint.Filter) ([]endpoint.Endpoint, string) {
 	f = f.Normalize()
-	s := h.r.s
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []endpoint.Endpoint
-	for _, e := range s.entries {
-		if f.Match(e.ep) {
-			out = append(out, e.ep)
+	var at token.Version
+	h.r.view.Read(func(v view.Reader) {
+		for e := range v.Entries() {
+			if f.Match(e) {
+				out = append(out, e)
+			}
 		}
-	}
-	return out, s.current().String()
+		at = v.Current()
+	})
+	return out, at.String()
 }
 
 // Catalog returns the number of visible endpoints per service, of the protocols
@@ -98,26 +101,12 @@ func (h aetherHooks) Endpoints(f endpoint.Filter) ([]endpoint.Endpoint, string) 
 // not this replica's, or the ring no longer holds every event since.
 func (h aetherHooks) Catalog(version string, visible func(protocol string) bool) (counts map[string]int, ok bool) {
 	v, err := token.Parse(version)
-	s := h.r.s
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err != nil || v.Epoch != s.epoch || !s.canResume(v.Seq) {
+	if err != nil {
 		return nil, false
 	}
-	counts = map[string]int{}
-	for k := range s.entries {
-		if visible(k.Protocol) {
-			counts[k.Service]++
-		}
-	}
-	for seq := s.seq; seq > v.Seq; seq-- {
-		ev, ok := s.eventAt(seq)
-		if !ok {
-			return nil, false
-		}
-		if d := ringDelta(ev); d != 0 && visible(ringProtocol(ev)) {
-			counts[ev.service] -= d // undone: the count before the event
-		}
+	h.r.view.Read(func(r view.Reader) { counts, ok = catalog(r, v, visible) })
+	if !ok {
+		return nil, false
 	}
 	for svc, n := range counts {
 		if n <= 0 {
@@ -127,12 +116,35 @@ func (h aetherHooks) Catalog(version string, visible func(protocol string) bool)
 	return counts, true
 }
 
+// catalog is Catalog under the view's read lock.
+func catalog(r view.Reader, v token.Version, visible func(protocol string) bool) (map[string]int, bool) {
+	if v.Epoch != r.Epoch() || !r.CanResume(v.Seq) {
+		return nil, false
+	}
+	counts := map[string]int{}
+	for e := range r.Entries() {
+		if visible(e.Protocol) {
+			counts[e.Service]++
+		}
+	}
+	for seq := r.Seq(); seq > v.Seq; seq-- {
+		ev, ok := r.At(seq)
+		if !ok {
+			return nil, false
+		}
+		if d := ringDelta(ev); d != 0 && visible(ringProtocol(ev)) {
+			counts[ev.Service] -= d // undone: the count before the event
+		}
+	}
+	return counts, true
+}
+
 // ringDelta is what ev did to its service's number of endpoints.
-func ringDelta(ev ringEvent) int {
-	switch ev.typ {
-	case registrarv1.EndpointEvent_ENDPOINT_ADDED:
+func ringDelta(ev view.Event) int {
+	switch ev.Type {
+	case wire.EndpointAdded:
 		return 1
-	case registrarv1.EndpointEvent_ENDPOINT_REMOVED:
+	case wire.EndpointRemoved:
 		return -1
 	}
 	return 0
@@ -140,9 +152,9 @@ func ringDelta(ev ringEvent) int {
 
 // ringProtocol is the protocol of a change event's endpoint; our own encoding,
 // so it decodes.
-func ringProtocol(ev ringEvent) string {
+func ringProtocol(ev view.Event) string {
 	var m registrarv1.EndpointEvent
-	if err := proto.Unmarshal(ev.msg.bytes(), &m); err != nil {
+	if err := proto.Unmarshal(ev.Msg, &m); err != nil {
 		return ""
 	}
 	return m.GetEndpoint().GetProtocol()
@@ -189,7 +201,7 @@ func (s *rawStream) SendMsg(m any) error {
 		if v.raw == nil { // a snapshot chunk: a run of its buckets' parts
 			return s.send(v.data.Materialize())
 		}
-		return s.send(v.raw)
+		return s.send(v.bytes())
 	case encoded:
 		return s.send(v)
 	case mem.Buffer:

@@ -3,7 +3,9 @@ package registrar
 import (
 	"google.golang.org/grpc/mem"
 
+	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 )
 
 // A watcher that accepts batches (WatchEndpointsRequest.accept_batches) is sent
@@ -32,7 +34,7 @@ const batchBytes = 64 << 10
 
 // trackedCap is the least capacity of a buffer whose writing gRPC reports (it
 // neither pools nor tracks buffers of up to 1 KiB): every change event's bytes
-// have it (encodeChange), so that a paced watcher sends an event alone as it is,
+// have it (view.Config.EventCap), so that a paced watcher sends an event alone as it is,
 // without a copy.
 const trackedCap = 1<<10 + 1
 
@@ -61,46 +63,46 @@ const (
 // nextFor just took for w) and the events after it waiting for w, as one paced
 // message. While one is in flight it returns nil and leaves ev for later: the
 // landing schedules w. The check comes only once a change is waiting, so that a
-// watcher with nothing more to send is not woken by every landing. Callers hold
-// s.mu.
-func (s *state) paced(w *watcher, ev ringEvent) any {
+// watcher with nothing more to send is not woken by every landing. h is the
+// view's read lock, held.
+func (w *watcher) paced(h view.Reader, ev view.Event) any {
 	if w.inFlight() {
-		w.next = ev.seq
+		w.next = ev.Seq
 		return nil
 	}
-	return s.takeChanges(w, ev)
+	return w.takeChanges(h, ev)
 }
 
 // takeChanges returns first, which nextFor just took for w, and the events after
 // it waiting for w, as one paced message: first alone, or all of them as a
-// BATCH, advancing w's cursor past them. Callers hold s.mu.
-func (s *state) takeChanges(w *watcher, first ringEvent) any {
-	end, size := s.batchEnd(w, first)
+// BATCH, advancing w's cursor past them. h is the view's read lock, held.
+func (w *watcher) takeChanges(h view.Reader, first view.Event) any {
+	end, size := w.batchEnd(h, first)
 	if end == w.next {
-		w.sentType, w.sentCount = first.typ, 1
-		if first.seq%trackEvery != 0 {
-			return first.msg
+		w.sentType, w.sentCount = registrarv1.EndpointEvent_EventType(first.Type), 1
+		if first.Seq%trackEvery != 0 {
+			return first.Out
 		}
-		return w.track(&first.msg.raw, w) // shared: nothing to take back
+		return w.track(&first.Out.(*shared).raw, w) // shared: nothing to take back
 	}
-	return s.batch(w, first, end, size)
+	return w.batch(h, first, end, size)
 }
 
 // batchEnd returns the sequence after the last event of a BATCH of first and
 // the events after it waiting for w, within batchBytes, and the BATCH's size. A
 // resumed replay's batch ends at the replay's end, which its SNAPSHOT_COMPLETE
-// follows. Callers hold s.mu.
-func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64, size int) {
-	size, end = wire.BatchHeaderSize+wire.BatchItemSize(first.msg.bytes()), w.next
+// follows. h is the view's read lock, held.
+func (w *watcher) batchEnd(h view.Reader, first view.Event) (end uint64, size int) {
+	size, end = wire.BatchHeaderSize+wire.BatchItemSize(first.Msg), w.next
 	for seq := w.next; !w.resumed || seq <= w.resumeAt; seq++ {
-		ev, ok := s.eventAt(seq)
+		ev, ok := h.At(seq)
 		if !ok {
 			break
 		}
 		if !w.wants(ev) {
 			continue
 		}
-		n := wire.BatchItemSize(ev.msg.bytes())
+		n := wire.BatchItemSize(ev.Msg)
 		if size+n > batchBytes {
 			break
 		}
@@ -110,13 +112,13 @@ func (s *state) batchEnd(w *watcher, first ringEvent) (end uint64, size int) {
 }
 
 // batch builds the BATCH of size bytes batchEnd measured and moves w's cursor to
-// its end. Callers hold s.mu.
-func (s *state) batch(w *watcher, first ringEvent, end uint64, size int) any {
+// its end. h is the view's read lock, held.
+func (w *watcher) batch(h view.Reader, first view.Event, end uint64, size int) any {
 	buf := batchBuffers.Get(max(size, trackedCap))
 	out := wire.AppendBatchHeader((*buf)[:0])
 	out = w.appendBatched(out, first)
 	for seq := w.next; seq < end; seq++ {
-		if ev, _ := s.eventAt(seq); w.wants(ev) {
+		if ev, _ := h.At(seq); w.wants(ev) {
 			out = w.appendBatched(out, ev)
 		}
 	}
@@ -130,9 +132,9 @@ func (s *state) batch(w *watcher, first ringEvent, end uint64, size int) any {
 // appendBatched appends ev to a BATCH for w, counting it as broadcast. A batch's
 // events are counted when it is built, by their own types: the stream then takes
 // the batch or ends.
-func (w *watcher) appendBatched(out []byte, ev ringEvent) []byte {
-	w.r.m.broadcast[ev.typ].Inc()
-	return wire.AppendBatchItem(out, ev.msg.bytes())
+func (w *watcher) appendBatched(out []byte, ev view.Event) []byte {
+	w.r.m.broadcast[ev.Type].Inc()
+	return wire.AppendBatchItem(out, ev.Msg)
 }
 
 // track returns msg as a message whose buffer the transport frees into pool

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
@@ -66,7 +67,7 @@ func TestLateEchoOfAnOlderWriteDoesNotResurrect(t *testing.T) {
 	w.untilComplete(t)
 
 	x := ep("east", "web", "10.0.0.1", 80)
-	confirmed := func() bool { return r.s.pendingCount() == 0 }
+	confirmed := func() bool { return r.view.PendingCount() == 0 }
 	if _, err := ts.client.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: protos(x)}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestForeignWritesAfterOursStillApply(t *testing.T) {
 	if _, err := ts.client.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: protos(x)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the register is confirmed", func() bool { return r.s.pendingCount() == 0 })
+	eventually(t, "the register is confirmed", func() bool { return r.view.PendingCount() == 0 })
 	if err := mem.Apply(ctx, []registry.Op{{Kind: registry.OpUnregister, Endpoint: x}}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +110,15 @@ func TestForeignWritesAfterOursStillApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the foreign writes are in the snapshot", func() bool {
-		r.s.mu.RLock()
-		defer r.s.mu.RUnlock()
-		return r.s.entries[x.Key()] == nil && r.s.entries[other.Key()] != nil
+		var in bool
+		r.view.Read(func(h view.Reader) {
+			_, hasX := h.Lookup(x.Key())
+			_, hasOther := h.Lookup(other.Key())
+			in = !hasX && hasOther
+		})
+		return in
 	})
-	r.s.mu.RLock()
-	defer r.s.mu.RUnlock()
-	if n := len(r.s.echoes); n != 0 {
+	if n := r.view.WaitingEchoes(); n != 0 {
 		t.Fatalf("%d keys still wait for an echo", n)
 	}
 }

@@ -20,13 +20,13 @@ func (r *Registrar) healthHandler(g prometheus.Gatherer, debugMemory bool, mount
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
-		case <-r.s.closing:
+		case <-r.closing:
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		default:
 		}
 		select {
-		case <-r.s.ready:
+		case <-r.view.Ready():
 			_, _ = w.Write([]byte("ready\n"))
 		default:
 			http.Error(w, "not ready: the registry backend has not been read yet", http.StatusServiceUnavailable)

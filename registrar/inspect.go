@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
-	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/inspect"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -24,7 +24,7 @@ import (
 // and other tools in the process. Its types are package inspect's, so that the
 // page needs nothing else of the registrar.
 //
-// It must not slow the fan-out: every method holds the state's read lock only
+// It must not slow the fan-out: every method holds the view's read lock only
 // to copy references (ring events, entries) and does the decoding and
 // allocating after, and what it knows of watchers comes from the inspector,
 // under a lock of its own, never the watchers' fields that their senders write.
@@ -47,27 +47,29 @@ const defaultChanges = 1024
 // when nothing is new. ok is false when after is no longer in the ring (or is
 // not a version of this registrar): the caller reads Endpoints instead.
 func (r *Registrar) Changes(after uint64, max int) (changes []Change, next uint64, ok bool) {
-	s := r.s
 	if max <= 0 {
 		max = defaultChanges
 	}
-	max = min(max, len(s.ring)) // the ring holds no more
-	s.mu.RLock()
-	if !s.canResume(after) {
-		s.mu.RUnlock()
-		return nil, after, false
+	max = min(max, r.view.History()) // the ring holds no more
+	var taken []takenEvent
+	r.view.Read(func(h view.Reader) {
+		if ok = h.CanResume(after); !ok {
+			return
+		}
+		if h.Seq() == after { // nothing new: the page's idle polls allocate nothing
+			return
+		}
+		end := min(h.Seq(), after+uint64(max))
+		taken = make([]takenEvent, 0, end-after)
+		for n := after + 1; n <= end; n++ {
+			ev, _ := h.At(n)
+			taken = append(taken, takenEvent{seq: ev.Seq, typ: ev.Type, msg: ev.Msg})
+		}
+	})
+	if len(taken) == 0 {
+		return nil, after, ok
 	}
-	if s.seq == after { // nothing new: the page's idle polls allocate nothing
-		s.mu.RUnlock()
-		return nil, after, true
-	}
-	end := min(s.seq, after+uint64(max))
-	taken := make([]takenEvent, 0, end-after)
-	for n := after + 1; n <= end; n++ {
-		ev, _ := s.eventAt(n)
-		taken = append(taken, takenEvent{seq: ev.seq, typ: ev.typ, msg: ev.msg})
-	}
-	s.mu.RUnlock()
+	end := taken[len(taken)-1].seq
 	changes = make([]Change, 0, len(taken))
 	for _, ev := range taken {
 		if c, ok := ev.decode(); ok {
@@ -80,29 +82,29 @@ func (r *Registrar) Changes(after uint64, max int) (changes []Change, next uint6
 // takenEvent is what Changes copies of a ring event under the lock.
 type takenEvent struct {
 	seq uint64
-	typ registrarv1.EndpointEvent_EventType
-	msg *shared
+	typ wire.EventType
+	msg []byte
 }
 
 // decode decodes the event's change; false for a PROGRESS.
 func (ev takenEvent) decode() (Change, bool) {
 	var t inspect.ChangeType
 	switch ev.typ {
-	case registrarv1.EndpointEvent_ENDPOINT_ADDED:
+	case wire.EndpointAdded:
 		t = inspect.Added
-	case registrarv1.EndpointEvent_ENDPOINT_UPDATED:
+	case wire.EndpointUpdated:
 		t = inspect.Updated
-	case registrarv1.EndpointEvent_ENDPOINT_REMOVED:
+	case wire.EndpointRemoved:
 		t = inspect.Removed
 	default:
 		return Change{}, false
 	}
-	wire := eventEndpoint(ev.msg.bytes())
-	if wire == nil {
-		return Change{}, false // never: the registrar encoded it (encodeChange)
+	ew := eventEndpoint(ev.msg)
+	if ew == nil {
+		return Change{}, false // never: the view encoded it (wire.EncodeChange)
 	}
 	var p registryv1.Endpoint
-	if err := proto.Unmarshal(wire, &p); err != nil {
+	if err := proto.Unmarshal(ew, &p); err != nil {
 		return Change{}, false
 	}
 	e, err := endpoint.FromProtoUnchecked(&p)
@@ -132,46 +134,18 @@ func eventEndpoint(b []byte) []byte {
 	return nil
 }
 
-// Endpoints returns a copy of every visible endpoint and the version it is at.
-// The lock is held to copy the entries' pointers only: an entry's endpoint never
-// changes once it is visible (a change is a new entry). The slice they are
-// copied to (800 KB at 100,000 endpoints) is allocated before, the count read
-// under a brief lock; if the entries grew past it meanwhile, again. The
-// Annotations maps are the registrar's own: read them only.
-func (r *Registrar) Endpoints() ([]endpoint.Endpoint, uint64) {
-	s := r.s
-	s.mu.RLock()
-	n := len(s.entries)
-	s.mu.RUnlock()
-	var entries []*entry
-	var v uint64
-	for {
-		entries = make([]*entry, 0, n+n/64+16) // room for a few registrations meanwhile
-		s.mu.RLock()
-		if n = len(s.entries); n <= cap(entries) {
-			entries = slices.AppendSeq(entries, maps.Values(s.entries))
-			v = s.seq
-			s.mu.RUnlock()
-			break
-		}
-		s.mu.RUnlock()
-	}
-	out := make([]endpoint.Endpoint, len(entries))
-	for i, e := range entries {
-		out[i] = e.ep
-	}
-	return out, v
-}
+// Endpoints returns a copy of every visible endpoint and the version it is at
+// (view.View.Endpoints). The Annotations maps are the registrar's own: read them
+// only.
+func (r *Registrar) Endpoints() ([]endpoint.Endpoint, uint64) { return r.view.Endpoints() }
 
 // Status returns the watchers, the backend and the counts by cluster.
 func (r *Registrar) Status() Status {
-	s := r.s
-	s.mu.RLock()
-	st := Status{Cluster: r.cfg.Cluster, Version: s.seq, Counts: maps.Clone(s.byCluster)}
-	pending := len(s.pending)
-	s.mu.RUnlock()
+	vs := r.view.Stats()
+	st := Status{Cluster: r.cfg.Cluster, Version: vs.Version, Counts: vs.Counts}
+	pending := vs.Pending
 	select {
-	case <-s.ready:
+	case <-r.view.Ready():
 		st.Ready = true
 	default:
 	}

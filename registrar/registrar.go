@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -109,12 +110,17 @@ func (c Config) withDefaults() (Config, error) {
 // Registrar is one replica. Replicas of a cluster are independent: each accepts
 // writes, persists them, keeps its own snapshot and serves its own watchers.
 type Registrar struct {
-	cfg      Config
-	s        *state
-	log      *slog.Logger
-	m        *metrics
-	ids      atomic.Uint64
-	watchers atomic.Int64
+	cfg  Config
+	view *view.View
+	// watching is the watchers the view's changes are signalled to (fanout.go).
+	watching watchSet
+	// closing is closed at shutdown: every watch stream ends.
+	closing   chan struct{}
+	closeOnce sync.Once
+	log       *slog.Logger
+	m         *metrics
+	ids       atomic.Uint64
+	watchers  atomic.Int64
 	// period counts the periods of stuckAfter, from 1: a send notes the one it
 	// began in (watcher.sending). A load, where reading the clock on every send
 	// of a fan-out cost 2% of it.
@@ -146,8 +152,10 @@ func New(cfg Config) (*Registrar, error) {
 		return nil, fmt.Errorf("registrar: draw epoch: %w", err)
 	}
 	epoch := binary.BigEndian.Uint64(b[:])
-	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster)}
-	r.s = newState(epoch, cfg.History, cfg.MaxQueue, m)
+	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{})}
+	r.view = view.New(view.Config{Epoch: epoch, History: cfg.History, MaxQueue: cfg.MaxQueue, EventCap: trackedCap,
+		WrapEvent: wrapEvent, WrapPart: wrapPart, WrapSnapshot: wrapSnapshot,
+		Changed: r.signalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
 	r.period.Store(1) // 0 is no send under way
 	r.periodAt.Store(time.Now().UnixNano())
 	return r, nil
@@ -162,10 +170,10 @@ func (r *Registrar) Run(ctx context.Context) error {
 	if !first {
 		return errors.New("registrar: Run called twice")
 	}
-	y := &syncer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, backstop: r.cfg.BackstopInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
+	y := &syncer{view: r.view, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, backstop: r.cfg.BackstopInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
 		noFeed: make(chan struct{})}
 	r.syncer.Store(y)
-	w := &writer{s: r.s, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
+	w := &writer{view: r.view, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	var wg sync.WaitGroup
 	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop, r.senderLoop} {
@@ -175,13 +183,13 @@ func (r *Registrar) Run(ctx context.Context) error {
 			loop(ctx)
 		}()
 	}
-	r.log.Info("registrar running", "epoch", fmt.Sprintf("%016x", r.s.epoch), "sync_interval", r.cfg.SyncInterval, "backstop_interval", r.cfg.BackstopInterval,
+	r.log.Info("registrar running", "epoch", fmt.Sprintf("%016x", r.view.Epoch()), "sync_interval", r.cfg.SyncInterval, "backstop_interval", r.cfg.BackstopInterval,
 		"batch_interval", r.cfg.BatchInterval, "batch_size", r.cfg.BatchSize)
 	<-ctx.Done()
-	r.s.close()
+	r.close()
 	wg.Wait()
 	if r.abort.Load() {
-		n := r.s.pendingCount()
+		n := r.view.PendingCount()
 		r.log.Warn("registrar aborted; queued writes dropped", "dropped", n)
 		return nil
 	}
@@ -194,9 +202,9 @@ func (r *Registrar) Run(ctx context.Context) error {
 	return nil
 }
 
-// progressLoop announces the persisted frontier on a quiet registrar (state.announce).
+// progressLoop announces the persisted frontier on a quiet registrar (View.Announce).
 func (r *Registrar) progressLoop(ctx context.Context) {
-	every(ctx, r.cfg.ProgressInterval, r.s.announce)
+	every(ctx, r.cfg.ProgressInterval, r.view.Announce)
 }
 
 // senderLoop replaces the senders that stalled clients hold (senders.unstick).
@@ -206,7 +214,7 @@ func (r *Registrar) senderLoop(ctx context.Context) {
 		// whole period at least.
 		p := r.period.Add(1)
 		r.periodAt.Store(time.Now().UnixNano())
-		r.senders.unstick(r.s.stalled(p - 2))
+		r.senders.unstick(r.watching.stalled(p - 2))
 	})
 }
 
@@ -242,25 +250,19 @@ func (c Config) accepts(cluster string) bool {
 func (r *Registrar) Abort() { r.abort.Store(true) }
 
 // Ready is closed once the registrar has read the backend's full state.
-func (r *Registrar) Ready() <-chan struct{} { return r.s.ready }
+func (r *Registrar) Ready() <-chan struct{} { return r.view.Ready() }
 
 // Counts returns the endpoints in the snapshot per cluster.
-func (r *Registrar) Counts() map[string]int { return r.s.counts() }
+func (r *Registrar) Counts() map[string]int { return r.view.Counts() }
 
 // Pending returns the number of accepted writes not yet persisted.
-func (r *Registrar) Pending() int { return r.s.pendingCount() }
+func (r *Registrar) Pending() int { return r.view.PendingCount() }
 
 // Watchers returns the number of open watch streams.
 func (r *Registrar) Watchers() int { return int(r.watchers.Load()) }
 
 // close ends every watch stream.
-func (s *state) close() {
-	s.mu.Lock()
-	select {
-	case <-s.closing:
-	default:
-		close(s.closing)
-	}
-	s.unlock()
-	s.signalAll()
+func (r *Registrar) close() {
+	r.closeOnce.Do(func() { close(r.closing) })
+	r.signalAll()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
@@ -33,7 +34,7 @@ func restarted(t *testing.T, seed []endpoint.Endpoint, services []string, betwee
 	}
 	between(b)
 	bs := startServer(t, Config{Backend: b})
-	if bs.Registrar().s.epoch == a.Registrar().s.epoch {
+	if bs.Registrar().view.Epoch() == a.Registrar().view.Epoch() {
 		t.Fatal("both registrars drew the same epoch")
 	}
 	return bs, done.GetVersion()
@@ -84,7 +85,7 @@ func TestResumeAcrossRestart(t *testing.T) {
 					tok, len(parts), done.GetResumed())
 			}
 			v, err := token.Parse(done.GetVersion())
-			if err != nil || v != b.Registrar().s.versionAt(v.Seq) || v.Epoch != b.Registrar().s.epoch {
+			if err != nil || v != b.Registrar().view.VersionAt(v.Seq) || v.Epoch != b.Registrar().view.Epoch() {
 				t.Fatalf("resumed at %s (%v), want a version of the new epoch with its digest", done.GetVersion(), err)
 			}
 			late := ep("east", "svc1", "10.9.9.9", 80)
@@ -156,17 +157,16 @@ func TestDigestIsOfTheState(t *testing.T) {
 		register(t, two, eps[i])
 	}
 	unregister(t, two, detour)
-	d1, d2 := one.Registrar().s.current().Digest, two.Registrar().s.current().Digest
+	d1, d2 := one.Registrar().view.Current().Digest, two.Registrar().view.Current().Digest
 	if d1 != d2 {
 		t.Fatalf("digests %016x and %016x of the same state differ", d1, d2)
 	}
-	s := two.Registrar().s
-	s.mu.RLock()
 	var sum uint64
-	for _, e := range s.entries {
-		sum += entrySum(wire.MarshalEndpoint(e.ep))
-	}
-	s.mu.RUnlock()
+	two.Registrar().view.Read(func(h view.Reader) {
+		for e := range h.Entries() {
+			sum += view.EntrySum(wire.MarshalEndpoint(e))
+		}
+	})
 	if sum != d2 {
 		t.Fatalf("digest %016x, but the entries sum to %016x", d2, sum)
 	}

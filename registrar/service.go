@@ -17,6 +17,7 @@ import (
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/rpcinput"
 	"github.com/switchboard-mesh/switchboard/internal/tracing"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -81,7 +82,15 @@ func (g grpcService) ListAllEndpoints(ctx context.Context, req *registrarv1.List
 	if err := g.r.readyErr(); err != nil {
 		return nil, err
 	}
-	return g.r.s.listAll(f), nil
+	return listResponse(g.r.view.ListAll(f)), nil
+}
+
+// listResponse wraps a listing's wire form in a message: as unknown fields, which
+// proto writes out as they are, and which the client decodes as the real ones.
+func listResponse(raw []byte) *registrarv1.ListAllEndpointsResponse {
+	resp := &registrarv1.ListAllEndpointsResponse{}
+	resp.ProtoReflect().SetUnknown(raw)
+	return resp
 }
 
 // The watch streams are served by handlers of their own instead of the generated
@@ -114,7 +123,7 @@ func watchScopedHandler(srv any, stream grpc.ServerStream) error {
 func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &watcher{r: r, stream: stream, ctx: stream.Context(), exact: exact, opening: true, done: make(chan error, 1)}
 	w.run.Store(queued)
-	r.s.addWatcher(w)
+	r.watching.add(w)
 	r.senders.push(w)
 	var err error
 	select {
@@ -219,11 +228,11 @@ func (w *watcher) openStream() error {
 // waitReady waits until the registrar is ready, ctx ends or shutdown begins.
 func (r *Registrar) waitReady(ctx context.Context) error {
 	select {
-	case <-r.s.ready:
+	case <-r.view.Ready():
 		return nil
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
-	case <-r.s.closing:
+	case <-r.closing:
 		return errShuttingDown
 	}
 }
@@ -334,12 +343,16 @@ func (r *Registrar) accept(ctx context.Context, ops []registry.Op) (v token.Vers
 		defer func() { end(v, err) }()
 	}
 	select {
-	case <-r.s.closing:
+	case <-r.closing:
 		return token.Version{}, errShuttingDown
 	default:
 	}
-	v, err = r.s.acceptTraced(ops, r.writeCheck(ctx), tr)
-	if errors.Is(err, errQueueFull) {
+	var origin view.Trace
+	if tr != nil { // not a nil *writeTrace in an interface: untraced is nil
+		origin = tr
+	}
+	v, err = r.view.Accept(ops, r.writeCheck(ctx), origin)
+	if errors.Is(err, view.ErrQueueFull) {
 		return v, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v; retry later", err))
 	}
 	return v, err
@@ -398,9 +411,9 @@ func (r *Registrar) mayRead(ctx context.Context) error {
 
 func (r *Registrar) readyErr() error {
 	select {
-	case <-r.s.ready:
+	case <-r.view.Ready():
 		return nil
-	case <-r.s.closing:
+	case <-r.closing:
 		return errShuttingDown
 	default:
 		return status.Error(codes.Unavailable, "registrar has not completed its first sync with the registry backend")

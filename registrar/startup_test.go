@@ -50,11 +50,7 @@ func TestStartupReadsTheBackendOnce(t *testing.T) {
 		if l, w := b.lists.Load(), b.watches.Load(); l != 0 || w != 1 {
 			t.Fatalf("ready after %d Lists and %d watches, want the watch's read alone", l, w)
 		}
-		s := ts.Registrar().s
-		s.snapMu.Lock()
-		built := s.snap != nil && len(s.snap.chunks) > 0 && s.snap.zip != nil && len(s.snap.zip.chunks) > 0
-		s.snapMu.Unlock()
-		if !built {
+		if !ts.Registrar().view.Prepared() {
 			t.Fatal("ready before the snapshot was built")
 		}
 	})
@@ -119,7 +115,7 @@ func TestListAllEndpointsFromTheCachedListing(t *testing.T) {
 		t.Fatalf("after removing %s ListAllEndpoints holds %d endpoints", gone.Key(), len(got))
 	}
 	// The wire form is exactly what marshalling the response would produce.
-	resp := ts.Registrar().s.listAll(endpoint.Filter{})
+	resp := listResponse(ts.Registrar().view.ListAll(endpoint.Filter{}))
 	raw, err := proto.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)

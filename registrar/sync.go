@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/follow"
 )
@@ -19,7 +20,7 @@ import (
 // missed. Every cluster's endpoints are taken, which is how agents learn of other
 // clusters (docs/registrar.md, "What it does": Sync).
 type syncer struct {
-	s        *state
+	view     *view.View
 	backend  registry.Registry
 	interval time.Duration
 	backstop time.Duration
@@ -62,7 +63,7 @@ func (y *syncer) firstReadByFeed(ctx context.Context) bool {
 	t := time.NewTimer(y.interval)
 	defer t.Stop()
 	select {
-	case <-y.s.ready:
+	case <-y.view.Ready():
 		return true
 	case <-y.noFeed:
 	case <-t.C:
@@ -75,20 +76,20 @@ func (y *syncer) firstReadByFeed(ctx context.Context) bool {
 // (registrar_change_feed_live).
 func (y *syncer) setLive(live bool) {
 	y.live.Store(live)
-	y.s.setFeedLive(live)
+	y.view.SetFeedLive(live)
 	y.m.feedLive.Set(map[bool]float64{true: 1}[live])
 }
 
 // poll reads the whole backend once.
 func (y *syncer) poll(ctx context.Context) {
-	start := y.s.beginFull()
+	start := y.view.BeginFull()
 	began := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, y.timeout)
 	eps, err := y.backend.List(pctx, endpoint.Filter{})
 	cancel()
 	y.m.syncDuration.Observe(time.Since(began).Seconds())
 	if err != nil {
-		y.s.abortFull(start)
+		y.view.AbortFull(start)
 		if ctx.Err() == nil {
 			y.m.syncErrors.Inc()
 			y.noteError(err)
@@ -96,9 +97,9 @@ func (y *syncer) poll(ctx context.Context) {
 		}
 		return
 	}
-	y.s.endFull(start, eps)
+	y.view.EndFull(start, eps)
 	y.lastFull.Store(time.Now().UnixNano())
-	y.s.markReady()
+	y.view.MarkReady()
 }
 
 // watchLoop follows the backend's change feed, re-opening it with backoff when it
@@ -112,23 +113,23 @@ func (y *syncer) watchLoop(ctx context.Context) {
 	var start uint64
 	var began time.Time
 	err := follow.Run(ctx, w, endpoint.Filter{}, backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}, follow.Handler{
-		Open: func() { start, began = y.s.beginFull(), time.Now() },
+		Open: func() { start, began = y.view.BeginFull(), time.Now() },
 		Synced: func(state map[endpoint.Key]endpoint.Endpoint) {
 			y.m.syncDuration.Observe(time.Since(began).Seconds())
 			eps := make([]endpoint.Endpoint, 0, len(state))
 			for _, e := range state {
 				eps = append(eps, e)
 			}
-			y.s.endFull(start, eps)
+			y.view.EndFull(start, eps)
 			y.lastFull.Store(time.Now().UnixNano())
 			y.setLive(true)
-			y.s.markReady()
+			y.view.MarkReady()
 		},
-		Changed: y.s.applyEvent,
+		Changed: y.view.Apply,
 		Ended: func(err error, synced bool, wait time.Duration) {
 			y.setLive(false) // poll every interval until it is back
 			if !synced {
-				y.s.abortFull(start)
+				y.view.AbortFull(start)
 			}
 			if ctx.Err() == nil && !errors.Is(err, registry.ErrNoWatch) {
 				y.m.syncErrors.Inc()

@@ -10,6 +10,8 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/tracing"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -63,24 +65,9 @@ var untracedMethods = []string{
 const maxKeyAttrs = 16
 
 // writeTrace is the trace of an accepted write request: its accept span's context.
-// Only a sampled write has one; its ops keep it until a batch persists them.
+// Only a sampled write has one; its ops keep it (as a view.Trace) until a batch
+// persists them.
 type writeTrace struct{ sc trace.SpanContext }
-
-// maxPendTraces bounds the traces one pending key keeps for its batch: a key
-// rewritten many times before a batch takes it links its batch to the first
-// ones only.
-const maxPendTraces = 16
-
-// addTraces appends trs to dst, up to maxPendTraces in all.
-func addTraces(dst []*writeTrace, trs ...*writeTrace) []*writeTrace {
-	for _, tr := range trs {
-		if len(dst) >= maxPendTraces {
-			break
-		}
-		dst = append(dst, tr)
-	}
-	return dst
-}
 
 // traceAccept starts the accept span of a write request under ctx (the call's
 // server span). tr is nil unless the span is sampled; end ends the span with the
@@ -114,14 +101,14 @@ func keysAttr(ops []registry.Op) attribute.KeyValue {
 	return attrKeys.StringSlice(keys)
 }
 
-// fanout records the fan-out of change t of key k at version v, caused by the write
-// being accepted (s.origin): a short span, a child of the write's accept span,
-// whose context the event carries to every watcher. It returns that context as a
-// traceparent. Callers hold s.mu.
-func (s *state) fanout(t registrarv1.EndpointEvent_EventType, k endpoint.Key, v token.Version) string {
-	ctx := trace.ContextWithSpanContext(context.Background(), s.origin.sc)
+// Fanout records the fan-out of change t of key k at version v, caused by the write
+// traced as tr, which the view is accepting: a short span, a child of the write's
+// accept span, whose context the event carries to every watcher. It returns that
+// context as a traceparent. The view calls it under its lock.
+func (tr *writeTrace) Fanout(t wire.EventType, k endpoint.Key, v token.Version) string {
+	ctx := trace.ContextWithSpanContext(context.Background(), tr.sc)
 	_, span := tracer.Start(ctx, spanFanout, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrEvent.String(t.String()), attrKey.String(k.String()), attrVersion.String(v.String())))
+		trace.WithAttributes(attrEvent.String(registrarv1.EndpointEvent_EventType(t).String()), attrKey.String(k.String()), attrVersion.String(v.String())))
 	span.End()
 	return tracing.Traceparent(span.SpanContext())
 }
@@ -131,15 +118,15 @@ func (s *state) fanout(t registrarv1.EndpointEvent_EventType, k endpoint.Key, v 
 // the other traced writes' (a batch combines the writes of many requests, of many
 // traces, and a key's writes since the last batch coalesced into one op).
 // end ends it with the batch's outcome; ctx is unchanged when nothing is traced.
-func traceBatch(ctx context.Context, batch []batchOp) (_ context.Context, end func(error)) {
+func traceBatch(ctx context.Context, batch []view.BatchOp) (_ context.Context, end func(error)) {
 	nothing := func(error) {}
 	if !tracing.Enabled() {
 		return ctx, nothing
 	}
 	var scs []trace.SpanContext
 	for _, b := range batch {
-		for _, tr := range b.traces {
-			scs = append(scs, tr.sc)
+		for _, tr := range b.Traces {
+			scs = append(scs, tr.(*writeTrace).sc)
 		}
 	}
 	if len(scs) == 0 {

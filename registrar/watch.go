@@ -12,6 +12,7 @@ import (
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -34,8 +35,8 @@ type watcher struct {
 	// rescope delivers a scoped stream's new sets of services; nil when the stream
 	// cannot change its set.
 	rescope chan scope
-	done    chan error // the error that ended the stream, from its sender
-	snap    *snapshot  // the snapshot being sent, nil when none
+	done    chan error     // the error that ended the stream, from its sender
+	snap    *view.Snapshot // the snapshot being sent, nil when none
 	id      uint64
 	next    uint64 // the sequence of the next event to send
 	// resumeAt, while resumed, is the version its SNAPSHOT_COMPLETE carries.
@@ -49,7 +50,7 @@ type watcher struct {
 	sending atomic.Int64
 	pr      progress
 	chunk   int32         // the next of snap's chunks to send
-	slot    int32         // its index in state.watching
+	slot    int32         // its index in Registrar.watching
 	run     atomic.Int32  // idle, queued, rerun or finished (sender.go)
 	wake    atomic.Uint32 // wakeEnded, wakeRescope: what woken must look at
 	flight  atomic.Int32  // landed, flying or waiting: a paced message (batch.go)
@@ -81,11 +82,11 @@ type scope struct {
 	id       uint64
 }
 
-func (w *watcher) wants(ev ringEvent) bool {
-	if w.services == nil || ev.service == "" {
+func (w *watcher) wants(ev view.Event) bool {
+	if w.services == nil || ev.Service == "" {
 		return true
 	}
-	_, ok := w.services[ev.service]
+	_, ok := w.services[ev.Service]
 	return ok
 }
 
@@ -125,7 +126,11 @@ func (w *watcher) progressDue() bool {
 // connected agents and sets its cursor from the agent's last_version.
 func (r *Registrar) openWatcher(w *watcher, lastVersion, cluster string) {
 	w.open = true
-	w.full, w.next, w.resumeAt, w.resumed = r.start(lastVersion)
+	st, err := r.view.Since(lastVersion)
+	if st.Full && lastVersion != "" {
+		r.log.Debug("resume token not usable here; sending a full snapshot", "last_version", lastVersion, "err", err)
+	}
+	w.full, w.next, w.resumeAt, w.resumed = st.Full, st.Next, st.CompleteAt, st.Resumed
 	r.noteOpen(w, cluster) // inspect.go
 	r.watchers.Add(1)
 	r.m.connected.Inc()
@@ -144,7 +149,7 @@ func (r *Registrar) logStart(w *watcher, lastVersion string) {
 // openWatcher if that ran.
 func (w *watcher) close() {
 	r := w.r
-	r.s.removeWatcher(w)
+	r.watching.remove(w)
 	if !w.open {
 		return
 	}
@@ -184,7 +189,7 @@ func (w *watcher) wakeFor(f uint32) {
 // when its stream or the registrar does, take a new set of services.
 func (w *watcher) woken() error {
 	select {
-	case <-w.r.s.closing:
+	case <-w.r.closing:
 		return errShuttingDown
 	default:
 	}
@@ -244,7 +249,7 @@ func (w *watcher) pending() any {
 		if w.resumed && w.next > w.resumeAt {
 			return w.resumedComplete()
 		}
-		msg, ok, behind := r.s.nextFor(w)
+		msg, ok, behind := w.nextFor()
 		switch {
 		case ok:
 			return msg
@@ -258,7 +263,7 @@ func (w *watcher) pending() any {
 		sk := w.pr.skipped
 		w.pr.skipped, w.pr.last = skipped{}, time.Now().UnixNano()
 		w.sentType, w.sentCount = registrarv1.EndpointEvent_PROGRESS, 1
-		return encoded(wire.EncodeProgress(r.s.versionAt(sk.seq), sk.persisted))
+		return encoded(wire.EncodeProgress(r.view.VersionAt(sk.seq), sk.persisted))
 	}
 }
 
@@ -268,25 +273,29 @@ func (w *watcher) pending() any {
 // waiting (batch.go; nil while its last one is in flight). Without an event it
 // reports whether w fell out of the ring. One read lock for all of it: a fan-out
 // takes it once per watcher.
-func (s *state) nextFor(w *watcher) (msg any, ok, behind bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func (w *watcher) nextFor() (msg any, ok, behind bool) {
+	w.r.view.Read(func(h view.Reader) { msg, ok, behind = w.nextIn(h) })
+	return msg, ok, behind
+}
+
+// nextIn is nextFor, under the view's read lock.
+func (w *watcher) nextIn(h view.Reader) (msg any, ok, behind bool) {
 	for {
-		ev, ok := s.eventAt(w.next)
+		ev, ok := h.At(w.next)
 		if !ok {
-			return nil, false, w.next <= s.seq
+			return nil, false, w.next <= h.Seq()
 		}
 		w.next++
 		if !w.wants(ev) {
-			w.pr.skipped = skipped{seq: ev.seq, persisted: ev.persisted}
+			w.pr.skipped = skipped{seq: ev.Seq, persisted: ev.Persisted}
 			continue
 		}
 		w.pr.skipped = skipped{}
 		if w.batches {
-			return s.paced(w, ev), true, false
+			return w.paced(h, ev), true, false
 		}
-		w.sentType, w.sentCount = ev.typ, 1
-		return ev.msg, true, false
+		w.sentType, w.sentCount = registrarv1.EndpointEvent_EventType(ev.Type), 1
+		return ev.Out, true, false
 	}
 }
 
@@ -301,16 +310,13 @@ func (w *watcher) resync() {
 // resumedComplete ends a resumed replay: its SNAPSHOT_COMPLETE.
 func (w *watcher) resumedComplete() any {
 	w.resumed = false
-	return w.complete(w.r.s.versionAt(w.resumeAt), true)
+	return w.complete(w.r.view.VersionAt(w.resumeAt), true)
 }
 
 // complete returns the SNAPSHOT_COMPLETE of a snapshot or a resumed replay at
 // version at.
 func (w *watcher) complete(at token.Version, resumed bool) any {
-	s := w.r.s
-	s.mu.RLock()
-	persisted := min(s.persisted(), at.Seq)
-	s.mu.RUnlock()
+	persisted := min(w.r.view.Persisted(), at.Seq)
 	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
 	return encoded(wire.EncodeComplete(at, resumed, persisted, w.scope.id))
 }
@@ -319,11 +325,11 @@ func (w *watcher) complete(at token.Version, resumed bool) any {
 func (w *watcher) takeSnapshot() {
 	switch {
 	case w.services == nil && w.zipped:
-		w.snap = w.r.s.snapshot().compressed()
+		w.snap = w.r.view.Snapshot().Compressed()
 	case w.services == nil:
-		w.snap = w.r.s.snapshot()
+		w.snap = w.r.view.Snapshot()
 	default: // scopes are small: never compressed
-		w.snap = w.r.s.scopedSnapshot(w.services)
+		w.snap = w.r.view.ScopedSnapshot(w.services)
 	}
 	w.chunk, w.full, w.resumed = 0, false, false
 }
@@ -332,30 +338,11 @@ func (w *watcher) takeSnapshot() {
 // after which w continues from the snapshot's version.
 func (w *watcher) snapshotPart() any {
 	snap := w.snap
-	if i := int(w.chunk); i < len(snap.chunks) {
+	if i := int(w.chunk); i < len(snap.Messages) {
 		w.chunk++
-		w.sentType, w.sentCount = registrarv1.EndpointEvent_FULL_SNAPSHOT, int32(snap.items[i])
-		return snap.chunks[i]
+		w.sentType, w.sentCount = registrarv1.EndpointEvent_FULL_SNAPSHOT, int32(snap.Items[i])
+		return message(snap, i)
 	}
-	w.snap, w.next = nil, snap.at.Seq+1
-	return w.complete(snap.at, false)
-}
-
-// start decides how a stream begins: with a full snapshot, or by replaying the ring
-// from the token on (nothing, when the token is current, or when it is one the ring
-// cannot replay but of the very state the registrar holds).
-func (r *Registrar) start(lastVersion string) (full bool, next, completeAt uint64, resumed bool) {
-	v, err := token.Parse(lastVersion)
-	r.s.mu.RLock()
-	defer r.s.mu.RUnlock()
-	if lastVersion == "" || err != nil || v.Epoch != r.s.epoch || !r.s.canResume(v.Seq) {
-		if err == nil && r.s.sameState(v) { // digest.go
-			return false, r.s.seq + 1, r.s.seq, true
-		}
-		if lastVersion != "" {
-			r.log.Debug("resume token not usable here; sending a full snapshot", "last_version", lastVersion, "err", err)
-		}
-		return true, 0, 0, false
-	}
-	return false, v.Seq + 1, r.s.seq, true
+	w.snap, w.next = nil, snap.At.Seq+1
+	return w.complete(snap.At, false)
 }

@@ -10,6 +10,7 @@ import (
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/internal/wirecheck"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 )
 
 // The registrar's hand-written encoder of events and listings, and its decoder of
@@ -41,10 +42,10 @@ func TestWireFieldsMatchTheProto(t *testing.T) {
 		fieldReqCompressed:  f{Name: "accept_compressed", Kind: protoreflect.BoolKind},
 	}, true)
 	wirecheck.Check(t, &registryv1.Endpoint{}, map[protowire.Number]wirecheck.Field{
-		epInstanceID: f{Name: "instance_id", Kind: protoreflect.StringKind}, // left out of compressed parts
+		view.EpInstanceID: f{Name: "instance_id", Kind: protoreflect.StringKind}, // left out of compressed parts
 	}, false)
 	wirecheck.Check(t, &registrarv1.ListAllEndpointsResponse{}, map[protowire.Number]wirecheck.Field{
-		fieldListEndpoints: f{Name: "endpoints", Kind: protoreflect.MessageKind},
-		fieldListVersion:   f{Name: "version", Kind: protoreflect.StringKind},
+		view.FieldListEndpoints: f{Name: "endpoints", Kind: protoreflect.MessageKind},
+		view.FieldListVersion:   f{Name: "version", Kind: protoreflect.StringKind},
 	}, true)
 }

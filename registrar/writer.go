@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
@@ -15,7 +16,7 @@ import (
 // every interval or as soon as size writes are waiting, whichever comes first. A
 // batch takes everything waiting, coalesced by key, so a burst costs few Applies.
 type writer struct {
-	s        *state
+	view     *view.View
 	backend  registry.Registry
 	interval time.Duration
 	size     int
@@ -30,23 +31,23 @@ func (w *writer) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if w.s.dirtyCount() == 0 {
+		if w.view.DirtyCount() == 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-w.s.work:
+			case <-w.view.Work():
 			}
 		}
 		// Collect for up to one interval, or until a full batch is waiting.
 		timer.Reset(w.interval)
 	collect:
-		for w.s.dirtyCount() < w.size {
+		for w.view.DirtyCount() < w.size {
 			select {
 			case <-ctx.Done():
 				return
 			case <-timer.C:
 				break collect
-			case <-w.s.work:
+			case <-w.view.Work():
 			}
 		}
 		if !w.flushOnce(ctx) {
@@ -62,13 +63,13 @@ func (w *writer) run(ctx context.Context) {
 // flushOnce writes one batch and reports whether the backend took all of it.
 func (w *writer) flushOnce(ctx context.Context) bool {
 	var err error
-	batch := w.s.takeBatch()
+	batch := w.view.TakeBatch()
 	if len(batch) == 0 {
 		return true
 	}
 	ops := make([]registry.Op, len(batch))
 	for i, b := range batch {
-		ops[i] = b.op
+		ops[i] = b.Op
 	}
 	w.m.batchSize.Observe(float64(len(ops)))
 	tctx, endBatch := traceBatch(ctx, batch) // tracing.go
@@ -80,7 +81,7 @@ func (w *writer) flushOnce(ctx context.Context) bool {
 	cancel()
 	if err == nil {
 		w.m.batches.WithLabelValues("ok").Inc()
-		w.s.batchDone(batch, nil, false)
+		w.view.BatchDone(batch, nil, false)
 		return true
 	}
 	w.m.batches.WithLabelValues("error").Inc()
@@ -92,13 +93,13 @@ func (w *writer) flushOnce(ctx context.Context) bool {
 		}
 	} else {
 		for _, b := range batch {
-			failed[b.op.Endpoint.Key()] = true
+			failed[b.Op.Endpoint.Key()] = true
 		}
 	}
 	// The registrar validated every write, so a rejection means the backend has
 	// stricter rules: retrying would never succeed.
 	permanent := errors.Is(err, endpoint.ErrInvalid)
-	dropped := w.s.batchDone(batch, failed, permanent)
+	dropped := w.view.BatchDone(batch, failed, permanent)
 	if permanent {
 		w.log.Error("backend rejected writes; dropped them", "dropped", dropped, "err", err)
 		return true
@@ -110,10 +111,10 @@ func (w *writer) flushOnce(ctx context.Context) bool {
 // drain flushes until every accepted write is persisted or ctx ends, and returns the
 // number of writes left unpersisted.
 func (w *writer) drain(ctx context.Context) int {
-	for w.s.pendingCount() > 0 {
-		if w.s.dirtyCount() == 0 {
+	for w.view.PendingCount() > 0 {
+		if w.view.DirtyCount() == 0 {
 			// Everything left is in flight in a batch that was cut short; it is
-			// marked dirty again by batchDone, so this only waits for that.
+			// marked dirty again by BatchDone, so this only waits for that.
 			if !backoff.Sleep(ctx, 10*time.Millisecond) {
 				break
 			}
@@ -123,5 +124,5 @@ func (w *writer) drain(ctx context.Context) int {
 			break
 		}
 	}
-	return w.s.pendingCount()
+	return w.view.PendingCount()
 }

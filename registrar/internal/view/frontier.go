@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import (
 	"container/heap"
@@ -44,21 +44,21 @@ func (h *acceptedHeap) Pop() any {
 }
 
 // live reports whether r is the current record of a pending key.
-func (s *state) live(r acceptRec) bool {
+func (s *View) live(r acceptRec) bool {
 	p := s.pending[r.key]
 	return p != nil && p.since == r.since
 }
 
 // track records that pending key k is protected from p.since on. Callers hold the
 // write lock.
-func (s *state) track(k endpoint.Key, p *pend) {
+func (s *View) track(k endpoint.Key, p *pend) {
 	heap.Push(&s.accepted, acceptRec{key: k, since: p.since})
 }
 
 // settle drops stale records from the top of the heap, so that persisted (which
 // runs under a read lock) finds the live minimum there, and rebuilds the heap when
 // stale records dominate. Callers hold the write lock, after changing pending.
-func (s *state) settle() {
+func (s *View) settle() {
 	for len(s.accepted) > 0 && !s.live(s.accepted[0]) {
 		heap.Pop(&s.accepted)
 	}
@@ -79,7 +79,7 @@ func (s *state) settle() {
 // settle keeps a live record on top after every change to pending; a stale one
 // would still be safe here, since a key's since only grows until it leaves, so it
 // only holds the frontier back.
-func (s *state) persisted() uint64 {
+func (s *View) persisted() uint64 {
 	if len(s.accepted) == 0 {
 		return s.seq
 	}

@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -10,7 +10,7 @@ import (
 // the feed). Applied as news, the echo of a register confirmed before an
 // unregister would bring the endpoint back until the unregister's echo follows:
 // every watcher would see a removed endpoint return for a moment. So while the
-// feed is live, state remembers each write it hands to the backend, per key, and
+// feed is live, the view remembers each write it hands to the backend, per key, and
 // an event that matches one of them is that write's echo: the ones before it were
 // delivered or coalesced away, and unless it is the last one remembered, a later
 // write of ours, already in the backend view, supersedes it.
@@ -30,7 +30,7 @@ type echo struct {
 }
 
 // expectEcho remembers a write taken into a batch, while the feed is live.
-func (s *state) expectEcho(k endpoint.Key, op registry.Op, id uint64) {
+func (s *View) expectEcho(k endpoint.Key, op registry.Op, id uint64) {
 	if !s.feedLive {
 		return
 	}
@@ -42,7 +42,7 @@ func (s *state) expectEcho(k endpoint.Key, op registry.Op, id uint64) {
 }
 
 // echoConfirmed records that the write id to k is in the backend, at gen g.
-func (s *state) echoConfirmed(k endpoint.Key, id, g uint64) {
+func (s *View) echoConfirmed(k endpoint.Key, id, g uint64) {
 	for i := range s.echoes[k] {
 		if s.echoes[k][i].id == id {
 			s.echoes[k][i].confirmed = g
@@ -51,7 +51,7 @@ func (s *state) echoConfirmed(k endpoint.Key, id, g uint64) {
 }
 
 // forgetEcho drops a write that was not written: no echo of it will come.
-func (s *state) forgetEcho(k endpoint.Key, id uint64) {
+func (s *View) forgetEcho(k endpoint.Key, id uint64) {
 	l := s.echoes[k]
 	for i := range l {
 		if l[i].id == id {
@@ -64,7 +64,7 @@ func (s *state) forgetEcho(k endpoint.Key, id uint64) {
 
 // superseded reports whether ev is the echo of a write of ours that a later one,
 // already confirmed or in flight, replaces; it forgets the writes ev accounts for.
-func (s *state) superseded(ev registry.Event) bool {
+func (s *View) superseded(ev registry.Event) bool {
 	k := ev.Endpoint.Key()
 	l := s.echoes[k]
 	for i := range l {
@@ -89,7 +89,7 @@ func echoes(ev registry.Event, op registry.Op) bool {
 	return false
 }
 
-func (s *state) setEchoes(k endpoint.Key, l []echo) {
+func (s *View) setEchoes(k endpoint.Key, l []echo) {
 	if len(l) == 0 {
 		delete(s.echoes, k)
 		return
@@ -99,7 +99,7 @@ func (s *state) setEchoes(k endpoint.Key, l []echo) {
 
 // dropEchoesBefore forgets the writes confirmed before a full read that began at
 // gen start: it holds them, or what replaced them.
-func (s *state) dropEchoesBefore(start uint64) {
+func (s *View) dropEchoesBefore(start uint64) {
 	for k, l := range s.echoes {
 		kept := l[:0]
 		for _, e := range l {
@@ -111,9 +111,9 @@ func (s *state) dropEchoesBefore(start uint64) {
 	}
 }
 
-// setFeedLive starts or stops remembering writes. A feed that ends takes its
+// SetFeedLive starts or stops remembering writes. A feed that ends takes its
 // pending echoes with it: the next one starts from a full read.
-func (s *state) setFeedLive(live bool) {
+func (s *View) SetFeedLive(live bool) {
 	s.mu.Lock()
 	defer s.unlock()
 	s.feedLive = live

@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import "github.com/switchboard-mesh/switchboard/registrar/token"
 
@@ -6,7 +6,7 @@ import "github.com/switchboard-mesh/switchboard/registrar/token"
 // (docs/registrar.md, "Resuming across a restart"). It is the sum, modulo 2^64, of
 // a hash of every visible entry's wire form: order-independent, so another replica
 // that reached the same state by another path has the same digest, and kept up to
-// date in O(1) by every put and drop. Every version the registrar issues carries
+// date in O(1) by every put and drop. Every version the view issues carries
 // the digest of the state at that version, which is what a watcher's cache holds
 // there: a token of another epoch whose digest equals the current one names a cache
 // that needs no snapshot.
@@ -14,11 +14,11 @@ import "github.com/switchboard-mesh/switchboard/registrar/token"
 // The hash must be the same in every process and across restarts, so it is seeded
 // by nothing: FNV-1a 64 of the bytes, then splitmix64's finalizer, which spreads
 // FNV's weak high bits so that the sums of endpoints differing in a byte or two are
-// as good as random. Wire forms are deterministic (marshalEndpoint), so one endpoint
+// as good as random. Wire forms are deterministic (wire.MarshalEndpoint), so one endpoint
 // has one hash.
 
-// entrySum is an entry's term of the digest.
-func entrySum(wire []byte) uint64 {
+// EntrySum is an entry's term of the digest.
+func EntrySum(wire []byte) uint64 {
 	const (
 		offset = 14695981039346656037
 		prime  = 1099511628211
@@ -35,10 +35,10 @@ func entrySum(wire []byte) uint64 {
 	return h ^ h>>31
 }
 
-// versionAt is version seq with the digest of the state there, if known: for the
+// VersionAt is version seq with the digest of the state there, if known: for the
 // current version and those the ring still holds. An older one gets no digest, and
 // so is never resumed by another replica. Callers do not hold the lock.
-func (s *state) versionAt(seq uint64) token.Version {
+func (s *View) VersionAt(seq uint64) token.Version {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if seq == s.seq {
@@ -46,7 +46,7 @@ func (s *state) versionAt(seq uint64) token.Version {
 	}
 	v := token.Version{Epoch: s.epoch, Seq: seq}
 	if ev, ok := s.eventAt(seq); ok {
-		v.Digest, v.HasDigest = ev.digest, true
+		v.Digest, v.HasDigest = ev.Digest, true
 	}
 	return v
 }
@@ -55,6 +55,6 @@ func (s *state) versionAt(seq uint64) token.Version {
 // or too old), names the current state: then the client's cache is that state,
 // and it continues from the current version without a snapshot. Callers hold the
 // lock.
-func (s *state) sameState(v token.Version) bool {
+func (s *View) sameState(v token.Version) bool {
 	return v.HasDigest && v.Digest == s.digest
 }

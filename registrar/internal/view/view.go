@@ -1,23 +1,50 @@
-package registrar
+package view
 
 import (
 	"sync"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
-	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// state is the registrar's snapshot and everything that feeds it, under one lock so
+// Config is what a View is made with.
+type Config struct {
+	// Epoch is the replica's epoch, which every version carries.
+	Epoch uint64
+	// History is how many events the ring keeps for resuming watchers.
+	History int
+	// MaxQueue bounds the accepted writes not yet persisted.
+	MaxQueue int
+	// EventCap is the least capacity of an event's buffer (the sender's reason:
+	// a paced watcher sends an event alone as it is, see registrar/batch.go).
+	EventCap int
+	// WrapEvent, when set, makes the value an event carries as Event.Out from its
+	// wire form, once per event, under the lock: the sending layer's message.
+	WrapEvent func(msg []byte) any
+	// WrapPart makes the same of each sealed part of a snapshot (Part.Out).
+	WrapPart func(part []byte) any
+	// WrapSnapshot, when set, makes Snapshot.Out once per snapshot built.
+	WrapSnapshot func(*Snapshot) any
+	// Changed, when set, is called after the lock is released whenever events
+	// were appended: the hub signals its watchers.
+	Changed func()
+	// Count, when set, is told each cluster's new number of visible endpoints,
+	// under the lock.
+	Count func(cluster string, n int)
+	// QueueDepth, when set, is told the number of pending writes, under the lock.
+	QueueDepth func(n int)
+}
+
+// View is the registrar's snapshot and everything that feeds it, under one lock so
 // that a change, its version and its broadcast are one atomic step.
 //
 // What watchers see (entries) is the backend's state (backend, from polls, the
 // native watch and our own confirmed writes) overlaid with the writes accepted but
 // not yet confirmed persisted (pending). Every change of a key's visible value gets
 // the next sequence number and one event in the history ring.
-type state struct {
+type View struct {
 	mu    sync.RWMutex
 	epoch uint64
 	seq   uint64 // version of the latest event; 0 before any
@@ -53,31 +80,25 @@ type state struct {
 	dirty    []endpoint.Key // keys waiting for the next batch, in arrival order
 	ndirty   int
 	writeID  uint64
-	maxQueue int
-	// origin is the trace of the write being accepted, while accept applies it;
-	// nil when it is not traced (tracing.go).
-	origin *writeTrace
+	// origin is the trace of the write being accepted, while Accept applies it;
+	// nil when it is not traced.
+	origin Trace
 
-	ring    []ringEvent
+	ring    []Event
 	changed bool // events were appended under the lock: signal the watchers
 
-	// watching are the open watch streams, each signalled when events are appended.
-	watchMu  sync.Mutex
-	watching []*watcher
-	toQueue  []*watcher // signalAll's, kept for the next
-
 	snapMu sync.Mutex
-	snap   *snapshot
+	snap   *Snapshot
 	parts  *partition // the entries, by bucket of the full snapshot
 	listMu sync.Mutex // one build of the unfiltered listing at a time
 	listed *listing
 
-	ready    chan struct{} // closed after the first successful full read
-	isReady  bool
-	closing  chan struct{} // closed at shutdown: every watch stream ends
-	work     chan struct{} // pokes the writer
-	m        *metrics
-	onChange func() // test hook, called under the lock after each locked mutation
+	ready   chan struct{} // closed after the first successful full read
+	isReady bool
+	work    chan struct{} // pokes the writer
+	cfg     Config
+	// onChange is a test hook, called under the lock after each locked mutation.
+	onChange func()
 }
 
 type entry struct {
@@ -98,23 +119,28 @@ type pend struct {
 	dirty bool   // waiting for a batch; false while in flight
 	// traces are the traces of the writes accepted since the key was last taken
 	// into a batch (op and the ones it replaced), oldest first, at most
-	// maxPendTraces; nil when none is traced (tracing.go).
-	traces []*writeTrace
+	// MaxPendTraces; nil when none is traced.
+	traces []Trace
 }
 
-type ringEvent struct {
-	seq       uint64
-	persisted uint64 // the frontier the event carries
-	digest    uint64 // the state's digest at seq
-	typ       registrarv1.EndpointEvent_EventType
-	service   string // of the changed endpoint; empty for PROGRESS, which every scope sees
-	// msg is the event in wire form, shared by every watcher sent it.
-	msg *shared
+// Event is one event of the history ring.
+type Event struct {
+	Seq       uint64
+	Persisted uint64 // the frontier the event carries
+	Digest    uint64 // the state's digest at Seq
+	Type      wire.EventType
+	Service   string // of the changed endpoint; empty for PROGRESS, which every scope sees
+	// Msg is the event in wire form, shared by every watcher sent it.
+	Msg []byte
+	// Out is what Config.WrapEvent made of Msg, once: the sending layer's
+	// message, shared by every watcher sent it.
+	Out any
 }
 
-func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
-	return &state{
-		epoch:     epoch,
+// New returns an empty view.
+func New(cfg Config) *View {
+	return &View{
+		epoch:     cfg.Epoch,
 		entries:   map[endpoint.Key]*entry{},
 		byCluster: map[string]int{},
 		byService: map[string]map[*entry]struct{}{},
@@ -123,19 +149,17 @@ func newState(epoch uint64, history, maxQueue int, m *metrics) *state {
 		syncs:     map[uint64]int{},
 		echoes:    map[endpoint.Key][]echo{},
 		pending:   map[endpoint.Key]*pend{},
-		parts:     newPartition(),
-		maxQueue:  maxQueue,
-		ring:      make([]ringEvent, history),
+		parts:     newPartition(cfg.WrapPart),
+		ring:      make([]Event, cfg.History),
 		ready:     make(chan struct{}),
-		closing:   make(chan struct{}),
 		work:      make(chan struct{}, 1),
-		m:         m,
+		cfg:       cfg,
 	}
 }
 
-// unlock releases the write lock, then, if events were appended, signals every
-// watcher.
-func (s *state) unlock() {
+// unlock releases the write lock, then, if events were appended, tells the
+// owner (Config.Changed).
+func (s *View) unlock() {
 	changed := s.changed
 	if changed {
 		s.changed = false
@@ -144,62 +168,13 @@ func (s *state) unlock() {
 		}
 	}
 	s.mu.Unlock()
-	if changed {
-		s.signalAll()
+	if changed && s.cfg.Changed != nil {
+		s.cfg.Changed()
 	}
-}
-
-// signalAll signals every watcher: a watcher that found nothing new before the
-// signal looks again. Scoped watchers too: they report skipped changes as PROGRESS.
-func (s *state) signalAll() {
-	s.watchMu.Lock()
-	queue := s.toQueue[:0]
-	for _, w := range s.watching {
-		if w.mark() {
-			queue = append(queue, w)
-		}
-	}
-	if len(queue) > 0 {
-		queue[0].r.senders.push(queue...) // one lock for all of them
-	}
-	clear(queue)
-	s.toQueue = queue
-	s.watchMu.Unlock()
-}
-
-// stalled counts the watchers whose send under way began in period last or
-// earlier (Registrar.period).
-func (s *state) stalled(last int64) int {
-	n := 0
-	s.watchMu.Lock()
-	for _, w := range s.watching {
-		if at := w.sending.Load(); at != 0 && at <= last {
-			n++
-		}
-	}
-	s.watchMu.Unlock()
-	return n
-}
-
-func (s *state) addWatcher(w *watcher) {
-	s.watchMu.Lock()
-	w.slot = int32(len(s.watching))
-	s.watching = append(s.watching, w)
-	s.watchMu.Unlock()
-}
-
-func (s *state) removeWatcher(w *watcher) {
-	s.watchMu.Lock()
-	last := len(s.watching) - 1
-	moved := s.watching[last]
-	s.watching[w.slot], moved.slot = moved, w.slot
-	s.watching[last] = nil
-	s.watching = s.watching[:last]
-	s.watchMu.Unlock()
 }
 
 // desired is what key k should look like: the pending write if any, else the backend.
-func (s *state) desired(k endpoint.Key) (endpoint.Endpoint, bool) {
+func (s *View) desired(k endpoint.Key) (endpoint.Endpoint, bool) {
 	if p := s.pending[k]; p != nil {
 		if p.op.Kind == registry.OpRegister {
 			return p.op.Endpoint, true
@@ -212,7 +187,7 @@ func (s *state) desired(k endpoint.Key) (endpoint.Endpoint, bool) {
 
 // recompute brings the visible entry of k in line with desired and records the
 // change, if any, as one event.
-func (s *state) recompute(k endpoint.Key) {
+func (s *View) recompute(k endpoint.Key) {
 	want, ok := s.desired(k)
 	cur := s.entries[k]
 	switch {
@@ -220,24 +195,24 @@ func (s *state) recompute(k endpoint.Key) {
 		e := &entry{ep: want, wire: wire.MarshalEndpoint(want)}
 		s.put(k, e)
 		s.count(k.Cluster, +1)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_ADDED, k, e.wire)
+		s.emit(wire.EndpointAdded, k, e.wire)
 	case ok && !endpoint.Equal(cur.ep, want):
 		e := &entry{ep: want, wire: wire.MarshalEndpoint(want)}
 		s.put(k, e)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_UPDATED, k, e.wire)
+		s.emit(wire.EndpointUpdated, k, e.wire)
 	case !ok && cur != nil:
 		s.drop(k)
 		s.count(k.Cluster, -1)
-		s.emit(registrarv1.EndpointEvent_ENDPOINT_REMOVED, k, cur.wire)
+		s.emit(wire.EndpointRemoved, k, cur.wire)
 	}
 }
 
-func (s *state) put(k endpoint.Key, e *entry) {
+func (s *View) put(k endpoint.Key, e *entry) {
 	old := s.entries[k]
 	if old != nil {
 		s.digest -= old.sum
 	}
-	e.sum = entrySum(e.wire)
+	e.sum = EntrySum(e.wire)
 	s.digest += e.sum
 	s.parts.put(k, old, e)
 	s.entries[k] = e
@@ -250,7 +225,7 @@ func (s *state) put(k endpoint.Key, e *entry) {
 	m[e] = struct{}{}
 }
 
-func (s *state) drop(k endpoint.Key) {
+func (s *View) drop(k endpoint.Key) {
 	e := s.entries[k]
 	s.digest -= e.sum
 	s.parts.drop(e)
@@ -263,78 +238,100 @@ func (s *state) drop(k endpoint.Key) {
 	}
 }
 
-func (s *state) count(cluster string, d int) {
+func (s *View) count(cluster string, d int) {
 	n := s.byCluster[cluster] + d
 	if n == 0 {
 		delete(s.byCluster, cluster)
 	} else {
 		s.byCluster[cluster] = n
 	}
-	s.m.endpointCount(cluster, n)
+	if s.cfg.Count != nil {
+		s.cfg.Count(cluster, n)
+	}
 }
 
 // emit appends one change of key k to the history ring. The change of a traced
-// write carries the trace context of its fan-out span (tracing.go).
-func (s *state) emit(t registrarv1.EndpointEvent_EventType, k endpoint.Key, ew []byte) {
+// write carries the trace context of its fan-out span (Trace.Fanout).
+func (s *View) emit(t wire.EventType, k endpoint.Key, ew []byte) {
 	p := s.persisted() // before the new version: it is never persisted yet
 	s.seq++
 	v := s.current()
 	var traceparent string
 	if s.origin != nil {
-		traceparent = s.fanout(t, k, v)
+		traceparent = s.origin.Fanout(t, k, v)
 	}
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: t, service: k.Service, msg: share(wire.EncodeChange(wire.EventType(t), ew, v, p, traceparent, trackedCap))}
+	s.append(Event{Persisted: p, Type: t, Service: k.Service, Msg: wire.EncodeChange(t, ew, v, p, traceparent, s.cfg.EventCap)})
+}
+
+// append puts ev, the event of version s.seq, in the ring.
+func (s *View) append(ev Event) {
+	ev.Seq, ev.Digest = s.seq, s.digest
+	if s.cfg.WrapEvent != nil {
+		ev.Out = s.cfg.WrapEvent(ev.Msg)
+	}
+	s.ring[s.seq%uint64(len(s.ring))] = ev
 	s.changed = true
 }
 
-// announce appends a PROGRESS to the history ring when the frontier now covers a
+// Announce appends a PROGRESS to the history ring when the frontier now covers a
 // write that no event has reported persisted: one that changed nothing visible,
 // so no event followed it. It is an event of its own, with its own version, so
 // that only a message sent after a write can confirm it. It runs on a timer
 // (Config.ProgressInterval), not after every batch: while writes keep coming, the
 // next change carries the frontier anyway, and a quiet registrar sends at most one
 // PROGRESS per interval to every watcher.
-func (s *state) announce() {
+func (s *View) Announce() {
 	s.mu.Lock()
 	defer s.unlock()
 	p := s.persisted()
-	if s.acked <= s.lastEvent().persisted || p < s.acked {
+	if s.acked <= s.lastEvent().Persisted || p < s.acked {
 		return
 	}
 	s.seq++
-	v := s.current()
-	s.ring[s.seq%uint64(len(s.ring))] = ringEvent{seq: s.seq, persisted: p, digest: s.digest, typ: registrarv1.EndpointEvent_PROGRESS, msg: share(wire.EncodeProgress(v, p))}
-	s.changed = true
+	s.append(Event{Persisted: p, Type: wire.Progress, Msg: wire.EncodeProgress(s.current(), p)})
 }
 
 // lastEvent is the latest event in the ring, zero before any.
-func (s *state) lastEvent() ringEvent {
+func (s *View) lastEvent() Event {
 	if s.seq == 0 {
-		return ringEvent{}
+		return Event{}
 	}
 	return s.ring[s.seq%uint64(len(s.ring))]
 }
 
 // eventAt returns event n if the ring still holds it. Callers hold the lock.
-func (s *state) eventAt(n uint64) (ringEvent, bool) {
+func (s *View) eventAt(n uint64) (Event, bool) {
 	if n == 0 || n > s.seq || s.seq-n >= uint64(len(s.ring)) {
-		return ringEvent{}, false
+		return Event{}, false
 	}
 	return s.ring[n%uint64(len(s.ring))], true
 }
 
 // canResume reports whether every event after seq is still in the ring.
-func (s *state) canResume(seq uint64) bool {
+func (s *View) canResume(seq uint64) bool {
 	return seq <= s.seq && s.seq-seq <= uint64(len(s.ring))
 }
 
 // current is the latest version, with the state's digest.
-func (s *state) current() token.Version {
+func (s *View) current() token.Version {
 	return token.Version{Epoch: s.epoch, Seq: s.seq, Digest: s.digest, HasDigest: true}
 }
 
-// counts returns the number of visible endpoints per cluster.
-func (s *state) counts() map[string]int {
+// Epoch is the view's epoch, which every version it issues carries.
+func (s *View) Epoch() uint64 { return s.epoch }
+
+// History is how many events the ring holds at most.
+func (s *View) History() int { return len(s.ring) }
+
+// Current is the latest version, with the state's digest.
+func (s *View) Current() token.Version {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.current()
+}
+
+// Counts returns the number of visible endpoints per cluster.
+func (s *View) Counts() map[string]int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make(map[string]int, len(s.byCluster))

@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import (
 	"maps"
@@ -6,14 +6,13 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
-	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
-// Field numbers of registrarv1.ListAllEndpointsResponse.
+// Field numbers of switchboard.registrar.v1.ListAllEndpointsResponse.
 const (
-	fieldListEndpoints = 1
-	fieldListVersion   = 2
+	FieldListEndpoints = 1
+	FieldListVersion   = 2
 )
 
 // listing is a ListAllEndpoints response in wire form, sorted as every List is.
@@ -24,8 +23,10 @@ type listing struct {
 	raw []byte
 }
 
-// listAll returns the response for f: the endpoints' pre-encoded forms, sorted.
-func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse {
+// ListAll returns the ListAllEndpointsResponse for f in wire form: the endpoints'
+// pre-encoded forms, sorted, and the version. The bytes are shared: callers only
+// read them.
+func (s *View) ListAll(f endpoint.Filter) []byte {
 	f = f.Normalize()
 	all := f == endpoint.Filter{}
 	if all {
@@ -36,7 +37,7 @@ func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse
 	if all && s.listed != nil && s.listed.at.Seq == s.seq {
 		l := s.listed
 		s.mu.RUnlock()
-		return l.response()
+		return l.raw
 	}
 	src, n := maps.Values(s.entries), len(s.entries)
 	if !endpoint.Any(f.Service) { // a scoped client's read of one service
@@ -48,28 +49,20 @@ func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse
 		if f.Match(e.ep) {
 			eps = append(eps, e.ep)
 			wires = append(wires, e.wire)
-			size += protowire.SizeTag(fieldListEndpoints) + protowire.SizeBytes(len(e.wire))
+			size += protowire.SizeTag(FieldListEndpoints) + protowire.SizeBytes(len(e.wire))
 		}
 	}
 	l := &listing{at: s.current()}
 	s.mu.RUnlock()
 	l.raw = make([]byte, 0, size+64)
 	for _, i := range endpoint.Order(eps) {
-		l.raw = protowire.AppendTag(l.raw, fieldListEndpoints, protowire.BytesType)
+		l.raw = protowire.AppendTag(l.raw, FieldListEndpoints, protowire.BytesType)
 		l.raw = protowire.AppendBytes(l.raw, wires[i])
 	}
-	l.raw = protowire.AppendTag(l.raw, fieldListVersion, protowire.BytesType)
+	l.raw = protowire.AppendTag(l.raw, FieldListVersion, protowire.BytesType)
 	l.raw = protowire.AppendString(l.raw, l.at.String())
 	if all {
 		s.listed = l
 	}
-	return l.response()
-}
-
-// response wraps the wire form in a message: as unknown fields, which proto writes
-// out as they are, and which the client decodes as the real ones.
-func (l *listing) response() *registrarv1.ListAllEndpointsResponse {
-	resp := &registrarv1.ListAllEndpointsResponse{}
-	resp.ProtoReflect().SetUnknown(l.raw)
-	return resp
+	return l.raw
 }

@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import (
 	"fmt"
@@ -18,9 +18,9 @@ func TestPendingBookkeepingIsBoundedByKeys(t *testing.T) {
 		flush bool // a batch runs each round, persisting all but one key
 	}{{"backend down", false}, {"one key unpersistable", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newState(1, 64, 1000, newMetrics(nil))
+			s := New(Config{Epoch: 1, History: 64, MaxQueue: 1000})
 			stuck := ep("east", "web", "10.9.9.9", 80)
-			if _, err := s.accept([]registry.Op{registry.Register(stuck)}, nil); err != nil {
+			if _, err := s.Accept([]registry.Op{registry.Register(stuck)}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			keys := make([]registry.Op, 100)
@@ -28,11 +28,11 @@ func TestPendingBookkeepingIsBoundedByKeys(t *testing.T) {
 				keys[i] = registry.Register(ep("east", "web", fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), 80))
 			}
 			for range 1000 {
-				if _, err := s.accept(keys, nil); err != nil {
+				if _, err := s.Accept(keys, nil, nil); err != nil {
 					t.Fatal(err)
 				}
 				if tc.flush {
-					s.batchDone(s.takeBatch(), map[endpoint.Key]bool{stuck.Key(): true}, false)
+					s.BatchDone(s.TakeBatch(), map[endpoint.Key]bool{stuck.Key(): true}, false)
 				}
 			}
 			if limit := 2*len(s.pending) + 64; len(s.accepted) > limit {

@@ -1,21 +1,21 @@
-package registrar
+package view
 
 import (
 	"testing"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
-	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-func newTestState(t *testing.T) (*state, *int) {
+func newTestView(t *testing.T) (*View, *int) {
 	t.Helper()
-	s := newState(1, 64, 100, newMetrics(nil))
+	s := New(Config{Epoch: 1, History: 64, MaxQueue: 100})
 	events := new(int)
 	last := uint64(0)
 	s.onChange = func() { // count changes; PROGRESS events change nothing
 		for ; last < s.seq; last++ {
-			if ev, _ := s.eventAt(last + 1); ev.typ != registrarv1.EndpointEvent_PROGRESS {
+			if ev, _ := s.eventAt(last + 1); ev.Type != wire.Progress {
 				*events++
 			}
 		}
@@ -26,28 +26,28 @@ func newTestState(t *testing.T) (*state, *int) {
 // A full read that began before a write was confirmed must not undo that write,
 // however late its result arrives; a read that began after it is authoritative.
 func TestFullReadOlderThanAWriteIsIgnoredForThatKey(t *testing.T) {
-	s, events := newTestState(t)
+	s, events := newTestView(t)
 	a := ep("east", "web", "10.0.0.1", 80)
-	s.endFull(s.beginFull(), nil)
+	s.EndFull(s.BeginFull(), nil)
 
-	stale := s.beginFull() // a List starts; it will not see a
-	if _, err := s.accept([]registry.Op{registry.Register(a)}, nil); err != nil {
+	stale := s.BeginFull() // a List starts; it will not see a
+	if _, err := s.Accept([]registry.Op{registry.Register(a)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	batch := s.takeBatch()
-	s.batchDone(batch, nil, false) // a is now in the backend and no longer pending
-	s.endFull(stale, nil)          // the old List result arrives, without a
+	batch := s.TakeBatch()
+	s.BatchDone(batch, nil, false) // a is now in the backend and no longer pending
+	s.EndFull(stale, nil)          // the old List result arrives, without a
 	if s.entries[a.Key()] == nil || *events != 1 {
 		t.Fatalf("stale full read removed a confirmed write (entries %v, %d events)", s.entries, *events)
 	}
 
-	fresh := s.beginFull()
-	s.endFull(fresh, []endpoint.Endpoint{a})
+	fresh := s.BeginFull()
+	s.EndFull(fresh, []endpoint.Endpoint{a})
 	if *events != 1 {
 		t.Fatalf("a full read agreeing with the snapshot emitted events: %d", *events)
 	}
-	gone := s.beginFull() // someone deleted a directly in the backend
-	s.endFull(gone, nil)
+	gone := s.BeginFull() // someone deleted a directly in the backend
+	s.EndFull(gone, nil)
 	if s.entries[a.Key()] != nil || *events != 2 {
 		t.Fatalf("a fresh full read without a did not remove it (%d events)", *events)
 	}
@@ -57,35 +57,35 @@ func TestFullReadOlderThanAWriteIsIgnoredForThatKey(t *testing.T) {
 }
 
 func TestWatchEventNewerThanAFullRead(t *testing.T) {
-	s, _ := newTestState(t)
+	s, _ := newTestView(t)
 	a := ep("west", "web", "10.0.0.1", 80)
-	start := s.beginFull()
-	s.applyEvent(registry.Event{Type: registry.Added, Endpoint: a})
-	s.endFull(start, nil) // read before the event happened
+	start := s.BeginFull()
+	s.Apply(registry.Event{Type: registry.Added, Endpoint: a})
+	s.EndFull(start, nil) // read before the event happened
 	if s.entries[a.Key()] == nil {
 		t.Fatal("a full read older than a watch event removed the endpoint")
 	}
 }
 
 func TestPendingOverlaysBackend(t *testing.T) {
-	s, events := newTestState(t)
+	s, events := newTestView(t)
 	a := ep("east", "web", "10.0.0.1", 80)
-	s.endFull(s.beginFull(), []endpoint.Endpoint{a})
-	if _, err := s.accept([]registry.Op{registry.Unregister(a)}, nil); err != nil {
+	s.EndFull(s.BeginFull(), []endpoint.Endpoint{a})
+	if _, err := s.Accept([]registry.Op{registry.Unregister(a)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	s.endFull(s.beginFull(), []endpoint.Endpoint{a}) // not yet persisted: still in the backend
+	s.EndFull(s.BeginFull(), []endpoint.Endpoint{a}) // not yet persisted: still in the backend
 	if s.entries[a.Key()] != nil || *events != 2 {
 		t.Fatalf("a poll brought back an endpoint whose removal is pending (%d events)", *events)
 	}
 	// A write while the previous one is in flight outlives the first's confirmation.
-	first := s.takeBatch()
+	first := s.TakeBatch()
 	a2 := a
 	a2.Weight = 3
-	if _, err := s.accept([]registry.Op{registry.Register(a2)}, nil); err != nil {
+	if _, err := s.Accept([]registry.Op{registry.Register(a2)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	s.batchDone(first, nil, false)
+	s.BatchDone(first, nil, false)
 	if p := s.pending[a.Key()]; p == nil || p.op.Kind != registry.OpRegister {
 		t.Fatal("confirming an older write dropped the newer pending one")
 	}
@@ -95,21 +95,21 @@ func TestPendingOverlaysBackend(t *testing.T) {
 }
 
 func TestFailedBatchIsRetriedNotLost(t *testing.T) {
-	s, _ := newTestState(t)
+	s, _ := newTestView(t)
 	a, b := ep("east", "web", "10.0.0.1", 80), ep("east", "web", "10.0.0.2", 80)
-	if _, err := s.accept([]registry.Op{registry.Register(a), registry.Register(b)}, nil); err != nil {
+	if _, err := s.Accept([]registry.Op{registry.Register(a), registry.Register(b)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	batch := s.takeBatch()
+	batch := s.TakeBatch()
 	if s.ndirty != 0 {
 		t.Fatal("taken writes still counted as waiting")
 	}
-	s.batchDone(batch, map[endpoint.Key]bool{b.Key(): true}, false) // partial failure
+	s.BatchDone(batch, map[endpoint.Key]bool{b.Key(): true}, false) // partial failure
 	if s.pending[a.Key()] != nil || s.pending[b.Key()] == nil || s.ndirty != 1 {
 		t.Fatalf("after a partial failure: pending %v, %d waiting; want only b, waiting", s.pending, s.ndirty)
 	}
-	retry := s.takeBatch()
-	if len(retry) != 1 || retry[0].op.Endpoint.Key() != b.Key() {
+	retry := s.TakeBatch()
+	if len(retry) != 1 || retry[0].Op.Endpoint.Key() != b.Key() {
 		t.Fatalf("retry batch %v, want b", retry)
 	}
 }
@@ -117,27 +117,27 @@ func TestFailedBatchIsRetriedNotLost(t *testing.T) {
 // The service index holds exactly the visible entries, each under its service,
 // through additions, updates (which replace the entry) and removals.
 func TestServiceIndexFollowsEntries(t *testing.T) {
-	s, _ := newTestState(t)
+	s, _ := newTestView(t)
 	a := ep("east", "web", "10.0.0.1", 80)
 	b := ep("east", "db", "10.0.0.2", 5432)
 	a2 := a
 	a2.Weight = 9
-	s.applyEvent(registry.Event{Type: registry.Added, Endpoint: a})
-	s.applyEvent(registry.Event{Type: registry.Added, Endpoint: b})
+	s.Apply(registry.Event{Type: registry.Added, Endpoint: a})
+	s.Apply(registry.Event{Type: registry.Added, Endpoint: b})
 	checkServiceIndex(t, s, 2)
-	s.applyEvent(registry.Event{Type: registry.Updated, Endpoint: a2})
+	s.Apply(registry.Event{Type: registry.Updated, Endpoint: a2})
 	checkServiceIndex(t, s, 2)
-	if got := s.listAll(endpoint.Filter{Service: "web"}); len(got.ProtoReflect().GetUnknown()) == 0 {
+	if got := s.ListAll(endpoint.Filter{Service: "web"}); len(got) == 0 {
 		t.Fatal("a scoped listing of web is empty")
 	}
-	s.applyEvent(registry.Event{Type: registry.Removed, Endpoint: a2})
+	s.Apply(registry.Event{Type: registry.Removed, Endpoint: a2})
 	checkServiceIndex(t, s, 1)
 	if _, ok := s.byService["web"]; ok {
 		t.Fatal("the index keeps a service without endpoints")
 	}
 }
 
-func checkServiceIndex(t *testing.T, s *state, want int) {
+func checkServiceIndex(t *testing.T, s *View, want int) {
 	t.Helper()
 	n := 0
 	for svc, m := range s.byService {

@@ -1,11 +1,10 @@
-package registrar
+package view
 
 import (
 	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/switchboard-mesh/switchboard/internal/wire"
@@ -27,8 +26,8 @@ import (
 // (about 0.3 ms), and every watcher of a version shares its messages. gRPC's own
 // per-message compression would compress every message for every watcher instead.
 
-// epInstanceID is registryv1.Endpoint's instance_id field.
-const epInstanceID = 12
+// EpInstanceID is registryv1.Endpoint's instance_id field.
+const EpInstanceID = 12
 
 // zstdEncoder compresses groups; EncodeAll is safe for concurrent use.
 var zstdEncoder = mustEncoder()
@@ -45,28 +44,34 @@ func mustEncoder() *zstd.Encoder {
 
 // zipCache keeps the compressed frame of each group of buckets.
 type zipCache struct {
+	wrap   func([]byte) any // Config.WrapPart
 	mu     sync.Mutex
 	groups []zipGroup
 }
 
 type zipGroup struct {
 	encs  []*chunker // the bucket encodings it was compressed from
-	frame mem.Buffer // the compressed field: tag, length, zstd frame
+	frame Part       // the compressed field: tag, length, zstd frame
 	items int
 }
 
-// compressed returns the snapshot as a compressed watcher takes it: the same
+// Compressed returns the snapshot as a compressed watcher takes it: the same
 // version and endpoints, in messages of compressed frames. It is built on the
 // first call and shared by every compressed watcher of this version. Only a full
 // snapshot (partition.snapshot) has a compressed form.
-func (s *snapshot) compressed() *snapshot {
-	s.zipOnce.Do(func() { s.zip = s.zips.compress(s.at, s.encs, s.groupSize) })
+func (s *Snapshot) Compressed() *Snapshot {
+	s.zipOnce.Do(func() {
+		s.zip = s.zips.compress(s.At, s.encs, s.groupSize)
+		if s.zip.wrap = s.wrap; s.wrap != nil {
+			s.zip.Out = s.wrap(s.zip)
+		}
+	})
 	return s.zip
 }
 
 // compress returns the snapshot at version at of the bucket encodings encs, in
 // groups of size, compressing the groups whose encodings changed.
-func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *snapshot {
+func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := (len(encs) + size - 1) / size
@@ -77,7 +82,7 @@ func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *snapsh
 	for i := range c.groups {
 		g, group := &c.groups[i], encs[i*size:min(len(encs), (i+1)*size)]
 		if !slices.Equal(g.encs, group) {
-			*g = compressGroup(group)
+			*g = compressGroup(group, c.wrap)
 		}
 		if g.items > 0 {
 			all.parts = append(all.parts, g.frame)
@@ -89,18 +94,18 @@ func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *snapsh
 
 // compressGroup compresses the endpoints of a group of bucket encodings into one
 // compressed field of a FULL_SNAPSHOT message.
-func compressGroup(encs []*chunker) zipGroup {
+func compressGroup(encs []*chunker, wrap func([]byte) any) zipGroup {
 	g := zipGroup{encs: slices.Clone(encs)}
 	var items []byte
 	for _, enc := range encs {
 		for i, part := range enc.parts {
-			items = append(items, part.ReadOnlyData()...)
+			items = append(items, part.Data...)
 			g.items += enc.items[i]
 		}
 	}
 	frame := zstdEncoder.EncodeAll(withoutInstanceIDs(items), nil)
 	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), wire.EventFieldCompressed, protowire.BytesType)
-	g.frame = mem.SliceBuffer(protowire.AppendBytes(out, frame))
+	g.frame = newPart(protowire.AppendBytes(out, frame), wrap)
 	return g
 }
 
@@ -115,7 +120,7 @@ func withoutInstanceIDs(items []byte) []byte {
 		ep, m := protowire.ConsumeBytes(items[n:])
 		items = items[n+m:]
 		out = protowire.AppendTag(out, wire.EventFieldEndpoints, protowire.BytesType)
-		out = protowire.AppendBytes(out, dropField(ep, epInstanceID))
+		out = protowire.AppendBytes(out, dropField(ep, EpInstanceID))
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import (
 	"fmt"
@@ -13,17 +13,17 @@ func fleetEndpoint(i int) endpoint.Endpoint {
 	return ep("east", fmt.Sprintf("svc%d", i%500), fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), 8080)
 }
 
-// loadedState is a state holding n endpoints, read from the backend, with its
+// loadedState is a view holding n endpoints, read from the backend, with its
 // full snapshot built.
-func loadedState(tb testing.TB, n int) *state {
+func loadedState(tb testing.TB, n int) *View {
 	tb.Helper()
-	s := newState(1, 64, 1<<20, newMetrics(nil))
+	s := New(Config{Epoch: 1, History: 64, MaxQueue: 1 << 20})
 	eps := make([]endpoint.Endpoint, n)
 	for i := range eps {
 		eps[i] = fleetEndpoint(i)
 	}
-	s.endFull(s.beginFull(), eps)
-	s.snapshot()
+	s.EndFull(s.BeginFull(), eps)
+	s.Snapshot()
 	return s
 }
 
@@ -35,12 +35,12 @@ func BenchmarkSnapshotAfterChange(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		changed.Weight = i % 2
-		if _, err := s.accept([]registry.Op{registry.Register(changed)}, nil); err != nil {
+		if _, err := s.Accept([]registry.Op{registry.Register(changed)}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
-		s.snapshot()
+		s.Snapshot()
 	}
-	b.ReportMetric(float64(len(s.snapshot().chunks)), "msgs")
+	b.ReportMetric(float64(len(s.Snapshot().Messages)), "msgs")
 }
 
 // The full snapshot built from scratch at 100,000 endpoints, as before READY.
@@ -49,7 +49,7 @@ func BenchmarkSnapshotFull(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		forgetSnapshot(s)
-		s.snapshot()
+		s.Snapshot()
 	}
-	b.ReportMetric(float64(len(s.snapshot().chunks)), "msgs")
+	b.ReportMetric(float64(len(s.Snapshot().Messages)), "msgs")
 }

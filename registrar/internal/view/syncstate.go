@@ -1,30 +1,30 @@
-package registrar
+package view
 
 import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// beginFull marks the start of a full read of the backend (a List, or a watch's
-// initial state) and returns the gen to hand to endFull.
-func (s *state) beginFull() uint64 {
+// BeginFull marks the start of a full read of the backend (a List, or a watch's
+// initial state) and returns the gen to hand to EndFull.
+func (s *View) BeginFull() uint64 {
 	s.mu.Lock()
 	defer s.unlock()
 	s.syncs[s.gen]++
 	return s.gen
 }
 
-// abortFull forgets a full read that failed.
-func (s *state) abortFull(start uint64) {
+// AbortFull forgets a full read that failed.
+func (s *View) AbortFull(start uint64) {
 	s.mu.Lock()
 	defer s.unlock()
 	s.doneFull(start)
 }
 
-// endFull replaces the backend view with a full read that began at gen start. Keys
+// EndFull replaces the backend view with a full read that began at gen start. Keys
 // changed since start (by a watch event or a confirmed write) keep their newer value;
 // pending writes stay overlaid, so nothing flaps.
-func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
+func (s *View) EndFull(start uint64, eps []endpoint.Endpoint) {
 	fresh := make(map[endpoint.Key]endpoint.Endpoint, len(eps))
 	for _, e := range eps {
 		fresh[e.Key()] = e
@@ -51,17 +51,20 @@ func (s *state) endFull(start uint64, eps []endpoint.Endpoint) {
 	s.doneFull(start)
 }
 
-// markReady makes the registrar ready after its first full read: the snapshot is
+// Ready is closed once the view holds a full read of the backend (MarkReady).
+func (s *View) Ready() <-chan struct{} { return s.ready }
+
+// MarkReady makes the view ready after its first full read: the snapshot is
 // built first, and compressed, so that the watchers that arrive right after READY
 // (a restarted replica's whole fleet) share it instead of waiting for it.
-func (s *state) markReady() {
+func (s *View) MarkReady() {
 	s.mu.RLock()
 	done := s.isReady
 	s.mu.RUnlock()
 	if done {
 		return
 	}
-	s.snapshot().compressed()
+	s.Snapshot().Compressed()
 	s.mu.Lock()
 	defer s.unlock()
 	if !s.isReady {
@@ -72,7 +75,7 @@ func (s *state) markReady() {
 
 // doneFull drops the record of a full read and the stamps no read in progress or to
 // come can be older than.
-func (s *state) doneFull(start uint64) {
+func (s *View) doneFull(start uint64) {
 	if s.syncs[start]--; s.syncs[start] <= 0 {
 		delete(s.syncs, start)
 	}
@@ -87,8 +90,8 @@ func (s *state) doneFull(start uint64) {
 	}
 }
 
-// applyEvent records one change from the backend's native watch.
-func (s *state) applyEvent(ev registry.Event) {
+// Apply records one change from the backend's native watch.
+func (s *View) Apply(ev registry.Event) {
 	k := ev.Endpoint.Key()
 	s.mu.Lock()
 	defer s.unlock()

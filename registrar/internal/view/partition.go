@@ -1,10 +1,8 @@
-package registrar
+package view
 
 import (
 	"hash/maphash"
 	"math"
-
-	"google.golang.org/grpc/mem"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
@@ -13,8 +11,8 @@ import (
 
 // bucketBytes is the encoded size a bucket of the full snapshot aims at. A change
 // costs the encoding of one bucket, so buckets are small; packed puts several in one
-// message, so the number of messages stays near that of chunkBytes messages.
-const bucketBytes = chunkBytes / 16
+// message, so the number of messages stays near that of ChunkBytes messages.
+const bucketBytes = ChunkBytes / 16
 
 // partition keeps the full snapshot in parts: the endpoints are split into
 // buckets by a hash of their key, and each bucket keeps its encoding until one of
@@ -24,15 +22,16 @@ const bucketBytes = chunkBytes / 16
 // so a bucket stays near bucketBytes whether the fleet has a thousand endpoints
 // or a million.
 //
-// Locking: put and drop change the buckets under the state's write lock; snapshot
+// Locking: put and drop change the buckets under the view's write lock; snapshot
 // reads, encodes and resizes them under snapMu and the read lock, which keeps the
 // writers out, snapMu the other builds.
 type partition struct {
 	seed    maphash.Seed
-	target  int      // bucketBytes; smaller in tests, for many buckets of few endpoints
-	buckets []bucket // a power of two of them
-	bytes   int      // the encoded size of every endpoint's snapshot item
-	zips    zipCache // the compressed groups of buckets (compress.go)
+	target  int              // bucketBytes; smaller in tests, for many buckets of few endpoints
+	buckets []bucket         // a power of two of them
+	bytes   int              // the encoded size of every endpoint's snapshot item
+	zips    zipCache         // the compressed groups of buckets (compress.go)
+	wrap    func([]byte) any // Config.WrapPart
 }
 
 type bucket struct {
@@ -41,8 +40,8 @@ type bucket struct {
 	enc     *chunker // the members encoded; nil after a change
 }
 
-func newPartition() *partition {
-	return &partition{seed: maphash.MakeSeed(), target: bucketBytes, buckets: make([]bucket, 1)}
+func newPartition(wrap func([]byte) any) *partition {
+	return &partition{seed: maphash.MakeSeed(), target: bucketBytes, buckets: make([]bucket, 1), wrap: wrap, zips: zipCache{wrap: wrap}}
 }
 
 // put records that key k now holds e, which replaces old (nil for a new key).
@@ -89,26 +88,26 @@ func (p *partition) changed(b *bucket, d int) {
 
 // snapshot assembles the full snapshot, encoding the buckets changed since the
 // last one.
-func (p *partition) snapshot(at token.Version) *snapshot {
+func (p *partition) snapshot(at token.Version) *Snapshot {
 	p.fit()
 	// Most buckets are one part.
-	all := chunker{parts: make(mem.BufferSlice, 0, len(p.buckets)), items: make([]int, 0, len(p.buckets))}
+	all := chunker{parts: make([]Part, 0, len(p.buckets)), items: make([]int, 0, len(p.buckets))}
 	encs := make([]*chunker, len(p.buckets))
 	for i := range p.buckets {
-		enc := p.buckets[i].encoded()
+		enc := p.buckets[i].encoded(p.wrap)
 		all.parts = append(all.parts, enc.parts...)
 		all.items = append(all.items, enc.items...)
 		encs[i] = enc
 	}
 	snap := packed(at, &all)
 	// A compressed frame holds about a message's worth of buckets.
-	snap.encs, snap.zips, snap.groupSize = encs, &p.zips, max(1, chunkBytes/p.target)
+	snap.encs, snap.zips, snap.groupSize = encs, &p.zips, max(1, ChunkBytes/p.target)
 	return snap
 }
 
-func (b *bucket) encoded() *chunker {
+func (b *bucket) encoded(wrap func([]byte) any) *chunker {
 	if b.enc == nil {
-		b.enc = &chunker{}
+		b.enc = &chunker{wrap: wrap}
 		remaining := b.bytes
 		for _, e := range b.members {
 			b.enc.add(e.wire, remaining)

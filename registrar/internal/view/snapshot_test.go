@@ -1,4 +1,4 @@
-package registrar
+package view
 
 import (
 	"math/rand/v2"
@@ -13,20 +13,20 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// snapDriver changes a state's endpoints and checks every full snapshot against
+// snapDriver changes a view's endpoints and checks every full snapshot against
 // the entries, and the one before against the entries it was built from: a
 // snapshot still being sent must not change under its watchers.
 type snapDriver struct {
 	t        testing.TB
-	s        *state
+	s        *View
 	writes   int
-	prev     *snapshot
+	prev     *Snapshot
 	prevWant map[string]bool
 	zipped   bool // check the compressed form too (compress_test.go)
 }
 
 func newSnapDriver(t testing.TB, target int) *snapDriver {
-	s := newState(1, 64, 1<<20, newMetrics(nil))
+	s := New(Config{Epoch: 1, History: 64, MaxQueue: 1 << 20})
 	s.parts.target = target
 	return &snapDriver{t: t, s: s}
 }
@@ -42,7 +42,7 @@ func (d *snapDriver) unregister(e endpoint.Endpoint) { d.apply(registry.Unregist
 
 func (d *snapDriver) apply(op registry.Op) {
 	d.t.Helper()
-	if _, err := d.s.accept([]registry.Op{op}, nil); err != nil {
+	if _, err := d.s.Accept([]registry.Op{op}, nil, nil); err != nil {
 		d.t.Fatal(err)
 	}
 }
@@ -60,27 +60,27 @@ func (d *snapDriver) check() {
 	for _, e := range d.s.entries {
 		want[string(e.wire)] = true
 	}
-	snap := d.s.snapshot()
-	if snap.at != d.s.current() {
-		d.t.Fatalf("snapshot at %v, state at %v", snap.at, d.s.current())
+	snap := d.s.Snapshot()
+	if snap.At != d.s.Current() {
+		d.t.Fatalf("snapshot at %v, state at %v", snap.At, d.s.Current())
 	}
 	checkSnapshot(d.t, snap, want)
 	if d.zipped {
-		checkCompressed(d.t, snap.compressed(), want)
+		checkCompressed(d.t, snap.Compressed(), want)
 	}
 	d.checkSizes(snap)
 	if d.prev != nil {
 		checkSnapshot(d.t, d.prev, d.prevWant)
 		if d.zipped {
-			checkCompressed(d.t, d.prev.compressed(), d.prevWant)
+			checkCompressed(d.t, d.prev.Compressed(), d.prevWant)
 		}
 	}
 	d.prev, d.prevWant = snap, want
 }
 
 // checkSizes fails unless the buckets follow the fleet's size and the snapshot
-// is not many more messages than chunkBytes ones would be.
-func (d *snapDriver) checkSizes(snap *snapshot) {
+// is not many more messages than ChunkBytes ones would be.
+func (d *snapDriver) checkSizes(snap *Snapshot) {
 	d.t.Helper()
 	p, total := d.s.parts, 0
 	for _, e := range d.s.entries {
@@ -89,29 +89,29 @@ func (d *snapDriver) checkSizes(snap *snapshot) {
 	if avg := total / len(p.buckets); p.bytes != total || avg > 2*p.target || len(p.buckets) > 1 && avg < p.target/2 {
 		d.t.Fatalf("%d buckets counted %d bytes for %d in the state (target %d a bucket)", len(p.buckets), p.bytes, total, p.target)
 	}
-	if len(snap.chunks) > 2*total/chunkBytes+1 {
-		d.t.Fatalf("%d messages for %d bytes", len(snap.chunks), total)
+	if len(snap.Messages) > 2*total/ChunkBytes+1 {
+		d.t.Fatalf("%d messages for %d bytes", len(snap.Messages), total)
 	}
 }
 
 // checkSnapshot fails unless snap holds exactly the endpoints of want (in wire
-// form), each once, in messages of at most chunkBytes with their item counts.
-func checkSnapshot(t testing.TB, snap *snapshot, want map[string]bool) {
+// form), each once, in messages of at most ChunkBytes with their item counts.
+func checkSnapshot(t testing.TB, snap *Snapshot, want map[string]bool) {
 	t.Helper()
 	checkMessages(t, snap, want, func(msg []byte) []byte { return msg })
 }
 
 // checkMessages is checkSnapshot of messages whose items are items(message).
-func checkMessages(t testing.TB, snap *snapshot, want map[string]bool, items func([]byte) []byte) {
+func checkMessages(t testing.TB, snap *Snapshot, want map[string]bool, items func([]byte) []byte) {
 	t.Helper()
-	if len(snap.items) != len(snap.chunks) {
-		t.Fatalf("%d item counts for %d chunks", len(snap.items), len(snap.chunks))
+	if len(snap.Items) != len(snap.Messages) {
+		t.Fatalf("%d item counts for %d chunks", len(snap.Items), len(snap.Messages))
 	}
 	seen := make(map[string]bool, len(want))
-	for i, c := range snap.chunks {
-		b := c.data.Materialize()
-		if len(b) == 0 || len(b) > chunkBytes {
-			t.Fatalf("chunk %d of %d: %d bytes, want 1..%d", i, len(snap.chunks), len(b), chunkBytes)
+	for i, c := range snap.Messages {
+		b := concat(c)
+		if len(b) == 0 || len(b) > ChunkBytes {
+			t.Fatalf("chunk %d of %d: %d bytes, want 1..%d", i, len(snap.Messages), len(b), ChunkBytes)
 		}
 		b = items(b)
 		n := 0
@@ -127,8 +127,8 @@ func checkMessages(t testing.TB, snap *snapshot, want map[string]bool, items fun
 			}
 			seen[string(item)] = true
 		}
-		if n != snap.items[i] {
-			t.Fatalf("chunk %d holds %d endpoints, counted %d", i, n, snap.items[i])
+		if n != snap.Items[i] {
+			t.Fatalf("chunk %d holds %d endpoints, counted %d", i, n, snap.Items[i])
 		}
 	}
 	if len(seen) != len(want) {
@@ -174,8 +174,8 @@ func TestSnapshotFollowsRandomChanges(t *testing.T) {
 			churn(3000)
 			d.empty()
 			d.check()
-			if len(d.prev.chunks) != 0 {
-				t.Fatalf("snapshot of no endpoint has %d chunks", len(d.prev.chunks))
+			if len(d.prev.Messages) != 0 {
+				t.Fatalf("snapshot of no endpoint has %d chunks", len(d.prev.Messages))
 			}
 			for i := range keys / 2 {
 				d.register(fleetEndpoint(i))
@@ -211,9 +211,18 @@ func FuzzSnapshot(f *testing.F) {
 	})
 }
 
-func forgetSnapshot(s *state) {
+func forgetSnapshot(s *View) {
 	s.snap = nil
 	for i := range s.parts.buckets {
 		s.parts.buckets[i].enc = nil
 	}
+}
+
+// concat is a message's bytes: its parts, as the transport sends them.
+func concat(parts []Part) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p.Data...)
+	}
+	return b
 }
