@@ -51,7 +51,7 @@ type zipCache struct {
 
 type zipGroup struct {
 	encs  []*chunker // the bucket encodings it was compressed from
-	frame Part       // the compressed field: tag, length, zstd frame
+	frame *Part      // the compressed field: tag, length, zstd frame
 	items int
 }
 
@@ -78,7 +78,7 @@ func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *Snapsh
 	if len(c.groups) != n { // the buckets were redistributed
 		c.groups = make([]zipGroup, n)
 	}
-	var all chunker
+	var all run
 	for i := range c.groups {
 		g, group := &c.groups[i], encs[i*size:min(len(encs), (i+1)*size)]
 		if !slices.Equal(g.encs, group) {
@@ -105,7 +105,8 @@ func compressGroup(encs []*chunker, wrap func([]byte) any) zipGroup {
 	}
 	frame := zstdEncoder.EncodeAll(withoutInstanceIDs(items), nil)
 	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), wire.EventFieldCompressed, protowire.BytesType)
-	g.frame = newPart(protowire.AppendBytes(out, frame), wrap)
+	f := sealPart(protowire.AppendBytes(out, frame), wrap)
+	g.frame = &f // its own: a group compressed again replaces g, not the part
 	return g
 }
 

@@ -91,12 +91,11 @@ func (p *partition) changed(b *bucket, d int) {
 func (p *partition) snapshot(at token.Version) *Snapshot {
 	p.fit()
 	// Most buckets are one part.
-	all := chunker{parts: make([]Part, 0, len(p.buckets)), items: make([]int, 0, len(p.buckets))}
+	all := run{parts: make([]*Part, 0, len(p.buckets)), items: make([]int, 0, len(p.buckets))}
 	encs := make([]*chunker, len(p.buckets))
 	for i := range p.buckets {
 		enc := p.buckets[i].encoded(p.wrap)
-		all.parts = append(all.parts, enc.parts...)
-		all.items = append(all.items, enc.items...)
+		all.add(enc)
 		encs[i] = enc
 	}
 	snap := packed(at, &all)

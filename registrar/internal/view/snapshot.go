@@ -19,7 +19,7 @@ type Snapshot struct {
 	// Messages are the FULL_SNAPSHOT messages, shared by every watcher sent them:
 	// each a run of parts, which concatenate (a FULL_SNAPSHOT message is its
 	// items only).
-	Messages [][]Part
+	Messages [][]*Part
 	Items    []int // the endpoints in each message
 	// Out is what Config.WrapSnapshot made of the snapshot, once: the sending
 	// layer's messages, shared by every watcher sent them.
@@ -37,6 +37,8 @@ type Snapshot struct {
 
 // Part is a sealed part of FULL_SNAPSHOT messages: its bytes, never written
 // again, and what Config.WrapPart made of them once (the sending layer's buffer).
+// Snapshots hold parts by pointer, into the encodings that sealed them (which
+// never change once finished): a build copies a word a part, not the part.
 type Part struct {
 	Data []byte
 	Out  any
@@ -77,7 +79,9 @@ func (s *View) ScopedSnapshot(services map[string]struct{}) *Snapshot {
 		}
 	}
 	c.finish()
-	return s.wrap(packed(s.current(), &c))
+	var r run
+	r.add(&c)
+	return s.wrap(packed(s.current(), &r))
 }
 
 // wrap attaches the sending layer's form to snap (Config.WrapSnapshot), and has
@@ -117,13 +121,13 @@ func (c *chunker) add(ep []byte, remaining int) {
 
 // seal ends the open part.
 func (c *chunker) seal() {
-	c.parts = append(c.parts, newPart(c.open, c.wrap))
+	c.parts = append(c.parts, sealPart(c.open, c.wrap))
 	c.items = append(c.items, c.inOpen)
 	c.open, c.inOpen = nil, 0
 }
 
-// newPart seals b as a part, with wrap's form of it.
-func newPart(b []byte, wrap func([]byte) any) Part {
+// sealPart seals b as a part, with wrap's form of it.
+func sealPart(b []byte, wrap func([]byte) any) Part {
 	p := Part{Data: b}
 	if wrap != nil {
 		p.Out = wrap(b)
@@ -137,11 +141,26 @@ func (c *chunker) finish() {
 	}
 }
 
+// run is the sealed parts a snapshot is packed from, in order, with the
+// endpoints in each.
+type run struct {
+	parts []*Part
+	items []int
+}
+
+// add appends the parts of c, which is finished.
+func (r *run) add(c *chunker) {
+	for i := range c.parts {
+		r.parts = append(r.parts, &c.parts[i])
+	}
+	r.items = append(r.items, c.items...)
+}
+
 // packed returns the snapshot at version at of c's parts. Consecutive parts that
 // fit in ChunkBytes together make one message, without a copy: a message is its
 // run of c.parts, one transport buffer a part. A FULL_SNAPSHOT message is its
 // items only, so parts concatenate.
-func packed(at token.Version, c *chunker) *Snapshot {
+func packed(at token.Version, c *run) *Snapshot {
 	snap := &Snapshot{At: at}
 	start, size, items := 0, 0, 0
 	for i, part := range c.parts {

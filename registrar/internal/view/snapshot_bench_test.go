@@ -17,7 +17,7 @@ func fleetEndpoint(i int) endpoint.Endpoint {
 // full snapshot built.
 func loadedState(tb testing.TB, n int) *View {
 	tb.Helper()
-	s := New(Config{Epoch: 1, History: 64, MaxQueue: 1 << 20})
+	s := New(sendForm(Config{Epoch: 1, History: 64, MaxQueue: 1 << 20}))
 	eps := make([]endpoint.Endpoint, n)
 	for i := range eps {
 		eps[i] = fleetEndpoint(i)

@@ -219,7 +219,7 @@ func forgetSnapshot(s *View) {
 }
 
 // concat is a message's bytes: its parts, as the transport sends them.
-func concat(parts []Part) []byte {
+func concat(parts []*Part) []byte {
 	var b []byte
 	for _, p := range parts {
 		b = append(b, p.Data...)
