@@ -149,7 +149,7 @@ func (r *Registrar) Status() Status {
 		st.Ready = true
 	default:
 	}
-	st.Watchers = r.insp.list(st.Version, r.sendClock())
+	st.Watchers = r.insp.list(st.Version, r.hub.SendClock())
 	st.Backend = r.backendStatus(pending)
 	return st
 }
@@ -307,24 +307,6 @@ func (r *Registrar) noteClose(w *watcher) {
 	}
 }
 
-// sendClock returns a function that turns the period a send began in
-// (watcher.sending) into the latest time it can have begun: the start of the
-// next period, or now for a send of the current one; zero for none.
-func (r *Registrar) sendClock() func(period int64) time.Time {
-	cur := r.period.Load()
-	at := r.periodAt.Load()
-	now := time.Now()
-	return func(p int64) time.Time {
-		if p == 0 {
-			return time.Time{}
-		}
-		if p >= cur {
-			return now
-		}
-		return time.Unix(0, at-(cur-p-1)*int64(stuckAfter))
-	}
-}
-
 // listed is what list copies of a watcher under the lock.
 type listed struct {
 	w       *watcher
@@ -347,7 +329,7 @@ func (in *inspector) list(version uint64, sendClock func(int64) time.Time) []ins
 		info := t.info
 		v := inspect.Watcher{ID: info.id, Node: info.node, Cluster: info.cluster, Peer: info.peer, AllServices: info.services == nil,
 			Services: info.services, ScopeSize: info.scopeSize, Since: time.Unix(0, info.since), Resumed: info.resumed, Resumes: t.resumes}
-		v.SendingSince = sendClock(t.w.sending.Load())
+		v.SendingSince = sendClock(t.w.SendingSince())
 		// The cursor is the next version to send: everything before it is sent.
 		switch c := t.w.cursor.Load(); {
 		case c == 0:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -112,8 +113,8 @@ func (c Config) withDefaults() (Config, error) {
 type Registrar struct {
 	cfg  Config
 	view *view.View
-	// watching is the watchers the view's changes are signalled to (fanout.go).
-	watching watchSet
+	// hub runs the watchers, which the view's changes are signalled to.
+	hub *hub.Hub
 	// closing is closed at shutdown: every watch stream ends.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -121,14 +122,6 @@ type Registrar struct {
 	m         *metrics
 	ids       atomic.Uint64
 	watchers  atomic.Int64
-	// period counts the periods of stuckAfter, from 1: a send notes the one it
-	// began in (watcher.sending). A load, where reading the clock on every send
-	// of a fan-out cost 2% of it.
-	period atomic.Int64
-	// periodAt is when the current period began, Unix ns: Status turns a
-	// send's period into a time with it (inspector.list).
-	periodAt atomic.Int64
-	senders  senders
 	// insp and syncer are what Status reports (inspect.go).
 	insp   inspector
 	syncer atomic.Pointer[syncer]
@@ -152,12 +145,10 @@ func New(cfg Config) (*Registrar, error) {
 		return nil, fmt.Errorf("registrar: draw epoch: %w", err)
 	}
 	epoch := binary.BigEndian.Uint64(b[:])
-	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{})}
+	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{}), hub: hub.New()}
 	r.view = view.New(view.Config{Epoch: epoch, History: cfg.History, MaxQueue: cfg.MaxQueue, EventCap: trackedCap,
 		WrapEvent: wrapEvent, WrapPart: wrapPart, WrapSnapshot: wrapSnapshot,
-		Changed: r.signalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
-	r.period.Store(1) // 0 is no send under way
-	r.periodAt.Store(time.Now().UnixNano())
+		Changed: r.hub.SignalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
 	return r, nil
 }
 
@@ -207,15 +198,9 @@ func (r *Registrar) progressLoop(ctx context.Context) {
 	every(ctx, r.cfg.ProgressInterval, r.view.Announce)
 }
 
-// senderLoop replaces the senders that stalled clients hold (senders.unstick).
+// senderLoop replaces the senders that stalled clients hold (hub.Hub.Tick).
 func (r *Registrar) senderLoop(ctx context.Context) {
-	every(ctx, stuckAfter, func() {
-		// Sends that began two periods ago or earlier have been under way for a
-		// whole period at least.
-		p := r.period.Add(1)
-		r.periodAt.Store(time.Now().UnixNano())
-		r.senders.unstick(r.watching.stalled(p - 2))
-	})
+	every(ctx, hub.StuckAfter, r.hub.Tick)
 }
 
 // every runs fn once a period until ctx ends.
@@ -264,5 +249,5 @@ func (r *Registrar) Watchers() int { return int(r.watchers.Load()) }
 // close ends every watch stream.
 func (r *Registrar) close() {
 	r.closeOnce.Do(func() { close(r.closing) })
-	r.signalAll()
+	r.hub.SignalAll()
 }

@@ -100,7 +100,7 @@ func listResponse(raw []byte) *registrarv1.ListAllEndpointsResponse {
 // for good otherwise (the runtime halves a waiting goroutine's stack only while a
 // quarter of it holds what it uses plus an 800-byte guard, and gRPC's frames under
 // a handler are already about 1.5 KiB). gRPC's receive and send paths do not fit.
-// So the handler only waits: a sender (sender.go) receives the first request,
+// So the handler only waits: a sender (internal/hub) receives the first request,
 // opens the watcher and sends; a scoped stream's later requests are read by a
 // goroutine of its own.
 
@@ -122,9 +122,7 @@ func watchScopedHandler(srv any, stream grpc.ServerStream) error {
 // handler returns.
 func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &watcher{r: r, stream: stream, ctx: stream.Context(), exact: exact, opening: true, done: make(chan error, 1)}
-	w.run.Store(queued)
-	r.watching.add(w)
-	r.senders.push(w)
+	r.hub.Open(&w.Member, w)
 	var err error
 	select {
 	case err = <-w.done:
@@ -177,8 +175,8 @@ func recvWatchRequest(stream grpc.ServerStream) (watchRequest, error) {
 // recvFirst receives a watch stream's first request on a sender, counted as a send
 // under way: a client that opens a stream and sends nothing holds the sender.
 func (w *watcher) recvFirst() (watchRequest, error) {
-	w.sending.Store(w.r.period.Load())
-	defer w.sending.Store(0)
+	w.r.hub.BeginSend(&w.Member)
+	defer w.r.hub.EndSend(&w.Member)
 	return recvWatchRequest(w.stream)
 }
 

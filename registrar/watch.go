@@ -12,6 +12,7 @@ import (
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
@@ -22,7 +23,7 @@ import (
 // cursor falls out of the ring it is resynced with a full snapshot.
 //
 // An idle watcher is its stream's handler goroutine, waiting, plus this struct;
-// the work — receiving the request, sending — is done by senders (sender.go), so
+// the work — receiving the request, sending — is done by the hub's senders, so
 // that the waiting goroutine keeps its smallest stack. Its fields are ordered to
 // pack into 224 bytes, a size class of the allocator (TestWatcherStaysInItsSizeClass).
 type watcher struct {
@@ -45,15 +46,13 @@ type watcher struct {
 	// current; 0 until w's first snapshot is complete. Status reads it
 	// (inspect.go): next is the sender's alone.
 	cursor atomic.Uint64
-	// sending is the period the send under way began in (Registrar.period), 0 if
-	// none.
-	sending atomic.Int64
-	pr      progress
-	chunk   int32         // the next of snap's chunks to send
-	slot    int32         // its index in Registrar.watching
-	run     atomic.Int32  // idle, queued, rerun or finished (sender.go)
-	wake    atomic.Uint32 // wakeEnded, wakeRescope: what woken must look at
-	flight  atomic.Int32  // landed, flying or waiting: a paced message (batch.go)
+	// Member is w's part in the hub: its run state (idle, queued, rerun or
+	// finished), its slot, the period its send under way began in.
+	hub.Member
+	pr     progress
+	chunk  int32         // the next of snap's chunks to send
+	wake   atomic.Uint32 // wakeEnded, wakeRescope: what woken must look at
+	flight atomic.Int32  // landed, flying or waiting: a paced message (batch.go)
 	// sentType and sentCount are what the message last handed to the stream counts
 	// as in registrar_event_broadcast_total, once sent.
 	sentType  registrarv1.EndpointEvent_EventType
@@ -149,7 +148,7 @@ func (r *Registrar) logStart(w *watcher, lastVersion string) {
 // openWatcher if that ran.
 func (w *watcher) close() {
 	r := w.r
-	r.watching.remove(w)
+	r.hub.Remove(&w.Member)
 	if !w.open {
 		return
 	}

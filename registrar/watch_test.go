@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
@@ -264,7 +265,7 @@ func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
 	fast := openWatch(t, ts.client, "")
 	fast.untilComplete(t)
 	slow := slowConn(t, ts)
-	for range busySenders + 4 {
+	for range hub.BusySenders + 4 {
 		st, err := registrarv1.NewRegistrarClient(slow).WatchEndpoints(testCtx(t), &registrarv1.WatchEndpointsRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -275,7 +276,7 @@ func TestStalledWatchersHoldUpOnlyThemselves(t *testing.T) {
 		// and never reads again
 	}
 	const n = 200
-	// Stalled sends are noticed within two periods of stuckAfter and their
+	// Stalled sends are noticed within two periods of hub.StuckAfter and their
 	// senders replaced; held up until something else gives (20 s), the fast
 	// watcher would get its events all the same, late.
 	start := time.Now()
