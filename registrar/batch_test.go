@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -44,8 +45,8 @@ func (w *rawWatch) changes(t *testing.T, n int) ([]*registrarv1.EndpointEvent, i
 		if len(ev.GetEvents()) < 2 {
 			t.Fatalf("a BATCH of %d events: a lone event is sent on its own", len(ev.GetEvents()))
 		}
-		if proto.Size(ev) > batchBytes {
-			t.Fatalf("a BATCH of %d bytes, over the cap of %d", proto.Size(ev), batchBytes)
+		if proto.Size(ev) > hub.BatchBytes {
+			t.Fatalf("a BATCH of %d bytes, over the cap of %d", proto.Size(ev), hub.BatchBytes)
 		}
 		out = append(out, ev.GetEvents()...)
 	}

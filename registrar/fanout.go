@@ -40,4 +40,8 @@ func wrapSnapshot(snap *view.Snapshot) any {
 }
 
 // message returns snap's i-th message as the codec sends it.
-func message(snap *view.Snapshot, i int) *shared { return &snap.Out.(snapMessages)[i] }
+func message(snap *view.Snapshot, i int) any { return &snap.Out.(snapMessages)[i] }
+
+// eventBytes is the bytes of an event's message (wrapEvent's), for a paced
+// watcher's tracked send of them (hub's batch.go).
+func eventBytes(event any) *[]byte { return &event.(*shared).raw }

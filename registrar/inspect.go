@@ -16,6 +16,7 @@ import (
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/inspect"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -220,7 +221,7 @@ func (y *syncer) noteError(err error) {
 // again and again shows it.
 type inspector struct {
 	mu       sync.Mutex
-	watchers map[*watcher]*watcherInfo
+	watchers map[*hub.Watcher]*watcherInfo
 	nodes    map[nodeKey]*nodeRecord
 }
 
@@ -250,18 +251,18 @@ type nodeRecord struct {
 const keepNodes = 1024
 
 // noteOpen records a stream that openWatcher opened; its sender calls it.
-func (r *Registrar) noteOpen(w *watcher, cluster string) {
-	info := &watcherInfo{id: w.id, node: w.node, cluster: cluster, since: time.Now().UnixNano(), resumed: w.resumed}
-	if w.peer != nil {
-		info.peer = w.peer.String()
+func (r *Registrar) noteOpen(w *hub.Watcher, cluster string) {
+	info := &watcherInfo{id: w.ID, node: w.Node, cluster: cluster, since: time.Now().UnixNano(), resumed: w.Resumed()}
+	if w.Peer != nil {
+		info.peer = w.Peer.String()
 	}
-	info.services, info.scopeSize = scopeNames(w.services)
-	k := nodeKey{cluster, w.node}
+	info.services, info.scopeSize = scopeNames(w.Services)
+	k := nodeKey{cluster, w.Node}
 	in := &r.insp
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.watchers == nil {
-		in.watchers, in.nodes = map[*watcher]*watcherInfo{}, map[nodeKey]*nodeRecord{}
+		in.watchers, in.nodes = map[*hub.Watcher]*watcherInfo{}, map[nodeKey]*nodeRecord{}
 	}
 	n := in.nodes[k]
 	if n == nil {
@@ -269,7 +270,7 @@ func (r *Registrar) noteOpen(w *watcher, cluster string) {
 		in.nodes[k] = n
 	}
 	n.open++
-	if w.resumed {
+	if w.Resumed() {
 		n.resumes++
 	}
 	info.rec = n
@@ -277,8 +278,8 @@ func (r *Registrar) noteOpen(w *watcher, cluster string) {
 }
 
 // noteScope records w's new set of services; its sender calls it.
-func (r *Registrar) noteScope(w *watcher) {
-	names, size := scopeNames(w.services)
+func (r *Registrar) noteScope(w *hub.Watcher) {
+	names, size := scopeNames(w.Services)
 	in := &r.insp
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -290,7 +291,7 @@ func (r *Registrar) noteScope(w *watcher) {
 }
 
 // noteClose forgets a stream that ended.
-func (r *Registrar) noteClose(w *watcher) {
+func (r *Registrar) noteClose(w *hub.Watcher) {
 	in := &r.insp
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -309,7 +310,7 @@ func (r *Registrar) noteClose(w *watcher) {
 
 // listed is what list copies of a watcher under the lock.
 type listed struct {
-	w       *watcher
+	w       *hub.Watcher
 	info    *watcherInfo
 	resumes int
 }
@@ -331,7 +332,7 @@ func (in *inspector) list(version uint64, sendClock func(int64) time.Time) []ins
 			Services: info.services, ScopeSize: info.scopeSize, Since: time.Unix(0, info.since), Resumed: info.resumed, Resumes: t.resumes}
 		v.SendingSince = sendClock(t.w.SendingSince())
 		// The cursor is the next version to send: everything before it is sent.
-		switch c := t.w.cursor.Load(); {
+		switch c := t.w.Cursor(); {
 		case c == 0:
 			v.Snapshot = true
 		case version+1 > c:

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/registrar/inspect"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registry/memory"
 )
 
@@ -23,7 +24,7 @@ import (
 // padding, and a field more would move it to the allocator's next size class.
 // What Status keeps of each watcher besides stays in its own.
 func TestWatcherStaysInItsSizeClass(t *testing.T) {
-	var w watcher
+	var w hub.Watcher
 	if n := unsafe.Sizeof(w); n > 224 {
 		t.Fatalf("watcher is %d bytes, past the 224-byte size class (benchmarked at ~8 KiB per watcher)", n)
 	}

@@ -145,10 +145,14 @@ func New(cfg Config) (*Registrar, error) {
 		return nil, fmt.Errorf("registrar: draw epoch: %w", err)
 	}
 	epoch := binary.BigEndian.Uint64(b[:])
-	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{}), hub: hub.New()}
-	r.view = view.New(view.Config{Epoch: epoch, History: cfg.History, MaxQueue: cfg.MaxQueue, EventCap: trackedCap,
+	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{})}
+	r.view = view.New(view.Config{Epoch: epoch, History: cfg.History, MaxQueue: cfg.MaxQueue, EventCap: hub.TrackedCap,
 		WrapEvent: wrapEvent, WrapPart: wrapPart, WrapSnapshot: wrapSnapshot,
-		Changed: r.hub.SignalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
+		Changed: r.signalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
+	r.hub = hub.New(hub.Config{View: r.view, ProgressInterval: cfg.ProgressInterval, Closing: r.closing, ErrClosing: errShuttingDown,
+		Log: r.log, Broadcast: m.broadcast[:], Resyncs: m.resyncs,
+		Encoded: func(msg []byte) any { return encoded(msg) }, Message: message, Raw: eventBytes,
+		Open: r.openStream, Rescoped: r.noteScope})
 	return r, nil
 }
 
@@ -245,6 +249,10 @@ func (r *Registrar) Pending() int { return r.view.PendingCount() }
 
 // Watchers returns the number of open watch streams.
 func (r *Registrar) Watchers() int { return int(r.watchers.Load()) }
+
+// signalAll signals every watcher that the view appended events
+// (view.Config.Changed).
+func (r *Registrar) signalAll() { r.hub.SignalAll() }
 
 // close ends every watch stream.
 func (r *Registrar) close() {

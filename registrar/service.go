@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/rpcinput"
 	"github.com/switchboard-mesh/switchboard/internal/tracing"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -121,45 +123,42 @@ func watchScopedHandler(srv any, stream grpc.ServerStream) error {
 // the watcher run once more to see that, so that no send is under way when the
 // handler returns.
 func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
-	w := &watcher{r: r, stream: stream, ctx: stream.Context(), exact: exact, opening: true, done: make(chan error, 1)}
-	r.hub.Open(&w.Member, w)
-	var err error
-	select {
-	case err = <-w.done:
-	case <-stream.Context().Done():
-		w.wakeFor(wakeEnded)
-		err = <-w.done
+	w := &hub.Watcher{Stream: stream, Ctx: stream.Context(), Exact: exact}
+	err, opened := r.hub.Serve(w)
+	if opened { // undo what openStream counted
+		r.noteClose(w) // inspect.go
+		r.m.connected.Dec()
+		r.watchers.Add(-1)
 	}
-	w.close()
 	return err
 }
 
 // readScopes reads a scoped stream's later requests until the stream ends; each
 // is the watcher's new set of services.
-func readScopes(w *watcher, cancel context.CancelCauseFunc) {
+func readScopes(w *hub.Watcher, cancel context.CancelCauseFunc) {
 	for {
-		req, err := recvWatchRequest(w.stream)
+		req, err := recvWatchRequest(w.Stream)
 		if err != nil {
 			// The client's half-close (EOF) ends only the requests, not the watch.
 			if !errors.Is(err, io.EOF) {
 				cancel(err)
-				w.wakeFor(wakeEnded)
+				w.WakeFor(hub.WakeEnded)
 			}
 			return
 		}
 		sc, err := scopeOf(req, true)
 		if err != nil {
 			cancel(err)
-			w.wakeFor(wakeEnded)
+			w.WakeFor(hub.WakeEnded)
 			return
 		}
 		// The latest set wins: one the watcher has not taken yet is replaced.
 		select {
-		case <-w.rescope:
+		case <-w.Rescope:
 		default:
 		}
-		w.rescope <- sc
-		w.wakeFor(wakeRescope)
+		w.Rescope <- sc
+		w.WakeFor(hub.WakeRescope)
 	}
 }
 
@@ -174,22 +173,21 @@ func recvWatchRequest(stream grpc.ServerStream) (watchRequest, error) {
 
 // recvFirst receives a watch stream's first request on a sender, counted as a send
 // under way: a client that opens a stream and sends nothing holds the sender.
-func (w *watcher) recvFirst() (watchRequest, error) {
-	w.r.hub.BeginSend(&w.Member)
-	defer w.r.hub.EndSend(&w.Member)
-	return recvWatchRequest(w.stream)
+func recvFirst(w *hub.Watcher) (watchRequest, error) {
+	w.BeginSend()
+	defer w.EndSend()
+	return recvWatchRequest(w.Stream)
 }
 
 // openStream receives a watch stream's first request, validates it, waits until
 // the registrar is ready and opens w (openWatcher); a sender runs it. A scoped
 // stream (exact) gets the reader of its later requests.
-func (w *watcher) openStream() error {
-	r := w.r
-	req, err := w.recvFirst()
+func (r *Registrar) openStream(w *hub.Watcher) error {
+	req, err := recvFirst(w)
 	if err != nil {
 		return err
 	}
-	sc, err := scopeOf(req, w.exact)
+	sc, err := scopeOf(req, w.Exact)
 	if err != nil {
 		return err
 	}
@@ -201,26 +199,44 @@ func (w *watcher) openStream() error {
 	if err := validNode(req.GetNodeName()); err != nil {
 		return err
 	}
-	ctx := w.ctx
+	ctx := w.Ctx
 	if err := r.mayRead(ctx); err != nil {
 		return err
 	}
 	if err := r.waitReady(ctx); err != nil {
 		return err
 	}
-	w.id, w.node, w.scope, w.batches = r.ids.Add(1), req.GetNodeName(), sc, req.GetAcceptBatches()
-	w.zipped = req.GetAcceptCompressed()
+	w.ID, w.Node, w.Scope, w.Batches = r.ids.Add(1), req.GetNodeName(), sc, req.GetAcceptBatches()
+	w.Zipped = req.GetAcceptCompressed()
 	if p, ok := peer.FromContext(ctx); ok {
-		w.peer = p.Addr
+		w.Peer = p.Addr
 	}
-	if w.exact {
+	if w.Exact {
 		var cancel context.CancelCauseFunc
-		w.ctx, cancel = context.WithCancelCause(ctx)
-		w.rescope = make(chan scope, 1)
+		w.Ctx, cancel = context.WithCancelCause(ctx)
+		w.Rescope = make(chan hub.Scope, 1)
 		go readScopes(w, cancel)
 	}
 	r.openWatcher(w, req.GetLastVersion(), req.GetClusterName())
 	return nil
+}
+
+// openWatcher counts w (filled in by openStream) among the connected agents and
+// sets its cursor from the agent's last_version.
+func (r *Registrar) openWatcher(w *hub.Watcher, lastVersion, cluster string) {
+	w.Start(lastVersion)
+	r.noteOpen(w, cluster) // inspect.go
+	r.watchers.Add(1)
+	r.m.connected.Inc()
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		r.logStart(w, lastVersion)
+	}
+}
+
+// logStart logs a new watch stream. No logger With the watcher's attributes: it
+// would live as long as the stream.
+func (r *Registrar) logStart(w *hub.Watcher, lastVersion string) {
+	r.log.Debug("watch started", "watcher", w.ID, "node", w.Node, "peer", w.PeerString(), "last_version", lastVersion, "resumed", w.Resumed())
 }
 
 // waitReady waits until the registrar is ready, ctx ends or shutdown begins.
@@ -240,25 +256,25 @@ const MaxWatchServices = 10000
 
 // scopeOf reads the set of services a watch request names. exact is true for
 // WatchEndpointsScoped, where naming none means none, not all.
-func scopeOf(req watchRequest, exact bool) (scope, error) {
+func scopeOf(req watchRequest, exact bool) (hub.Scope, error) {
 	names := req.GetServices()
 	switch {
 	case req.GetAllServices() && len(names) > 0:
-		return scope{}, status.Error(codes.InvalidArgument, "services: must be empty with all_services")
+		return hub.Scope{}, status.Error(codes.InvalidArgument, "services: must be empty with all_services")
 	case req.GetAllServices() || (len(names) == 0 && !exact):
-		return scope{id: req.GetScopeId()}, nil
+		return hub.Scope{ID: req.GetScopeId()}, nil
 	}
 	if len(names) > MaxWatchServices {
-		return scope{}, status.Errorf(codes.InvalidArgument, "services: %d services in one watch, at most %d", len(names), MaxWatchServices)
+		return hub.Scope{}, status.Errorf(codes.InvalidArgument, "services: %d services in one watch, at most %d", len(names), MaxWatchServices)
 	}
 	set := make(map[string]struct{}, len(names))
 	for i, n := range names {
 		if err := endpoint.ValidateName(fmt.Sprintf("services[%d]", i), n); err != nil {
-			return scope{}, status.Error(codes.InvalidArgument, err.Error())
+			return hub.Scope{}, status.Error(codes.InvalidArgument, err.Error())
 		}
 		set[n] = struct{}{}
 	}
-	return scope{services: set, id: req.GetScopeId()}, nil
+	return hub.Scope{Services: set, ID: req.GetScopeId()}, nil
 }
 
 var errShuttingDown = status.Error(codes.Unavailable, "registrar shutting down; reconnect to another replica")

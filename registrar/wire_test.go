@@ -14,6 +14,7 @@ import (
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	registryv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registry/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -27,7 +28,7 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	v := token.Version{Epoch: 0xabc, Seq: 42}
 
 	var got registrarv1.EndpointEvent
-	plain := wire.EncodeChange(wire.EventType(registrarv1.EndpointEvent_ENDPOINT_UPDATED), ew, v, 40, "", trackedCap)
+	plain := wire.EncodeChange(wire.EventType(registrarv1.EndpointEvent_ENDPOINT_UPDATED), ew, v, 40, "", hub.TrackedCap)
 	if err := proto.Unmarshal(plain, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	// Traced, it carries the traceparent as field 12, and nothing else changes.
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	got.Reset()
-	traced := wire.EncodeChange(wire.EventType(registrarv1.EndpointEvent_ENDPOINT_REMOVED), ew, v, 40, tp, trackedCap)
+	traced := wire.EncodeChange(wire.EventType(registrarv1.EndpointEvent_ENDPOINT_REMOVED), ew, v, 40, tp, hub.TrackedCap)
 	if err := proto.Unmarshal(traced, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +55,8 @@ func TestHandEncodedEventsDecode(t *testing.T) {
 	if !proto.Equal(&got, want) {
 		t.Fatalf("traced change event decodes to %v, want %v", &got, want)
 	}
-	if cap(traced) < trackedCap || len(traced) > cap(traced) {
-		t.Fatalf("traced event: %d bytes in %d of capacity, want at least %d", len(traced), cap(traced), trackedCap)
+	if cap(traced) < hub.TrackedCap || len(traced) > cap(traced) {
+		t.Fatalf("traced event: %d bytes in %d of capacity, want at least %d", len(traced), cap(traced), hub.TrackedCap)
 	}
 
 	got.Reset()

@@ -1,7 +1,11 @@
-// Package hub runs the registrar's watchers: it owns the set of open watchers
-// that the view's changes are signalled to, the senders that run them (the
-// pool), the run state of each watcher (transitions.go), and the clock by which
-// sends that stall are noticed and their senders replaced.
+// Package hub is the registrar's fan-out: it owns the watchers (watcher.go),
+// each one agent's stream and its cursor in the view's history ring; what each
+// is sent next (the view's snapshot, its events, a resumed replay's end, a
+// scoped watcher's PROGRESS), and the resync of one that fell out of the ring;
+// the pacing and batching of a slow watcher's events (batch.go); the set of open
+// watchers that the view's changes are signalled to, the senders that run them
+// (the pool), the run state of each watcher (transitions.go), and the clock by
+// which sends that stall are noticed and their senders replaced.
 //
 // A watch stream's handler goroutine only waits: the receiving of its first
 // request and all sending are done by sender goroutines, for the watchers that
@@ -22,8 +26,8 @@
 // that and starts a sender for each, up to MaxSenders, so stalled clients hold
 // up only their own watchers.
 //
-// The hub knows a watcher only as a Watcher (what a sender runs) and its Member
-// (its part in the hub, embedded in it): what a watcher sends is the
-// registrar's. It must never import the registrar's top package, nor a registry
-// backend.
+// What a stream's request asks for (its scope, its token, whether it may read)
+// is the registrar's to decide (Config.Open), and so are the forms the server's
+// codec sends (Config.Encoded, Message, Raw). The hub must never import the
+// registrar's top package, nor a registry backend.
 package hub

@@ -1,9 +1,14 @@
 package hub
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 )
 
 // Senders started, and how often stalls are looked for (see the package comment).
@@ -13,16 +18,16 @@ const (
 	StuckAfter  = 100 * time.Millisecond
 )
 
-// Watcher is a watch stream's work, as a sender runs it.
-type Watcher interface {
-	// Step sends the watcher what it is missing, until it is current; its error
+// runner is what a sender runs: a *Watcher (or a test's stand-in).
+type runner interface {
+	// run sends the watcher what it is missing, until it is current; its error
 	// ends the stream.
-	Step() error
-	// Finish is told the error that ended the stream, once, after its last Step.
-	Finish(err error)
+	run() error
+	// ended is told the error that ended the stream, once, after its last run.
+	ended(err error)
 }
 
-// Member is a watcher's part in the hub, embedded in the watcher.
+// Member is a watcher's run state and its place in the hub.
 type Member struct {
 	run  atomic.Int32 // a State
 	slot int32        // its index in Hub.watching
@@ -34,11 +39,41 @@ type Member struct {
 // a call through the interface.
 type job struct {
 	m *Member
-	w Watcher
+	w runner
+}
+
+// Config is what a Hub is made with.
+type Config struct {
+	// View is what the watchers are sent.
+	View *view.View
+	// ProgressInterval is the least time between two PROGRESS events of a scoped
+	// watcher.
+	ProgressInterval time.Duration
+	// Closing is closed at shutdown: every watch stream ends, with ErrClosing.
+	Closing    <-chan struct{}
+	ErrClosing error
+	Log        *slog.Logger
+	// Broadcast counts the events sent, by type; Resyncs the watchers that fell
+	// out of the history ring.
+	Broadcast []prometheus.Counter
+	Resyncs   prometheus.Counter
+	// The messages as the server's codec sends them. Encoded is a message of one
+	// watcher's (a SNAPSHOT_COMPLETE, a PROGRESS); Message is message i of a
+	// snapshot, as made once per snapshot (view.Snapshot.Out); Raw is the bytes
+	// of a ring event's message (view.Event.Out), for a paced send of it as it is.
+	Encoded func(msg []byte) any
+	Message func(snap *view.Snapshot, i int) any
+	Raw     func(event any) *[]byte
+	// Open receives a new stream's first request on a sender, fills the watcher
+	// in and Starts it; its error ends the stream.
+	Open func(w *Watcher) error
+	// Rescoped, when set, is told that a watcher took a new set of services.
+	Rescoped func(w *Watcher)
 }
 
 // Hub is the set of open watchers and the senders that run them.
 type Hub struct {
+	cfg  Config
 	pool pool
 
 	mu       sync.Mutex
@@ -55,15 +90,32 @@ type Hub struct {
 }
 
 // New returns a hub without watchers.
-func New() *Hub {
-	h := &Hub{}
+func New(cfg Config) *Hub {
+	h := &Hub{cfg: cfg}
 	h.period.Store(1) // 0 is no send under way
 	h.periodAt.Store(time.Now().UnixNano())
 	return h
 }
 
-// Open adds a new watcher and queues it: its first run opens its stream.
-func (h *Hub) Open(m *Member, w Watcher) {
+// Serve runs a watch stream's watcher, from the stream's handler goroutine,
+// until the stream ends, and returns the error that ended it, and whether the
+// watcher was Started. When the stream's context ends first, it has the
+// watcher run once more to see that, so that no send is under way when it
+// returns.
+func (h *Hub) Serve(w *Watcher) (err error, opened bool) {
+	w.h, w.opening, w.done = h, true, make(chan error, 1)
+	h.open(&w.Member, w)
+	select {
+	case err = <-w.done:
+	case <-w.Stream.Context().Done():
+		w.WakeFor(WakeEnded)
+		err = <-w.done
+	}
+	return err, w.close()
+}
+
+// open adds a new watcher and queues it: its first run opens its stream.
+func (h *Hub) open(m *Member, w runner) {
 	m.move(Idle, Queued)
 	h.mu.Lock()
 	m.slot = int32(len(h.watching))
@@ -72,8 +124,8 @@ func (h *Hub) Open(m *Member, w Watcher) {
 	h.pool.push(job{m, w})
 }
 
-// Remove takes a watcher out once its stream has ended.
-func (h *Hub) Remove(m *Member) {
+// remove takes a watcher out once its stream has ended.
+func (h *Hub) remove(m *Member) {
 	h.mu.Lock()
 	last := len(h.watching) - 1
 	moved := h.watching[last]
@@ -83,8 +135,8 @@ func (h *Hub) Remove(m *Member) {
 	h.mu.Unlock()
 }
 
-// Schedule makes sure w is run once more after this call.
-func (h *Hub) Schedule(m *Member, w Watcher) {
+// schedule makes sure w is run once more after this call.
+func (h *Hub) schedule(m *Member, w runner) {
 	if m.mark() {
 		h.pool.push(job{m, w})
 	}
@@ -133,12 +185,11 @@ func (h *Hub) stalled(last int64) int {
 	return n
 }
 
-// BeginSend notes that m's watcher begins a send (or a receive) that a client
-// can block.
-func (h *Hub) BeginSend(m *Member) { m.sending.Store(h.period.Load()) }
+// BeginSend notes that w begins a send (or a receive) that a client can block.
+func (w *Watcher) BeginSend() { w.sending.Store(w.h.period.Load()) }
 
 // EndSend notes that the send BeginSend noted is over.
-func (h *Hub) EndSend(m *Member) { m.sending.Store(0) }
+func (w *Watcher) EndSend() { w.sending.Store(0) }
 
 // SendingSince is the period the send under way began in, 0 if none
 // (SendClock turns it into a time).
@@ -165,10 +216,6 @@ func (h *Hub) SendClock() func(period int64) time.Time {
 // State is m's run state now.
 func (m *Member) State() State { return State(m.run.Load()) }
 
-// Rescheduled reports whether something scheduled m's watcher while it runs: it
-// looks again at what it skips between sends (Watcher.Step).
-func (m *Member) Rescheduled() bool { return m.State() == Rerun }
-
 // mark notes that m's watcher is to be run once more, and reports whether the
 // caller must queue it (it was idle).
 func (m *Member) mark() bool {
@@ -192,9 +239,9 @@ func (m *Member) mark() bool {
 // releases it, running it again if it was scheduled meanwhile.
 func drain(j job) {
 	for {
-		if err := j.w.Step(); err != nil {
+		if err := j.w.run(); err != nil {
 			j.m.finish()
-			j.w.Finish(err)
+			j.w.ended(err)
 			return
 		}
 		if j.m.move(Queued, Idle) {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// stepper is a Watcher whose every Step waits for the test to say what it
+// stepper is a runner whose every run waits for the test to say what it
 // returns, so that the test sees the run state while a sender runs it.
 type stepper struct {
 	started  chan struct{} // a Step began
@@ -19,15 +19,15 @@ func newStepper() *stepper {
 	return &stepper{started: make(chan struct{}, 1), results: make(chan error), finished: make(chan error, 1)}
 }
 
-func (s *stepper) Step() error      { s.started <- struct{}{}; return <-s.results }
-func (s *stepper) Finish(err error) { s.finished <- err }
+func (s *stepper) run() error      { s.started <- struct{}{}; return <-s.results }
+func (s *stepper) ended(err error) { s.finished <- err }
 
-// running returns a hub with one watcher, opened, whose first Step is under way:
+// running returns a hub with one watcher, opened, whose first run is under way:
 // the watcher is queued.
 func running(t *testing.T) (*Hub, *Member, *stepper) {
 	t.Helper()
-	h, m, s := New(), &Member{}, newStepper()
-	h.Open(m, s)
+	h, m, s := New(Config{}), &Member{}, newStepper()
+	h.open(m, s)
 	<-s.started
 	wantState(t, m, Queued)
 	return h, m, s
@@ -40,7 +40,7 @@ func wantState(t *testing.T, m *Member, want State) {
 	}
 }
 
-// settles waits for m's run state to become want: its sender moves it after Step
+// settles waits for m's run state to become want: its sender moves it after run
 // returns.
 func settles(t *testing.T, m *Member, want State) {
 	t.Helper()
@@ -56,14 +56,14 @@ func settles(t *testing.T, m *Member, want State) {
 var errEnded = errors.New("stream ended")
 
 // walks makes each transition of the table happen through the hub's own code
-// paths (Open, Schedule, SignalAll and a sender's run), from a watcher brought to
+// paths (open, schedule, SignalAll and a sender's run), from a watcher brought to
 // the transition's first state by transitions walked before.
 var walks = map[[2]State]func(t *testing.T){
 	{Idle, Queued}: func(t *testing.T) {
 		h, m, s := running(t) // Open: idle to queued
 		s.results <- nil
 		settles(t, m, Idle)
-		h.Schedule(m, s) // schedule: idle to queued
+		h.schedule(m, s) // schedule: idle to queued
 		<-s.started
 		wantState(t, m, Queued)
 		s.results <- nil
@@ -76,7 +76,7 @@ var walks = map[[2]State]func(t *testing.T){
 	},
 	{Queued, Rerun}: func(t *testing.T) {
 		h, m, s := running(t)
-		h.Schedule(m, s)
+		h.schedule(m, s)
 		wantState(t, m, Rerun)
 		h.SignalAll() // rerun already: nothing changes
 		wantState(t, m, Rerun)
@@ -97,7 +97,7 @@ var walks = map[[2]State]func(t *testing.T){
 	},
 	{Rerun, Queued}: func(t *testing.T) {
 		h, m, s := running(t)
-		h.Schedule(m, s)
+		h.schedule(m, s)
 		s.results <- nil
 		<-s.started // run again, without being queued again
 		wantState(t, m, Queued)
@@ -111,7 +111,7 @@ var walks = map[[2]State]func(t *testing.T){
 			t.Fatalf("Finish told %v, want %v", err, errEnded)
 		}
 		wantState(t, m, Finished)
-		h.Schedule(m, s) // finished stays finished, and is not run
+		h.schedule(m, s) // finished stays finished, and is not run
 		h.SignalAll()
 		wantState(t, m, Finished)
 		select {
@@ -119,11 +119,11 @@ var walks = map[[2]State]func(t *testing.T){
 			t.Fatal("a finished watcher was run")
 		case <-time.After(20 * time.Millisecond):
 		}
-		h.Remove(m)
+		h.remove(m)
 	},
 	{Rerun, Finished}: func(t *testing.T) {
 		h, m, s := running(t)
-		h.Schedule(m, s)
+		h.schedule(m, s)
 		wantState(t, m, Rerun)
 		s.results <- errEnded
 		if err := <-s.finished; err != errEnded {

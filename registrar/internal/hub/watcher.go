@@ -1,8 +1,7 @@
-package registrar
+package hub
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"sync/atomic"
 	"time"
@@ -10,14 +9,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
-	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
-// watcher is one agent's stream. Watchers share the history ring and keep only a
+// Watcher is one agent's stream. Watchers share the history ring and keep only a
 // cursor (the next sequence to send), so an idle watcher costs a few words, one
 // event is encoded once for all of them, and a slow one holds up nobody: when its
 // cursor falls out of the ring it is resynced with a full snapshot.
@@ -26,68 +23,80 @@ import (
 // the work — receiving the request, sending — is done by the hub's senders, so
 // that the waiting goroutine keeps its smallest stack. Its fields are ordered to
 // pack into 224 bytes, a size class of the allocator (TestWatcherStaysInItsSizeClass).
-type watcher struct {
-	r      *Registrar
-	stream grpc.ServerStream
-	ctx    context.Context
-	peer   net.Addr // nil if unknown
-	node   string
-	scope
-	// rescope delivers a scoped stream's new sets of services; nil when the stream
+type Watcher struct {
+	h      *Hub
+	Stream grpc.ServerStream
+	// Ctx is the stream's context, or one derived from it (a scoped stream's,
+	// which its request reader cancels).
+	Ctx  context.Context
+	Peer net.Addr // nil if unknown
+	Node string
+	Scope
+	// Rescope delivers a scoped stream's new sets of services; nil when the stream
 	// cannot change its set.
-	rescope chan scope
+	Rescope chan Scope
 	done    chan error     // the error that ended the stream, from its sender
 	snap    *view.Snapshot // the snapshot being sent, nil when none
-	id      uint64
+	ID      uint64
 	next    uint64 // the sequence of the next event to send
 	// resumeAt, while resumed, is the version its SNAPSHOT_COMPLETE carries.
 	resumeAt uint64
 	// cursor is next as the sender left it after a send, or when w was
 	// current; 0 until w's first snapshot is complete. Status reads it
-	// (inspect.go): next is the sender's alone.
+	// (Cursor): next is the sender's alone.
 	cursor atomic.Uint64
-	// Member is w's part in the hub: its run state (idle, queued, rerun or
-	// finished), its slot, the period its send under way began in.
-	hub.Member
+	// Member is w's run state (idle, queued, rerun or finished), its slot, the
+	// period its send under way began in.
+	Member
 	pr     progress
 	chunk  int32         // the next of snap's chunks to send
-	wake   atomic.Uint32 // wakeEnded, wakeRescope: what woken must look at
+	wake   atomic.Uint32 // WakeEnded, WakeRescope: what woken must look at
 	flight atomic.Int32  // landed, flying or waiting: a paced message (batch.go)
 	// sentType and sentCount are what the message last handed to the stream counts
 	// as in registrar_event_broadcast_total, once sent.
-	sentType  registrarv1.EndpointEvent_EventType
+	sentType  wire.EventType
 	sentCount int32
-	exact     bool // a WatchEndpointsScoped stream
-	opening   bool // openStream has not run yet
-	open      bool // openStream has run and registered it
+	Exact     bool // a WatchEndpointsScoped stream
+	opening   bool // Config.Open has not run yet
+	open      bool // Start has run
 	full      bool // a full snapshot is to be taken
 	resumed   bool // replaying the ring from the client's token
-	batches   bool // the client accepts BATCH events (batch.go)
-	zipped    bool // the client accepts compressed snapshots (compress.go)
+	Batches   bool // the client accepts BATCH events (batch.go)
+	Zipped    bool // the client accepts compressed snapshots (view's compress.go)
 }
 
-// peerString is the peer's address for logs.
-func (w *watcher) peerString() string {
-	if w.peer == nil {
+// PeerString is the peer's address for logs.
+func (w *Watcher) PeerString() string {
+	if w.Peer == nil {
 		return ""
 	}
-	return w.peer.String()
+	return w.Peer.String()
 }
 
-// scope is the set of services a watcher receives: nil services means all of them.
-// id is the client's name for the set, echoed when a snapshot of it is complete.
-type scope struct {
-	services map[string]struct{}
-	id       uint64
+// Scope is the set of services a watcher receives: nil Services means all of
+// them. ID is the client's name for the set, echoed when a snapshot of it is
+// complete.
+type Scope struct {
+	Services map[string]struct{}
+	ID       uint64
 }
 
-func (w *watcher) wants(ev view.Event) bool {
-	if w.services == nil || ev.Service == "" {
+func (w *Watcher) wants(ev view.Event) bool {
+	if w.Services == nil || ev.Service == "" {
 		return true
 	}
-	_, ok := w.services[ev.Service]
+	_, ok := w.Services[ev.Service]
 	return ok
 }
+
+// Resumed reports whether w's stream began by replaying the ring from the
+// client's token (set by Start).
+func (w *Watcher) Resumed() bool { return w.resumed }
+
+// Cursor is the sequence of the next event w is to be sent, as its sender left
+// it after a send, or when w was current; 0 until w's first snapshot is
+// complete. Other goroutines than its sender may read it.
+func (w *Watcher) Cursor() uint64 { return w.cursor.Load() }
 
 // progress tracks, for a scoped watcher, the latest event it was not sent. Once the
 // watcher has caught up, it gets that event's version and frontier as a PROGRESS
@@ -104,12 +113,12 @@ type skipped struct{ seq, persisted uint64 }
 
 // progressDue reports whether to send w's PROGRESS now; if one is pending but not yet
 // due, it arms the timer that schedules w when it is.
-func (w *watcher) progressDue() bool {
+func (w *Watcher) progressDue() bool {
 	p := &w.pr
 	if p.skipped.seq == 0 {
 		return false // the common case, on every watcher's every wake: no clock read
 	}
-	left := w.r.cfg.ProgressInterval - time.Duration(time.Now().UnixNano()-p.last)
+	left := w.h.cfg.ProgressInterval - time.Duration(time.Now().UnixNano()-p.last)
 	if left <= 0 {
 		return true
 	}
@@ -121,50 +130,35 @@ func (w *watcher) progressDue() bool {
 	return false
 }
 
-// openWatcher counts w (filled in by the caller, but for its cursor) among the
-// connected agents and sets its cursor from the agent's last_version.
-func (r *Registrar) openWatcher(w *watcher, lastVersion, cluster string) {
+// Start sets w's cursor from the agent's last_version, once Config.Open has
+// filled w in: w is open from then on.
+func (w *Watcher) Start(lastVersion string) {
 	w.open = true
-	st, err := r.view.Since(lastVersion)
+	st, err := w.h.cfg.View.Since(lastVersion)
 	if st.Full && lastVersion != "" {
-		r.log.Debug("resume token not usable here; sending a full snapshot", "last_version", lastVersion, "err", err)
+		w.h.cfg.Log.Debug("resume token not usable here; sending a full snapshot", "last_version", lastVersion, "err", err)
 	}
 	w.full, w.next, w.resumeAt, w.resumed = st.Full, st.Next, st.CompleteAt, st.Resumed
-	r.noteOpen(w, cluster) // inspect.go
-	r.watchers.Add(1)
-	r.m.connected.Inc()
-	if r.log.Enabled(context.Background(), slog.LevelDebug) {
-		r.logStart(w, lastVersion)
-	}
 }
 
-// logStart logs a new watch stream. No logger With the watcher's attributes: it
-// would live as long as the stream.
-func (r *Registrar) logStart(w *watcher, lastVersion string) {
-	r.log.Debug("watch started", "watcher", w.id, "node", w.node, "peer", w.peerString(), "last_version", lastVersion, "resumed", w.resumed)
-}
-
-// close removes w from the registrar once its stream has ended, undoing
-// openWatcher if that ran.
-func (w *watcher) close() {
-	r := w.r
-	r.hub.Remove(&w.Member)
+// close removes w from the hub once its stream has ended, and reports whether
+// Start had run.
+func (w *Watcher) close() (opened bool) {
+	w.h.remove(&w.Member)
 	if !w.open {
-		return
+		return false
 	}
-	r.noteClose(w) // inspect.go
 	if w.pr.timer != nil {
 		w.pr.timer.Stop()
 	}
-	r.m.connected.Dec()
-	r.watchers.Add(-1)
+	return true
 }
 
 // sent counts the message pending returned last, which the stream took (a
 // BATCH's events were counted when it was built).
-func (w *watcher) sent() {
+func (w *Watcher) sent() {
 	if w.sentCount > 0 {
-		w.r.m.broadcast[w.sentType].Add(float64(w.sentCount))
+		w.h.cfg.Broadcast[w.sentType].Add(float64(w.sentCount))
 	}
 }
 
@@ -174,47 +168,49 @@ func (w *watcher) sent() {
 // the registrar's CPU at 10,000 watchers. Whoever ends a stream's context or
 // sends a new set of services sets the flag before scheduling the watcher.
 const (
-	wakeEnded   = 1 << iota // the stream's context may have ended
-	wakeRescope             // a new set of services may be waiting in rescope
+	WakeEnded   = 1 << iota // the stream's context may have ended
+	WakeRescope             // a new set of services may be waiting in Rescope
 )
 
-// wakeFor sets flag f and schedules w, so that its next wake looks.
-func (w *watcher) wakeFor(f uint32) {
+// WakeFor sets flag f and schedules w, so that its next wake looks.
+func (w *Watcher) WakeFor(f uint32) {
 	w.wake.Or(f)
 	w.schedule()
 }
 
 // woken is what a watcher does on waking before looking for what to send: end
 // when its stream or the registrar does, take a new set of services.
-func (w *watcher) woken() error {
+func (w *Watcher) woken() error {
 	select {
-	case <-w.r.closing:
-		return errShuttingDown
+	case <-w.h.cfg.Closing:
+		return w.h.cfg.ErrClosing
 	default:
 	}
 	f := w.wake.Load()
 	if f == 0 {
 		return nil
 	}
-	if f&wakeEnded != 0 {
-		if w.ctx.Err() != nil {
-			return ended(w.ctx)
+	if f&WakeEnded != 0 {
+		if w.Ctx.Err() != nil {
+			return ended(w.Ctx)
 		}
 		// A scoped stream's w.ctx is derived from the stream's: a context closes
 		// its Done before it cancels its children, so the handler can see the
 		// stream's end, and flag it, before w.ctx has ended.
-		if sctx := w.stream.Context(); sctx.Err() != nil {
+		if sctx := w.Stream.Context(); sctx.Err() != nil {
 			return ended(sctx)
 		}
 	}
-	if f&wakeRescope != 0 {
-		w.wake.And(^uint32(wakeRescope)) // before the receive: a later set flags again
+	if f&WakeRescope != 0 {
+		w.wake.And(^uint32(WakeRescope)) // before the receive: a later set flags again
 		select {
-		case sc := <-w.rescope:
+		case sc := <-w.Rescope:
 			// A new set: a snapshot of it replaces what the client holds.
-			w.scope, w.full, w.resumed, w.snap = sc, true, false, nil
+			w.Scope, w.full, w.resumed, w.snap = sc, true, false, nil
 			w.pr.skipped = skipped{}
-			w.r.noteScope(w) // inspect.go
+			if w.h.cfg.Rescoped != nil {
+				w.h.cfg.Rescoped(w)
+			}
 		default:
 		}
 	}
@@ -235,8 +231,7 @@ func ended(ctx context.Context) error {
 // accepts batches, the ring's next events for w as one BATCH), or a due
 // PROGRESS. It returns nil when w is current: then an event appended since will
 // have signalled w.
-func (w *watcher) pending() any {
-	r := w.r
+func (w *Watcher) pending() any {
 	for {
 		if w.snap != nil {
 			return w.snapshotPart()
@@ -261,8 +256,8 @@ func (w *watcher) pending() any {
 		}
 		sk := w.pr.skipped
 		w.pr.skipped, w.pr.last = skipped{}, time.Now().UnixNano()
-		w.sentType, w.sentCount = registrarv1.EndpointEvent_PROGRESS, 1
-		return encoded(wire.EncodeProgress(r.view.VersionAt(sk.seq), sk.persisted))
+		w.sentType, w.sentCount = wire.Progress, 1
+		return w.h.cfg.Encoded(wire.EncodeProgress(w.h.cfg.View.VersionAt(sk.seq), sk.persisted))
 	}
 }
 
@@ -272,13 +267,13 @@ func (w *watcher) pending() any {
 // waiting (batch.go; nil while its last one is in flight). Without an event it
 // reports whether w fell out of the ring. One read lock for all of it: a fan-out
 // takes it once per watcher.
-func (w *watcher) nextFor() (msg any, ok, behind bool) {
-	w.r.view.Read(func(h view.Reader) { msg, ok, behind = w.nextIn(h) })
+func (w *Watcher) nextFor() (msg any, ok, behind bool) {
+	w.h.cfg.View.Read(func(h view.Reader) { msg, ok, behind = w.nextIn(h) })
 	return msg, ok, behind
 }
 
 // nextIn is nextFor, under the view's read lock.
-func (w *watcher) nextIn(h view.Reader) (msg any, ok, behind bool) {
+func (w *Watcher) nextIn(h view.Reader) (msg any, ok, behind bool) {
 	for {
 		ev, ok := h.At(w.next)
 		if !ok {
@@ -290,58 +285,100 @@ func (w *watcher) nextIn(h view.Reader) (msg any, ok, behind bool) {
 			continue
 		}
 		w.pr.skipped = skipped{}
-		if w.batches {
+		if w.Batches {
 			return w.paced(h, ev), true, false
 		}
-		w.sentType, w.sentCount = registrarv1.EndpointEvent_EventType(ev.Type), 1
+		w.sentType, w.sentCount = ev.Type, 1
 		return ev.Out, true, false
 	}
 }
 
 // resync marks a watcher that fell out of the history ring for a full snapshot.
-func (w *watcher) resync() {
-	w.r.log.Info("watcher fell behind the history ring; resyncing with a full snapshot",
-		"watcher", w.id, "node", w.node, "peer", w.peerString(), "next", w.next)
-	w.r.m.resyncs.Inc()
+func (w *Watcher) resync() {
+	w.h.cfg.Log.Info("watcher fell behind the history ring; resyncing with a full snapshot",
+		"watcher", w.ID, "node", w.Node, "peer", w.PeerString(), "next", w.next)
+	w.h.cfg.Resyncs.Inc()
 	w.full = true
 }
 
 // resumedComplete ends a resumed replay: its SNAPSHOT_COMPLETE.
-func (w *watcher) resumedComplete() any {
+func (w *Watcher) resumedComplete() any {
 	w.resumed = false
-	return w.complete(w.r.view.VersionAt(w.resumeAt), true)
+	return w.complete(w.h.cfg.View.VersionAt(w.resumeAt), true)
 }
 
 // complete returns the SNAPSHOT_COMPLETE of a snapshot or a resumed replay at
 // version at.
-func (w *watcher) complete(at token.Version, resumed bool) any {
-	persisted := min(w.r.view.Persisted(), at.Seq)
-	w.sentType, w.sentCount = registrarv1.EndpointEvent_SNAPSHOT_COMPLETE, 1
-	return encoded(wire.EncodeComplete(at, resumed, persisted, w.scope.id))
+func (w *Watcher) complete(at token.Version, resumed bool) any {
+	persisted := min(w.h.cfg.View.Persisted(), at.Seq)
+	w.sentType, w.sentCount = wire.SnapshotComplete, 1
+	return w.h.cfg.Encoded(wire.EncodeComplete(at, resumed, persisted, w.Scope.ID))
 }
 
 // takeSnapshot starts sending w the full state (of its services, if scoped).
-func (w *watcher) takeSnapshot() {
+func (w *Watcher) takeSnapshot() {
 	switch {
-	case w.services == nil && w.zipped:
-		w.snap = w.r.view.Snapshot().Compressed()
-	case w.services == nil:
-		w.snap = w.r.view.Snapshot()
+	case w.Services == nil && w.Zipped:
+		w.snap = w.h.cfg.View.Snapshot().Compressed()
+	case w.Services == nil:
+		w.snap = w.h.cfg.View.Snapshot()
 	default: // scopes are small: never compressed
-		w.snap = w.r.view.ScopedSnapshot(w.services)
+		w.snap = w.h.cfg.View.ScopedSnapshot(w.Services)
 	}
 	w.chunk, w.full, w.resumed = 0, false, false
 }
 
 // snapshotPart returns the next chunk of w's snapshot, then its SNAPSHOT_COMPLETE,
 // after which w continues from the snapshot's version.
-func (w *watcher) snapshotPart() any {
+func (w *Watcher) snapshotPart() any {
 	snap := w.snap
 	if i := int(w.chunk); i < len(snap.Messages) {
 		w.chunk++
-		w.sentType, w.sentCount = registrarv1.EndpointEvent_FULL_SNAPSHOT, int32(snap.Items[i])
-		return message(snap, i)
+		w.sentType, w.sentCount = wire.FullSnapshot, int32(snap.Items[i])
+		return w.h.cfg.Message(snap, i)
 	}
 	w.snap, w.next = nil, snap.At.Seq+1
 	return w.complete(snap.At, false)
+}
+
+// schedule makes sure w is run once more after this call.
+func (w *Watcher) schedule() { w.h.schedule(&w.Member, w) }
+
+// ended hands the handler the error that ended w's stream, from its sender.
+func (w *Watcher) ended(err error) { w.done <- err }
+
+// run opens w's stream if it is new (Config.Open) and sends w what it is
+// missing; it returns the error that ends the stream.
+func (w *Watcher) run() error {
+	if w.opening {
+		w.opening = false
+		if err := w.h.cfg.Open(w); err != nil {
+			return err
+		}
+	}
+	// Not before every message (the stream's context is a chain of gRPC's values
+	// over a mutex): at the start, and again once something scheduled w meanwhile.
+	if err := w.woken(); err != nil {
+		return err
+	}
+	for {
+		if w.State() == Rerun {
+			if err := w.woken(); err != nil {
+				return err
+			}
+		}
+		msg := w.pending()
+		if msg == nil {
+			w.cursor.Store(w.next) // current: for Status (Cursor)
+			return nil
+		}
+		w.BeginSend()
+		err := w.Stream.SendMsg(msg)
+		w.EndSend()
+		if err != nil {
+			return err
+		}
+		w.sent()
+		w.cursor.Store(w.next)
+	}
 }

@@ -1,9 +1,8 @@
-package registrar
+package hub
 
 import (
 	"google.golang.org/grpc/mem"
 
-	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/internal/view"
 )
@@ -27,16 +26,16 @@ import (
 // trackEvery); a BATCH is built in a buffer of batchBuffers. Snapshot parts are not paced (each
 // already holds 64 KiB), nor are watchers that do not accept batches.
 
-// batchBytes caps a BATCH message: large enough that a watcher that fell behind
+// BatchBytes caps a BATCH message: large enough that a watcher that fell behind
 // catches up in a few messages, small enough that one never holds a stream's
 // flow-control window for long.
-const batchBytes = 64 << 10
+const BatchBytes = 64 << 10
 
-// trackedCap is the least capacity of a buffer whose writing gRPC reports (it
+// TrackedCap is the least capacity of a buffer whose writing gRPC reports (it
 // neither pools nor tracks buffers of up to 1 KiB): every change event's bytes
 // have it (view.Config.EventCap), so that a paced watcher sends an event alone as it is,
 // without a copy.
-const trackedCap = 1<<10 + 1
+const TrackedCap = 1<<10 + 1
 
 // trackEvery: of the events sent alone, only every trackEvery-th (by sequence)
 // is tracked; every BATCH is. Tracking costs a send about a microsecond (gRPC's
@@ -47,10 +46,10 @@ const trackedCap = 1<<10 + 1
 const trackEvery = 4
 
 // batchBuffers holds the buffers of BATCH messages, in sizes of powers of two up
-// to batchBytes: a batch takes the smallest that holds it (tracked, so above 1
+// to BatchBytes: a batch takes the smallest that holds it (tracked, so above 1
 // KiB). A fan-out's batches are mostly a few hundred bytes, and buffers of 64 KiB
 // each would be most of what the registrar allocates while it fans out.
-var batchBuffers = mem.NewTieredBufferPool(2<<10, 4<<10, 8<<10, 16<<10, 32<<10, batchBytes)
+var batchBuffers = mem.NewTieredBufferPool(2<<10, 4<<10, 8<<10, 16<<10, 32<<10, BatchBytes)
 
 // In-flight states of a paced watcher's last change message.
 const (
@@ -65,7 +64,7 @@ const (
 // landing schedules w. The check comes only once a change is waiting, so that a
 // watcher with nothing more to send is not woken by every landing. h is the
 // view's read lock, held.
-func (w *watcher) paced(h view.Reader, ev view.Event) any {
+func (w *Watcher) paced(h view.Reader, ev view.Event) any {
 	if w.inFlight() {
 		w.next = ev.Seq
 		return nil
@@ -76,23 +75,23 @@ func (w *watcher) paced(h view.Reader, ev view.Event) any {
 // takeChanges returns first, which nextFor just took for w, and the events after
 // it waiting for w, as one paced message: first alone, or all of them as a
 // BATCH, advancing w's cursor past them. h is the view's read lock, held.
-func (w *watcher) takeChanges(h view.Reader, first view.Event) any {
+func (w *Watcher) takeChanges(h view.Reader, first view.Event) any {
 	end, size := w.batchEnd(h, first)
 	if end == w.next {
-		w.sentType, w.sentCount = registrarv1.EndpointEvent_EventType(first.Type), 1
+		w.sentType, w.sentCount = first.Type, 1
 		if first.Seq%trackEvery != 0 {
 			return first.Out
 		}
-		return w.track(&first.Out.(*shared).raw, w) // shared: nothing to take back
+		return w.track(w.h.cfg.Raw(first.Out), w) // shared: nothing to take back
 	}
 	return w.batch(h, first, end, size)
 }
 
 // batchEnd returns the sequence after the last event of a BATCH of first and
-// the events after it waiting for w, within batchBytes, and the BATCH's size. A
+// the events after it waiting for w, within BatchBytes, and the BATCH's size. A
 // resumed replay's batch ends at the replay's end, which its SNAPSHOT_COMPLETE
 // follows. h is the view's read lock, held.
-func (w *watcher) batchEnd(h view.Reader, first view.Event) (end uint64, size int) {
+func (w *Watcher) batchEnd(h view.Reader, first view.Event) (end uint64, size int) {
 	size, end = wire.BatchHeaderSize+wire.BatchItemSize(first.Msg), w.next
 	for seq := w.next; !w.resumed || seq <= w.resumeAt; seq++ {
 		ev, ok := h.At(seq)
@@ -103,7 +102,7 @@ func (w *watcher) batchEnd(h view.Reader, first view.Event) (end uint64, size in
 			continue
 		}
 		n := wire.BatchItemSize(ev.Msg)
-		if size+n > batchBytes {
+		if size+n > BatchBytes {
 			break
 		}
 		size, end = size+n, seq+1
@@ -113,8 +112,8 @@ func (w *watcher) batchEnd(h view.Reader, first view.Event) (end uint64, size in
 
 // batch builds the BATCH of size bytes batchEnd measured and moves w's cursor to
 // its end. h is the view's read lock, held.
-func (w *watcher) batch(h view.Reader, first view.Event, end uint64, size int) any {
-	buf := batchBuffers.Get(max(size, trackedCap))
+func (w *Watcher) batch(h view.Reader, first view.Event, end uint64, size int) any {
+	buf := batchBuffers.Get(max(size, TrackedCap))
 	out := wire.AppendBatchHeader((*buf)[:0])
 	out = w.appendBatched(out, first)
 	for seq := w.next; seq < end; seq++ {
@@ -132,14 +131,14 @@ func (w *watcher) batch(h view.Reader, first view.Event, end uint64, size int) a
 // appendBatched appends ev to a BATCH for w, counting it as broadcast. A batch's
 // events are counted when it is built, by their own types: the stream then takes
 // the batch or ends.
-func (w *watcher) appendBatched(out []byte, ev view.Event) []byte {
-	w.r.m.broadcast[ev.Type].Inc()
+func (w *Watcher) appendBatched(out []byte, ev view.Event) []byte {
+	w.h.cfg.Broadcast[ev.Type].Inc()
 	return wire.AppendBatchItem(out, ev.Msg)
 }
 
 // track returns msg as a message whose buffer the transport frees into pool
 // (which tells w) once it has written it; until then w sends no other change.
-func (w *watcher) track(msg *[]byte, pool mem.BufferPool) any {
+func (w *Watcher) track(msg *[]byte, pool mem.BufferPool) any {
 	b := mem.NewBuffer(msg, pool)
 	if _, untracked := b.(mem.SliceBuffer); !untracked {
 		w.flight.Store(flying)
@@ -149,13 +148,13 @@ func (w *watcher) track(msg *[]byte, pool mem.BufferPool) any {
 
 // inFlight reports whether w's last change message is still in the transport's
 // queue; if so, its landing schedules w.
-func (w *watcher) inFlight() bool {
+func (w *Watcher) inFlight() bool {
 	return w.flight.CompareAndSwap(flying, waiting) || w.flight.Load() == waiting
 }
 
 // landed notes that the transport has written w's paced message: w may send
 // its next change, and is scheduled if one was waiting.
-func (w *watcher) landed() {
+func (w *Watcher) landed() {
 	if w.flight.Swap(landed) == waiting {
 		w.schedule()
 	}
@@ -163,22 +162,22 @@ func (w *watcher) landed() {
 
 // Put is called by the transport when it has written a ring event w sent alone
 // (w is that buffer's mem.BufferPool): the bytes are the ring's, not taken back.
-func (w *watcher) Put(*[]byte) { w.landed() }
+func (w *Watcher) Put(*[]byte) { w.landed() }
 
 // Get makes w a mem.BufferPool; gRPC only ever puts buffers back into it.
-func (w *watcher) Get(n int) *[]byte {
+func (w *Watcher) Get(n int) *[]byte {
 	b := make([]byte, n)
 	return &b
 }
 
 // batchLanding is w as the mem.BufferPool of its BATCH messages' buffers.
-type batchLanding watcher
+type batchLanding Watcher
 
 // Put takes back a BATCH's buffer once the transport has written it.
 func (b *batchLanding) Put(buf *[]byte) {
 	batchBuffers.Put(buf)
-	(*watcher)(b).landed()
+	(*Watcher)(b).landed()
 }
 
 // Get makes batchLanding a mem.BufferPool; gRPC only ever puts buffers back.
-func (b *batchLanding) Get(n int) *[]byte { return (*watcher)(b).Get(n) }
+func (b *batchLanding) Get(n int) *[]byte { return (*Watcher)(b).Get(n) }
