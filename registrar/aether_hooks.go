@@ -194,7 +194,8 @@ func (s *rawStream) RecvMsg(m any) error {
 	return nil
 }
 
-// SendMsg takes each kind of message the watcher sends (wire.go, batch.go).
+// SendMsg takes each kind of message the watcher sends (wire.go, fanout.go, and
+// the hub's batch.go).
 func (s *rawStream) SendMsg(m any) error {
 	switch v := m.(type) {
 	case *shared:

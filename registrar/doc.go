@@ -2,12 +2,12 @@
 // between a cluster's agents and the external registry.
 //
 // A Registrar keeps a versioned in-memory snapshot of every cluster's endpoints
-// (state.go), fed by polling the backend's List every sync interval and, when the
+// (package registrar/internal/view), fed by polling the backend's List every sync interval and, when the
 // backend has one, by its native watch (sync.go). Writes from agents are accepted into
 // the snapshot and broadcast at once, then persisted in coalesced batches by a
 // write-behind writer (writer.go); pending writes are overlaid on every sync result so
 // an endpoint never flaps. Watchers read one shared, bounded history ring through their
-// own cursor (watch.go): a watcher that falls behind the ring is resynced with a full
+// own cursor (package registrar/internal/hub): a watcher that falls behind the ring is resynced with a full
 // snapshot, never slows the others and never silently loses an event. Resume tokens
 // carry the replica's epoch (package registrar/token), so a token from another replica
 // or epoch is never misread. Events carry the persisted frontier, which lets a client

@@ -18,29 +18,28 @@ const (
 	StuckAfter  = 100 * time.Millisecond
 )
 
-// runner is what a sender runs: a *Watcher (or a test's stand-in).
+// runner is what a sender runs: a *Watcher (or a test's stand-in), with its
+// Member embedded. The hub's scheduling is generic over it, so that its queues
+// hold one pointer a watcher and call no method through an interface.
 type runner interface {
 	// run sends the watcher what it is missing, until it is current; its error
 	// ends the stream.
 	run() error
 	// ended is told the error that ended the stream, once, after its last run.
 	ended(err error)
+	member() *Member
 }
 
 // Member is a watcher's run state and its place in the hub.
 type Member struct {
-	run  atomic.Int32 // a State
-	slot int32        // its index in Hub.watching
-	// sending is the period the send under way began in (Hub.period), 0 if none.
+	st   atomic.Int32 // a State
+	slot int32        // its index in the hub's set of watchers
+	// sending is the period the send under way began in (sched.period), 0 if
+	// none.
 	sending atomic.Int64
 }
 
-// job is a watcher as the hub keeps it: its member, for the run state, without
-// a call through the interface.
-type job struct {
-	m *Member
-	w runner
-}
+func (m *Member) member() *Member { return m }
 
 // Config is what a Hub is made with.
 type Config struct {
@@ -73,12 +72,17 @@ type Config struct {
 
 // Hub is the set of open watchers and the senders that run them.
 type Hub struct {
-	cfg  Config
-	pool pool
+	sched[*Watcher]
+	cfg Config
+}
+
+// sched is the set of open watchers of type R and the senders that run them.
+type sched[R runner] struct {
+	pool pool[R]
 
 	mu       sync.Mutex
-	watching []job
-	toQueue  []job // SignalAll's, kept for the next
+	watching []R
+	toQueue  []R // SignalAll's, kept for the next
 
 	// period counts the periods of StuckAfter, from 1: a send notes the one it
 	// began in (Member.sending). A load, where reading the clock on every send
@@ -92,9 +96,13 @@ type Hub struct {
 // New returns a hub without watchers.
 func New(cfg Config) *Hub {
 	h := &Hub{cfg: cfg}
+	h.init()
+	return h
+}
+
+func (h *sched[R]) init() {
 	h.period.Store(1) // 0 is no send under way
 	h.periodAt.Store(time.Now().UnixNano())
-	return h
 }
 
 // Serve runs a watch stream's watcher, from the stream's handler goroutine,
@@ -104,7 +112,7 @@ func New(cfg Config) *Hub {
 // returns.
 func (h *Hub) Serve(w *Watcher) (err error, opened bool) {
 	w.h, w.opening, w.done = h, true, make(chan error, 1)
-	h.open(&w.Member, w)
+	h.open(w)
 	select {
 	case err = <-w.done:
 	case <-w.Stream.Context().Done():
@@ -115,42 +123,45 @@ func (h *Hub) Serve(w *Watcher) (err error, opened bool) {
 }
 
 // open adds a new watcher and queues it: its first run opens its stream.
-func (h *Hub) open(m *Member, w runner) {
+func (h *sched[R]) open(w R) {
+	m := w.member()
 	m.move(Idle, Queued)
 	h.mu.Lock()
 	m.slot = int32(len(h.watching))
-	h.watching = append(h.watching, job{m, w})
+	h.watching = append(h.watching, w)
 	h.mu.Unlock()
-	h.pool.push(job{m, w})
+	h.pool.push(w)
 }
 
 // remove takes a watcher out once its stream has ended.
-func (h *Hub) remove(m *Member) {
+func (h *sched[R]) remove(w R) {
+	m := w.member()
 	h.mu.Lock()
 	last := len(h.watching) - 1
 	moved := h.watching[last]
-	h.watching[m.slot], moved.m.slot = moved, m.slot
-	h.watching[last] = job{}
+	h.watching[m.slot], moved.member().slot = moved, m.slot
+	var none R
+	h.watching[last] = none
 	h.watching = h.watching[:last]
 	h.mu.Unlock()
 }
 
 // schedule makes sure w is run once more after this call.
-func (h *Hub) schedule(m *Member, w runner) {
-	if m.mark() {
-		h.pool.push(job{m, w})
+func (h *sched[R]) schedule(w R) {
+	if w.member().mark() {
+		h.pool.push(w)
 	}
 }
 
 // SignalAll schedules every watcher: a watcher that found nothing new before the
 // signal looks again. Scoped watchers too: they report skipped changes as
 // PROGRESS.
-func (h *Hub) SignalAll() {
+func (h *sched[R]) SignalAll() {
 	h.mu.Lock()
 	queue := h.toQueue[:0]
-	for _, j := range h.watching {
-		if j.m.mark() {
-			queue = append(queue, j)
+	for _, w := range h.watching {
+		if w.member().mark() {
+			queue = append(queue, w)
 		}
 	}
 	if len(queue) > 0 {
@@ -163,7 +174,7 @@ func (h *Hub) SignalAll() {
 
 // Tick starts a new period of StuckAfter, and senders for the work that waits
 // while stalled sends hold senders. The registrar calls it every StuckAfter.
-func (h *Hub) Tick() {
+func (h *sched[R]) Tick() {
 	// Sends that began two periods ago or earlier have been under way for a
 	// whole period at least.
 	p := h.period.Add(1)
@@ -173,11 +184,11 @@ func (h *Hub) Tick() {
 
 // stalled counts the watchers whose send under way began in period last or
 // earlier.
-func (h *Hub) stalled(last int64) int {
+func (h *sched[R]) stalled(last int64) int {
 	n := 0
 	h.mu.Lock()
-	for _, j := range h.watching {
-		if at := j.m.sending.Load(); at != 0 && at <= last {
+	for _, w := range h.watching {
+		if at := w.member().sending.Load(); at != 0 && at <= last {
 			n++
 		}
 	}
@@ -198,7 +209,7 @@ func (m *Member) SendingSince() int64 { return m.sending.Load() }
 // SendClock returns a function that turns the period a send began in
 // (Member.SendingSince) into the latest time it can have begun: the start of the
 // next period, or now for a send of the current one; zero for none.
-func (h *Hub) SendClock() func(period int64) time.Time {
+func (h *sched[R]) SendClock() func(period int64) time.Time {
 	cur := h.period.Load()
 	at := h.periodAt.Load()
 	now := time.Now()
@@ -214,7 +225,7 @@ func (h *Hub) SendClock() func(period int64) time.Time {
 }
 
 // State is m's run state now.
-func (m *Member) State() State { return State(m.run.Load()) }
+func (m *Member) State() State { return State(m.st.Load()) }
 
 // mark notes that m's watcher is to be run once more, and reports whether the
 // caller must queue it (it was idle).
@@ -235,19 +246,20 @@ func (m *Member) mark() bool {
 	}
 }
 
-// drain runs j's watcher until it is current or its stream has ended, then
-// releases it, running it again if it was scheduled meanwhile.
-func drain(j job) {
+// drain runs w until it is current or its stream has ended, then releases it,
+// running it again if it was scheduled meanwhile.
+func drain[R runner](w R) {
+	m := w.member()
 	for {
-		if err := j.w.run(); err != nil {
-			j.m.finish()
-			j.w.ended(err)
+		if err := w.run(); err != nil {
+			m.finish()
+			w.ended(err)
 			return
 		}
-		if j.m.move(Queued, Idle) {
+		if m.move(Queued, Idle) {
 			return
 		}
-		j.m.move(Rerun, Queued) // it was rerun: look again
+		m.move(Rerun, Queued) // it was rerun: look again
 	}
 }
 

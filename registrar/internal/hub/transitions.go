@@ -71,5 +71,5 @@ func (m *Member) move(from, to State) bool {
 	if !allowed[from][to] {
 		panic(fmt.Sprintf("hub: %v to %v is not a run state transition", from, to))
 	}
-	return m.run.CompareAndSwap(int32(from), int32(to))
+	return m.st.CompareAndSwap(int32(from), int32(to))
 }

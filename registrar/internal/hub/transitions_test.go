@@ -10,6 +10,7 @@ import (
 // stepper is a runner whose every run waits for the test to say what it
 // returns, so that the test sees the run state while a sender runs it.
 type stepper struct {
+	Member
 	started  chan struct{} // a Step began
 	results  chan error    // what each Step returns
 	finished chan error    // what Finish was told
@@ -24,10 +25,12 @@ func (s *stepper) ended(err error) { s.finished <- err }
 
 // running returns a hub with one watcher, opened, whose first run is under way:
 // the watcher is queued.
-func running(t *testing.T) (*Hub, *Member, *stepper) {
+func running(t *testing.T) (*sched[*stepper], *Member, *stepper) {
 	t.Helper()
-	h, m, s := New(Config{}), &Member{}, newStepper()
-	h.open(m, s)
+	h, s := &sched[*stepper]{}, newStepper()
+	h.init()
+	m := &s.Member
+	h.open(s)
 	<-s.started
 	wantState(t, m, Queued)
 	return h, m, s
@@ -63,7 +66,7 @@ var walks = map[[2]State]func(t *testing.T){
 		h, m, s := running(t) // Open: idle to queued
 		s.results <- nil
 		settles(t, m, Idle)
-		h.schedule(m, s) // schedule: idle to queued
+		h.schedule(s) // schedule: idle to queued
 		<-s.started
 		wantState(t, m, Queued)
 		s.results <- nil
@@ -76,7 +79,7 @@ var walks = map[[2]State]func(t *testing.T){
 	},
 	{Queued, Rerun}: func(t *testing.T) {
 		h, m, s := running(t)
-		h.schedule(m, s)
+		h.schedule(s)
 		wantState(t, m, Rerun)
 		h.SignalAll() // rerun already: nothing changes
 		wantState(t, m, Rerun)
@@ -97,7 +100,7 @@ var walks = map[[2]State]func(t *testing.T){
 	},
 	{Rerun, Queued}: func(t *testing.T) {
 		h, m, s := running(t)
-		h.schedule(m, s)
+		h.schedule(s)
 		s.results <- nil
 		<-s.started // run again, without being queued again
 		wantState(t, m, Queued)
@@ -111,7 +114,7 @@ var walks = map[[2]State]func(t *testing.T){
 			t.Fatalf("Finish told %v, want %v", err, errEnded)
 		}
 		wantState(t, m, Finished)
-		h.schedule(m, s) // finished stays finished, and is not run
+		h.schedule(s) // finished stays finished, and is not run
 		h.SignalAll()
 		wantState(t, m, Finished)
 		select {
@@ -119,11 +122,11 @@ var walks = map[[2]State]func(t *testing.T){
 			t.Fatal("a finished watcher was run")
 		case <-time.After(20 * time.Millisecond):
 		}
-		h.remove(m)
+		h.remove(s)
 	},
 	{Rerun, Finished}: func(t *testing.T) {
 		h, m, s := running(t)
-		h.schedule(m, s)
+		h.schedule(s)
 		wantState(t, m, Rerun)
 		s.results <- errEnded
 		if err := <-s.finished; err != errEnded {
@@ -165,7 +168,7 @@ func TestOnlyTableTransitions(t *testing.T) {
 					}
 				}()
 				var m Member
-				m.run.Store(int32(from))
+				m.st.Store(int32(from))
 				m.move(from, to)
 			}()
 		}

@@ -144,7 +144,7 @@ func (w *Watcher) Start(lastVersion string) {
 // close removes w from the hub once its stream has ended, and reports whether
 // Start had run.
 func (w *Watcher) close() (opened bool) {
-	w.h.remove(&w.Member)
+	w.h.remove(w)
 	if !w.open {
 		return false
 	}
@@ -342,7 +342,7 @@ func (w *Watcher) snapshotPart() any {
 }
 
 // schedule makes sure w is run once more after this call.
-func (w *Watcher) schedule() { w.h.schedule(&w.Member, w) }
+func (w *Watcher) schedule() { w.h.schedule(w) }
 
 // ended hands the handler the error that ended w's stream, from its sender.
 func (w *Watcher) ended(err error) { w.done <- err }

@@ -277,7 +277,7 @@ func (s *View) append(ev Event) {
 // write that no event has reported persisted: one that changed nothing visible,
 // so no event followed it. It is an event of its own, with its own version, so
 // that only a message sent after a write can confirm it. It runs on a timer
-// (Config.ProgressInterval), not after every batch: while writes keep coming, the
+// (the registrar's Config.ProgressInterval), not after every batch: while writes keep coming, the
 // next change carries the frontier anyway, and a quiet registrar sends at most one
 // PROGRESS per interval to every watcher.
 func (s *View) Announce() {
