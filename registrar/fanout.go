@@ -23,17 +23,11 @@ type snapMessages []shared
 // wrapSnapshot makes a snapshot's messages, once per snapshot: one buffer list
 // for all of its parts, of which each message is a run.
 func wrapSnapshot(snap *view.Snapshot) any {
-	n := 0
-	for _, m := range snap.Messages {
-		n += len(m)
-	}
-	bufs := make(mem.BufferSlice, 0, n)
-	msgs := make(snapMessages, len(snap.Messages))
-	for i, m := range snap.Messages {
+	bufs := make(mem.BufferSlice, 0, snap.PartCount())
+	msgs := make(snapMessages, snap.Len())
+	for i := range msgs {
 		start := len(bufs)
-		for _, p := range m {
-			bufs = append(bufs, p.Out.(mem.Buffer))
-		}
+		snap.Parts(i, func(p *view.Part) { bufs = append(bufs, p.Out.(mem.Buffer)) })
 		msgs[i].data = bufs[start:len(bufs):len(bufs)]
 	}
 	return msgs

@@ -124,7 +124,7 @@ func watchScopedHandler(srv any, stream grpc.ServerStream) error {
 // handler returns.
 func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &hub.Watcher{Stream: stream, Ctx: stream.Context(), Exact: exact}
-	err, opened := r.hub.Serve(w)
+	opened, err := r.hub.Serve(w)
 	if opened { // undo what openStream counted
 		r.noteClose(w) // inspect.go
 		r.m.connected.Dec()

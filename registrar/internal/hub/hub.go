@@ -106,11 +106,11 @@ func (h *sched[R]) init() {
 }
 
 // Serve runs a watch stream's watcher, from the stream's handler goroutine,
-// until the stream ends, and returns the error that ended it, and whether the
-// watcher was Started. When the stream's context ends first, it has the
+// until the stream ends, and returns whether the watcher was Started and the
+// error that ended the stream. When the stream's context ends first, it has the
 // watcher run once more to see that, so that no send is under way when it
 // returns.
-func (h *Hub) Serve(w *Watcher) (err error, opened bool) {
+func (h *Hub) Serve(w *Watcher) (opened bool, err error) {
 	w.h, w.opening, w.done = h, true, make(chan error, 1)
 	h.open(w)
 	select {
@@ -119,7 +119,7 @@ func (h *Hub) Serve(w *Watcher) (err error, opened bool) {
 		w.WakeFor(WakeEnded)
 		err = <-w.done
 	}
-	return err, w.close()
+	return w.close(), err
 }
 
 // open adds a new watcher and queues it: its first run opens its stream.

@@ -332,7 +332,7 @@ func (w *Watcher) takeSnapshot() {
 // after which w continues from the snapshot's version.
 func (w *Watcher) snapshotPart() any {
 	snap := w.snap
-	if i := int(w.chunk); i < len(snap.Messages) {
+	if i := int(w.chunk); i < snap.Len() {
 		w.chunk++
 		w.sentType, w.sentCount = wire.FullSnapshot, int32(snap.Items[i])
 		return w.h.cfg.Message(snap, i)

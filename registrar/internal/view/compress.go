@@ -50,9 +50,10 @@ type zipCache struct {
 }
 
 type zipGroup struct {
-	encs  []*chunker // the bucket encodings it was compressed from
-	frame *Part      // the compressed field: tag, length, zstd frame
-	items int
+	encs []*chunker // the bucket encodings it was compressed from
+	// frame is the compressed field (tag, length, zstd frame), as the one part
+	// of an encoding of its own, with the group's number of endpoints.
+	frame *chunker
 }
 
 // Compressed returns the snapshot as a compressed watcher takes it: the same
@@ -78,18 +79,17 @@ func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *Snapsh
 	if len(c.groups) != n { // the buckets were redistributed
 		c.groups = make([]zipGroup, n)
 	}
-	var all run
+	frames := make([]*chunker, 0, n)
 	for i := range c.groups {
 		g, group := &c.groups[i], encs[i*size:min(len(encs), (i+1)*size)]
 		if !slices.Equal(g.encs, group) {
 			*g = compressGroup(group, c.wrap)
 		}
-		if g.items > 0 {
-			all.parts = append(all.parts, g.frame)
-			all.items = append(all.items, g.items)
+		if g.frame != nil {
+			frames = append(frames, g.frame)
 		}
 	}
-	return packed(at, &all)
+	return packed(at, frames)
 }
 
 // compressGroup compresses the endpoints of a group of bucket encodings into one
@@ -97,16 +97,21 @@ func (c *zipCache) compress(at token.Version, encs []*chunker, size int) *Snapsh
 func compressGroup(encs []*chunker, wrap func([]byte) any) zipGroup {
 	g := zipGroup{encs: slices.Clone(encs)}
 	var items []byte
+	n := 0
 	for _, enc := range encs {
 		for i, part := range enc.parts {
 			items = append(items, part.Data...)
-			g.items += enc.items[i]
+			n += enc.items[i]
 		}
+	}
+	if n == 0 {
+		return g
 	}
 	frame := zstdEncoder.EncodeAll(withoutInstanceIDs(items), nil)
 	out := protowire.AppendTag(make([]byte, 0, len(frame)+8), wire.EventFieldCompressed, protowire.BytesType)
-	f := sealPart(protowire.AppendBytes(out, frame), wrap)
-	g.frame = &f // its own: a group compressed again replaces g, not the part
+	// Its own encoding: a group compressed again replaces g, not the part that
+	// snapshots still being sent hold.
+	g.frame = &chunker{parts: []Part{sealPart(protowire.AppendBytes(out, frame), wrap)}, items: []int{n}}
 	return g
 }
 

@@ -90,17 +90,13 @@ func (p *partition) changed(b *bucket, d int) {
 // last one.
 func (p *partition) snapshot(at token.Version) *Snapshot {
 	p.fit()
-	// Most buckets are one part.
-	all := run{parts: make([]*Part, 0, len(p.buckets)), items: make([]int, 0, len(p.buckets))}
 	encs := make([]*chunker, len(p.buckets))
 	for i := range p.buckets {
-		enc := p.buckets[i].encoded(p.wrap)
-		all.add(enc)
-		encs[i] = enc
+		encs[i] = p.buckets[i].encoded(p.wrap)
 	}
-	snap := packed(at, &all)
+	snap := packed(at, encs)
 	// A compressed frame holds about a message's worth of buckets.
-	snap.encs, snap.zips, snap.groupSize = encs, &p.zips, max(1, ChunkBytes/p.target)
+	snap.zips, snap.groupSize = &p.zips, max(1, ChunkBytes/p.target)
 	return snap
 }
 

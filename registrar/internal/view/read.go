@@ -153,5 +153,5 @@ func (r Reader) Lookup(k endpoint.Key) (endpoint.Endpoint, bool) {
 func (s *View) Prepared() bool {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
-	return s.snap != nil && len(s.snap.Messages) > 0 && s.snap.zip != nil && len(s.snap.zip.Messages) > 0
+	return s.snap != nil && s.snap.Len() > 0 && s.snap.zip != nil && s.snap.zip.Len() > 0
 }

@@ -13,17 +13,11 @@ func sendForm(cfg Config) Config {
 	cfg.WrapEvent = func(msg []byte) any { return &message{data: mem.BufferSlice{mem.SliceBuffer(msg)}, raw: msg} }
 	cfg.WrapPart = func(part []byte) any { return mem.Buffer(mem.SliceBuffer(part)) }
 	cfg.WrapSnapshot = func(snap *Snapshot) any {
-		n := 0
-		for _, m := range snap.Messages {
-			n += len(m)
-		}
-		bufs := make(mem.BufferSlice, 0, n)
-		msgs := make([]message, len(snap.Messages))
-		for i, m := range snap.Messages {
+		bufs := make(mem.BufferSlice, 0, snap.PartCount())
+		msgs := make([]message, snap.Len())
+		for i := range msgs {
 			start := len(bufs)
-			for _, p := range m {
-				bufs = append(bufs, p.Out.(mem.Buffer))
-			}
+			snap.Parts(i, func(p *Part) { bufs = append(bufs, p.Out.(mem.Buffer)) })
 			msgs[i].data = bufs[start:len(bufs):len(bufs)]
 		}
 		return msgs

@@ -16,19 +16,21 @@ const ChunkBytes = 64 << 10
 // one build, not one per agent. It never changes once built.
 type Snapshot struct {
 	At token.Version
-	// Messages are the FULL_SNAPSHOT messages, shared by every watcher sent them:
-	// each a run of parts, which concatenate (a FULL_SNAPSHOT message is its
-	// items only).
-	Messages [][]*Part
-	Items    []int // the endpoints in each message
+	// Items are the endpoints in each of the FULL_SNAPSHOT messages; Parts
+	// yields a message's parts.
+	Items []int
 	// Out is what Config.WrapSnapshot made of the snapshot, once: the sending
 	// layer's messages, shared by every watcher sent them.
 	Out  any
 	wrap func(*Snapshot) any
-	// encs are the buckets' encodings a full snapshot was assembled from, kept for
-	// its compressed form (compress.go): built once from zips, in groups of
-	// groupSize buckets, and shared, in zip.
+	// encs are the encodings the messages are runs of, in order: a full
+	// snapshot's are its buckets', kept for its compressed form too
+	// (compress.go): built once from zips, in groups of groupSize buckets, and
+	// shared, in zip. starts are where each message begins in them, nparts the
+	// parts of all messages. A build so holds a word a bucket, not one a part.
 	encs      []*chunker
+	starts    []partRef
+	nparts    int
 	zips      *zipCache
 	groupSize int
 	zipOnce   sync.Once
@@ -37,11 +39,36 @@ type Snapshot struct {
 
 // Part is a sealed part of FULL_SNAPSHOT messages: its bytes, never written
 // again, and what Config.WrapPart made of them once (the sending layer's buffer).
-// Snapshots hold parts by pointer, into the encodings that sealed them (which
-// never change once finished): a build copies a word a part, not the part.
 type Part struct {
 	Data []byte
 	Out  any
+}
+
+// partRef is the place of a part: part of encs[enc].
+type partRef struct{ enc, part int32 }
+
+// Len is the number of messages.
+func (s *Snapshot) Len() int { return len(s.Items) }
+
+// PartCount is the number of parts of all messages.
+func (s *Snapshot) PartCount() int { return s.nparts }
+
+// Parts calls f with each part of message i, in order: the message is their
+// bytes, concatenated (a FULL_SNAPSHOT message is its items only).
+func (s *Snapshot) Parts(i int, f func(*Part)) {
+	end := partRef{enc: int32(len(s.encs))}
+	if i+1 < len(s.starts) {
+		end = s.starts[i+1]
+	}
+	for at := s.starts[i]; at != end; {
+		c := s.encs[at.enc]
+		if int(at.part) == len(c.parts) {
+			at = partRef{enc: at.enc + 1}
+			continue
+		}
+		f(&c.parts[at.part])
+		at.part++
+	}
 }
 
 // Snapshot returns the full state at the current version. Only the buckets changed
@@ -79,9 +106,7 @@ func (s *View) ScopedSnapshot(services map[string]struct{}) *Snapshot {
 		}
 	}
 	c.finish()
-	var r run
-	r.add(&c)
-	return s.wrap(packed(s.current(), &r))
+	return s.wrap(packed(s.current(), []*chunker{&c}))
 }
 
 // wrap attaches the sending layer's form to snap (Config.WrapSnapshot), and has
@@ -141,39 +166,28 @@ func (c *chunker) finish() {
 	}
 }
 
-// run is the sealed parts a snapshot is packed from, in order, with the
-// endpoints in each.
-type run struct {
-	parts []*Part
-	items []int
-}
-
-// add appends the parts of c, which is finished.
-func (r *run) add(c *chunker) {
-	for i := range c.parts {
-		r.parts = append(r.parts, &c.parts[i])
-	}
-	r.items = append(r.items, c.items...)
-}
-
-// packed returns the snapshot at version at of c's parts. Consecutive parts that
-// fit in ChunkBytes together make one message, without a copy: a message is its
-// run of c.parts, one transport buffer a part. A FULL_SNAPSHOT message is its
-// items only, so parts concatenate.
-func packed(at token.Version, c *run) *Snapshot {
-	snap := &Snapshot{At: at}
-	start, size, items := 0, 0, 0
-	for i, part := range c.parts {
-		if i > start && size+len(part.Data) > ChunkBytes {
-			snap.Messages = append(snap.Messages, c.parts[start:i:i])
-			snap.Items = append(snap.Items, items)
-			start, size, items = i, 0, 0
+// packed returns the snapshot at version at of the parts of encs, which are
+// finished. Consecutive parts that fit in ChunkBytes together make one message,
+// without a copy: a message is its run of parts, one transport buffer a part. A
+// FULL_SNAPSHOT message is its items only, so parts concatenate.
+func packed(at token.Version, encs []*chunker) *Snapshot {
+	snap := &Snapshot{At: at, encs: encs}
+	size, items := 0, 0
+	for e, c := range encs {
+		for i, part := range c.parts {
+			if items > 0 && size+len(part.Data) > ChunkBytes {
+				snap.Items = append(snap.Items, items)
+				size, items = 0, 0
+			}
+			if items == 0 {
+				snap.starts = append(snap.starts, partRef{enc: int32(e), part: int32(i)})
+			}
+			size += len(part.Data)
+			items += c.items[i]
+			snap.nparts++
 		}
-		size += len(part.Data)
-		items += c.items[i]
 	}
-	if start < len(c.parts) {
-		snap.Messages = append(snap.Messages, c.parts[start:])
+	if items > 0 {
 		snap.Items = append(snap.Items, items)
 	}
 	return snap

@@ -89,8 +89,8 @@ func (d *snapDriver) checkSizes(snap *Snapshot) {
 	if avg := total / len(p.buckets); p.bytes != total || avg > 2*p.target || len(p.buckets) > 1 && avg < p.target/2 {
 		d.t.Fatalf("%d buckets counted %d bytes for %d in the state (target %d a bucket)", len(p.buckets), p.bytes, total, p.target)
 	}
-	if len(snap.Messages) > 2*total/ChunkBytes+1 {
-		d.t.Fatalf("%d messages for %d bytes", len(snap.Messages), total)
+	if snap.Len() > 2*total/ChunkBytes+1 {
+		d.t.Fatalf("%d messages for %d bytes", snap.Len(), total)
 	}
 }
 
@@ -104,15 +104,17 @@ func checkSnapshot(t testing.TB, snap *Snapshot, want map[string]bool) {
 // checkMessages is checkSnapshot of messages whose items are items(message).
 func checkMessages(t testing.TB, snap *Snapshot, want map[string]bool, items func([]byte) []byte) {
 	t.Helper()
-	if len(snap.Items) != len(snap.Messages) {
-		t.Fatalf("%d item counts for %d chunks", len(snap.Items), len(snap.Messages))
+	if len(snap.Items) != len(snap.starts) {
+		t.Fatalf("%d item counts for %d chunks", len(snap.Items), len(snap.starts))
 	}
 	seen := make(map[string]bool, len(want))
-	for i, c := range snap.Messages {
-		b := concat(c)
+	parts := 0
+	for i := range snap.Len() {
+		b := concat(snap, i)
 		if len(b) == 0 || len(b) > ChunkBytes {
-			t.Fatalf("chunk %d of %d: %d bytes, want 1..%d", i, len(snap.Messages), len(b), ChunkBytes)
+			t.Fatalf("chunk %d of %d: %d bytes, want 1..%d", i, snap.Len(), len(b), ChunkBytes)
 		}
+		snap.Parts(i, func(*Part) { parts++ })
 		b = items(b)
 		n := 0
 		for ; len(b) > 0; n++ {
@@ -133,6 +135,9 @@ func checkMessages(t testing.TB, snap *Snapshot, want map[string]bool, items fun
 	}
 	if len(seen) != len(want) {
 		t.Fatalf("snapshot holds %d endpoints, the state %d", len(seen), len(want))
+	}
+	if parts != snap.PartCount() {
+		t.Fatalf("messages of %d parts, counted %d", parts, snap.PartCount())
 	}
 }
 
@@ -174,8 +179,8 @@ func TestSnapshotFollowsRandomChanges(t *testing.T) {
 			churn(3000)
 			d.empty()
 			d.check()
-			if len(d.prev.Messages) != 0 {
-				t.Fatalf("snapshot of no endpoint has %d chunks", len(d.prev.Messages))
+			if d.prev.Len() != 0 {
+				t.Fatalf("snapshot of no endpoint has %d chunks", d.prev.Len())
 			}
 			for i := range keys / 2 {
 				d.register(fleetEndpoint(i))
@@ -218,11 +223,9 @@ func forgetSnapshot(s *View) {
 	}
 }
 
-// concat is a message's bytes: its parts, as the transport sends them.
-func concat(parts []*Part) []byte {
+// concat is message i's bytes: its parts, as the transport sends them.
+func concat(snap *Snapshot, i int) []byte {
 	var b []byte
-	for _, p := range parts {
-		b = append(b, p.Data...)
-	}
+	snap.Parts(i, func(p *Part) { b = append(b, p.Data...) })
 	return b
 }
