@@ -14,6 +14,7 @@ const (
 	numStates
 )
 
+// String is the state's name, as the transition table writes it.
 func (s State) String() string {
 	switch s {
 	case Idle:
