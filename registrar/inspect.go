@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -97,12 +96,12 @@ func (ev takenEvent) decode() (Change, bool) {
 	default:
 		return Change{}, false
 	}
-	wire := eventEndpoint(ev.msg.bytes())
-	if wire == nil {
+	raw := wire.EventEndpoint(ev.msg.bytes())
+	if raw == nil {
 		return Change{}, false // never: the registrar encoded it (encodeChange)
 	}
 	var p registryv1.Endpoint
-	if err := proto.Unmarshal(wire, &p); err != nil {
+	if err := proto.Unmarshal(raw, &p); err != nil {
 		return Change{}, false
 	}
 	e, err := endpoint.FromProtoUnchecked(&p)
@@ -110,26 +109,6 @@ func (ev takenEvent) decode() (Change, bool) {
 		return Change{}, false
 	}
 	return Change{Type: t, Endpoint: e, Version: ev.seq}, true
-}
-
-// eventEndpoint returns the endpoint field of an encoded event, nil if none.
-func eventEndpoint(b []byte) []byte {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil
-		}
-		b = b[n:]
-		if num == wire.EventFieldEndpoint && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b)
-			return v
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return nil
-		}
-		b = b[n:]
-	}
-	return nil
 }
 
 // Endpoints returns a copy of every visible endpoint and the version it is at.

@@ -7,13 +7,8 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
-)
-
-// Field numbers of registrarv1.ListAllEndpointsResponse.
-const (
-	fieldListEndpoints = 1
-	fieldListVersion   = 2
 )
 
 // listing is a ListAllEndpoints response in wire form, sorted as every List is.
@@ -48,17 +43,17 @@ func (s *state) listAll(f endpoint.Filter) *registrarv1.ListAllEndpointsResponse
 		if f.Match(e.ep) {
 			eps = append(eps, e.ep)
 			wires = append(wires, e.wire)
-			size += protowire.SizeTag(fieldListEndpoints) + protowire.SizeBytes(len(e.wire))
+			size += protowire.SizeTag(wire.ListFieldEndpoints) + protowire.SizeBytes(len(e.wire))
 		}
 	}
 	l := &listing{at: s.current()}
 	s.mu.RUnlock()
 	l.raw = make([]byte, 0, size+64)
 	for _, i := range endpoint.Order(eps) {
-		l.raw = protowire.AppendTag(l.raw, fieldListEndpoints, protowire.BytesType)
+		l.raw = protowire.AppendTag(l.raw, wire.ListFieldEndpoints, protowire.BytesType)
 		l.raw = protowire.AppendBytes(l.raw, wires[i])
 	}
-	l.raw = protowire.AppendTag(l.raw, fieldListVersion, protowire.BytesType)
+	l.raw = protowire.AppendTag(l.raw, wire.ListFieldVersion, protowire.BytesType)
 	l.raw = protowire.AppendString(l.raw, l.at.String())
 	if all {
 		s.listed = l

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // Request/reply. A request is a message with a reply token, "{node}#{n}": the node
@@ -183,7 +184,7 @@ func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Du
 	n.paths.add(token, &pending{name: name, done: done, expires: time.Now().Add(timeout)})
 	n.metrics.published.Inc()
 	m := newMsg(name, payload, false, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())
-	m.raw, m.replyTo = appendToken(m.raw, fMsgReplyTo, token), token
+	m.raw, m.replyTo = appendToken(m.raw, wire.MessageFieldReplyTo, token), token
 	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
 	var outcome string
 	var err error
@@ -257,9 +258,9 @@ func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) 
 		return
 	}
 	b := appendPublished(nil, p.name, r.Payload, false, r.Responder, n.seq.Add(1), time.Now().UnixNano())
-	b = appendToken(b, fMsgInReplyTo, token)
+	b = appendToken(b, wire.MessageFieldInReplyTo, token)
 	if r.noResponders {
-		b = protowire.AppendTag(b, fMsgNoResp, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.MessageFieldNoResponders, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
 	p.from.enqueue(qmsg{m: &msg{raw: b, ttl: n.cfg.MaxHops, inReplyTo: token}}, wait)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // The forwarding path: a message is decoded once, where it enters the node's network
@@ -23,33 +24,6 @@ import (
 // appended. Nothing is unmarshalled into a struct and marshalled back, the payload is
 // never copied on its own, and a received batch's bytes stay in the buffer gRPC read
 // them into until the batch's custody ends.
-
-// Field numbers of switchboard.node.v1 messages the forwarding path reads or writes.
-const (
-	fFrameBatch = 1 // LinkFrame.batch
-
-	fBatchMessages = 1 // Batch.messages
-	fBatchSeq      = 2 // Batch.seq
-
-	fMsgName      = 1
-	fMsgPayload   = 2
-	fMsgBroadcast = 3
-	fMsgTTL       = 4
-	fMsgOrigin    = 5
-	fMsgSeq       = 6
-	fMsgPublished = 7
-	fMsgSegments  = 8
-	fMsgReplyTo   = 9
-	fMsgInReplyTo = 10
-	fMsgNoResp    = 11
-
-	fNameOrg       = 1
-	fNameNamespace = 2
-	fNameService   = 3
-	fNameID        = 4
-
-	fDeliveryMessages = 2 // SubscribeResponse.messages
-)
 
 // msg is a message as the node holds it: its wire form without the two fields that
 // change on the way (the hop count and the segments), and the fields forwarding
@@ -83,11 +57,11 @@ func (m *msg) appendWire(b []byte, num protowire.Number) []byte {
 	b = protowire.AppendVarint(b, uint64(m.wireSize()))
 	b = append(b, m.raw...)
 	if m.ttl > 0 {
-		b = protowire.AppendTag(b, fMsgTTL, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.MessageFieldTTL, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(m.ttl))
 	}
 	for _, s := range m.segs {
-		b = protowire.AppendTag(b, fMsgSegments, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.MessageFieldSegments, protowire.BytesType)
 		b = protowire.AppendString(b, s)
 	}
 	return b
@@ -111,27 +85,27 @@ func publishedSize(name dataplane.Name, payload int, origin string) int {
 // field but the hop count (msg.ttl) and the segments (none).
 func appendPublished(b []byte, name dataplane.Name, payload []byte, broadcast bool, origin string, seq uint64, at int64) []byte {
 	nl := nameSize(name)
-	b = protowire.AppendTag(b, fMsgName, protowire.BytesType)
+	b = protowire.AppendTag(b, wire.MessageFieldName, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(nl))
 	b = appendName(b, name)
 	if len(payload) > 0 {
-		b = protowire.AppendTag(b, fMsgPayload, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.MessageFieldPayload, protowire.BytesType)
 		b = protowire.AppendBytes(b, payload)
 	}
 	if broadcast {
-		b = protowire.AppendTag(b, fMsgBroadcast, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.MessageFieldBroadcast, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
 	if origin != "" {
-		b = protowire.AppendTag(b, fMsgOrigin, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.MessageFieldOrigin, protowire.BytesType)
 		b = protowire.AppendString(b, origin)
 	}
 	if seq != 0 {
-		b = protowire.AppendTag(b, fMsgSeq, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.MessageFieldSeq, protowire.VarintType)
 		b = protowire.AppendVarint(b, seq)
 	}
 	if at != 0 {
-		b = protowire.AppendTag(b, fMsgPublished, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.MessageFieldPublished, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(at))
 	}
 	return b
@@ -153,12 +127,12 @@ func nameSize(n dataplane.Name) int {
 func appendName(b []byte, n dataplane.Name) []byte {
 	for i, c := range n.Components {
 		if c != "" {
-			b = protowire.AppendTag(b, protowire.Number(fNameOrg+i), protowire.BytesType)
+			b = protowire.AppendTag(b, wire.NameFieldOrg+protowire.Number(i), protowire.BytesType)
 			b = protowire.AppendString(b, c)
 		}
 	}
 	if n.HasID() {
-		b = protowire.AppendTag(b, fNameID, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.NameFieldID, protowire.VarintType)
 		b = protowire.AppendVarint(b, n.ComponentID)
 	}
 	return b
@@ -197,13 +171,13 @@ func (o *batchOut) batchSize() int {
 func (o *batchOut) wireSize() int { return sizeField(o.batchSize()) }
 
 func (o *batchOut) appendWire(b []byte) []byte {
-	b = protowire.AppendTag(b, fFrameBatch, protowire.BytesType)
+	b = protowire.AppendTag(b, wire.FrameFieldBatch, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(o.batchSize()))
 	for _, m := range o.msgs {
-		b = m.appendWire(b, fBatchMessages)
+		b = m.appendWire(b, wire.BatchFieldMessages)
 	}
 	if o.seq != 0 {
-		b = protowire.AppendTag(b, fBatchSeq, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.BatchFieldSeq, protowire.VarintType)
 		b = protowire.AppendVarint(b, o.seq)
 	}
 	return b
@@ -222,7 +196,7 @@ func (o *deliveryOut) wireSize() int {
 
 func (o *deliveryOut) appendWire(b []byte) []byte {
 	for _, m := range o.msgs {
-		b = m.appendWire(b, fDeliveryMessages)
+		b = m.appendWire(b, wire.DeliveryFieldMessages)
 	}
 	return b
 }
@@ -261,7 +235,7 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	// Which member of the oneof the frame carries: the last one present.
 	last := protowire.Number(0)
 	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			buf.Free()
 			return errWire
@@ -271,12 +245,12 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 			buf.Free()
 			return errWire
 		}
-		if num >= 1 && num <= 6 && typ == protowire.BytesType {
+		if num >= wire.FrameFieldBatch && num <= wire.FrameFieldBatchAck && typ == protowire.BytesType {
 			last = num
 		}
 		b = b[n+m:]
 	}
-	if last != fFrameBatch {
+	if last != wire.FrameFieldBatch {
 		f.ctrl = &nodev1.LinkFrame{}
 		err := proto.Unmarshal(data, f.ctrl)
 		buf.Free()
@@ -286,8 +260,8 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	// The batch's messages are allocated once, at their count: a guess from the
 	// frame's size allocated (and cleared) four times too much for 1 KiB messages.
 	count := 0
-	if err := eachField(data, fFrameBatch, func(b []byte) error {
-		return eachField(b, fBatchMessages, func([]byte) error { count++; return nil })
+	if err := eachField(data, wire.FrameFieldBatch, func(b []byte) error {
+		return eachField(b, wire.BatchFieldMessages, func([]byte) error { count++; return nil })
 	}); err != nil {
 		buf.Free()
 		return err
@@ -295,7 +269,7 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	f.msgs = make([]rxMsg, 0, count)
 	// A batch present several times is merged, as protobuf does: its messages
 	// concatenated, the last seq winning.
-	if err := eachField(data, fFrameBatch, f.decodeBatch); err != nil {
+	if err := eachField(data, wire.FrameFieldBatch, f.decodeBatch); err != nil {
 		buf.Free()
 		return err
 	}
@@ -305,13 +279,13 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 
 func (f *frameIn) decodeBatch(b []byte) error {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return errWire
 		}
 		b = b[n:]
 		switch {
-		case num == fBatchMessages && typ == protowire.BytesType:
+		case num == wire.BatchFieldMessages && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return errWire
@@ -321,7 +295,7 @@ func (f *frameIn) decodeBatch(b []byte) error {
 			if err := f.decodeMessage(v, &f.msgs[len(f.msgs)-1]); err != nil {
 				return err
 			}
-		case num == fBatchSeq && typ == protowire.VarintType:
+		case num == wire.BatchFieldSeq && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return errWire
@@ -350,7 +324,7 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 		keptAfter = false // a field to keep follows it
 	)
 	for b, off := data, 0; len(b) > 0; {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return errWire
 		}
@@ -361,7 +335,7 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 		v := b[n : n+m]
 		strip := false
 		switch {
-		case num == fMsgName && typ == protowire.BytesType:
+		case num == wire.MessageFieldName && typ == protowire.BytesType:
 			nv, _ := protowire.ConsumeBytes(v)
 			if names++; names == 1 {
 				name = nv
@@ -369,32 +343,32 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 				// A message field present twice is merged: the encodings concatenated.
 				name = append(append([]byte(nil), name...), nv...)
 			}
-		case num == fMsgBroadcast && typ == protowire.VarintType:
+		case num == wire.MessageFieldBroadcast && typ == protowire.VarintType:
 			x, _ := protowire.ConsumeVarint(v)
 			r.m.broadcast = x != 0
-		case num == fMsgTTL && typ == protowire.VarintType:
+		case num == wire.MessageFieldTTL && typ == protowire.VarintType:
 			x, _ := protowire.ConsumeVarint(v)
 			r.m.ttl = uint32(x)
 			strip = true
-		case num == fMsgSegments && typ == protowire.BytesType:
+		case num == wire.MessageFieldSegments && typ == protowire.BytesType:
 			s, _ := protowire.ConsumeBytes(v)
 			if !utf8.Valid(s) {
 				return fmt.Errorf("%w: a segment is not UTF-8", errWire)
 			}
 			r.m.segs = append(r.m.segs, string(s))
 			strip = true
-		case num == fMsgOrigin && typ == protowire.BytesType:
+		case num == wire.MessageFieldOrigin && typ == protowire.BytesType:
 			s, _ := protowire.ConsumeBytes(v)
 			if !utf8.Valid(s) {
 				return fmt.Errorf("%w: the origin is not UTF-8", errWire)
 			}
 			r.origin = s
-		case (num == fMsgReplyTo || num == fMsgInReplyTo) && typ == protowire.BytesType:
+		case (num == wire.MessageFieldReplyTo || num == wire.MessageFieldInReplyTo) && typ == protowire.BytesType:
 			s, _ := protowire.ConsumeBytes(v)
 			if !utf8.Valid(s) {
 				return fmt.Errorf("%w: a reply token is not UTF-8", errWire)
 			}
-			if num == fMsgReplyTo {
+			if num == wire.MessageFieldReplyTo {
 				r.m.replyTo = string(s)
 			} else {
 				r.m.inReplyTo = string(s)
@@ -425,48 +399,21 @@ func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
 	return nil
 }
 
-// consumeTag is protowire.ConsumeTag that also refuses a field number above the largest
-// valid one, as protobuf does (ConsumeTag checks only the low bound): a message
-// carrying one would be forwarded as it is, and every subscriber's decoder would fail
-// on it.
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n >= 0 && num > protowire.MaxValidNumber {
-		return 0, 0, -1
-	}
-	return num, typ, n
-}
-
-// eachField calls fn with the contents of every length-delimited field numbered
-// num in b, in order, skipping the other fields; a malformed field is errWire.
+// eachField is wire.EachField with the node's error for a malformed frame.
 func eachField(b []byte, num protowire.Number, fn func(v []byte) error) error {
-	for len(b) > 0 {
-		got, typ, n := consumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(got, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		if got == num && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[n : n+m])
-			if err := fn(v); err != nil {
-				return err
-			}
-		}
-		b = b[n+m:]
+	if err := wire.EachField(b, num, fn); !errors.Is(err, wire.ErrMalformed) {
+		return err
 	}
-	return nil
+	return errWire
 }
 
 // keepFields copies the fields of an encoded Message but ttl and segments.
 func keepFields(data []byte) []byte {
 	out := make([]byte, 0, len(data))
 	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if !(num == fMsgTTL && typ == protowire.VarintType) && !(num == fMsgSegments && typ == protowire.BytesType) {
+		if !(num == wire.MessageFieldTTL && typ == protowire.VarintType) && !(num == wire.MessageFieldSegments && typ == protowire.BytesType) {
 			out = append(out, b[:n+m]...)
 		}
 		b = b[n+m:]
@@ -490,7 +437,7 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 	)
 	key := b
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
 		}
@@ -500,10 +447,10 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 		}
 		v := b[n : n+m]
 		switch {
-		case num >= fNameOrg && num <= fNameService && typ == protowire.BytesType:
+		case num >= wire.NameFieldOrg && num <= wire.NameFieldService && typ == protowire.BytesType:
 			s, _ := protowire.ConsumeBytes(v)
-			comps[num-fNameOrg] = string(s)
-		case num == fNameID && typ == protowire.VarintType:
+			comps[num-wire.NameFieldOrg] = string(s)
+		case num == wire.NameFieldID && typ == protowire.VarintType:
 			id, _ = protowire.ConsumeVarint(v)
 			hasID = true
 		}
@@ -545,21 +492,9 @@ type publishReq struct {
 	id        uint64
 }
 
-// Field numbers of PublishBatch and PublishRequest, and of RequestBatch and
-// RequestRequest.
-const (
-	fPubBatchMessages = 1
-	fPubName          = 1
-	fPubPayload       = 2
-	fPubBroadcast     = 3
-
-	fReqTimeout = 3
-	fReqID      = 4
-)
-
 func (p *publishIn) decodeWire(buf mem.Buffer) error {
 	p.reqs, p.buf = p.reqs[:0], nil
-	if err := eachField(buf.ReadOnlyData(), fPubBatchMessages, p.decodeRequest); err != nil {
+	if err := eachField(buf.ReadOnlyData(), wire.PublishBatchFieldMessages, p.decodeRequest); err != nil {
 		buf.Free()
 		return err
 	}
@@ -574,7 +509,7 @@ func (p *publishIn) decodeRequest(b []byte) error {
 		names int
 	)
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return errWire
 		}
@@ -584,22 +519,22 @@ func (p *publishIn) decodeRequest(b []byte) error {
 		}
 		v := b[n : n+m]
 		switch {
-		case num == fPubName && typ == protowire.BytesType:
+		case num == wire.PublishFieldName && typ == protowire.BytesType:
 			nv, _ := protowire.ConsumeBytes(v)
 			if names++; names == 1 {
 				name = nv
 			} else {
 				name = append(append([]byte(nil), name...), nv...)
 			}
-		case num == fPubPayload && typ == protowire.BytesType:
+		case num == wire.PublishFieldPayload && typ == protowire.BytesType:
 			r.payload, _ = protowire.ConsumeBytes(v)
-		case num == fPubBroadcast && typ == protowire.VarintType && !p.requests:
+		case num == wire.PublishFieldBroadcast && typ == protowire.VarintType && !p.requests:
 			x, _ := protowire.ConsumeVarint(v)
 			r.broadcast = x != 0
-		case num == fReqTimeout && typ == protowire.VarintType && p.requests:
+		case num == wire.RequestFieldTimeout && typ == protowire.VarintType && p.requests:
 			x, _ := protowire.ConsumeVarint(v)
 			r.timeoutMs = uint32(x)
-		case num == fReqID && typ == protowire.VarintType && p.requests:
+		case num == wire.RequestFieldID && typ == protowire.VarintType && p.requests:
 			r.id, _ = protowire.ConsumeVarint(v)
 		}
 		b = b[n+m:]
@@ -633,16 +568,9 @@ type respondAnswer struct {
 	token, payload []byte
 }
 
-// Field numbers of RespondBatch and RespondRequest.
-const (
-	fRespBatchAnswers = 1
-	fRespReplyTo      = 1
-	fRespPayload      = 2
-)
-
 func (p *respondIn) decodeWire(buf mem.Buffer) error {
 	p.answers, p.buf = p.answers[:0], nil
-	if err := eachField(buf.ReadOnlyData(), fRespBatchAnswers, p.decodeAnswer); err != nil {
+	if err := eachField(buf.ReadOnlyData(), wire.RespondBatchFieldAnswers, p.decodeAnswer); err != nil {
 		buf.Free()
 		return err
 	}
@@ -653,7 +581,7 @@ func (p *respondIn) decodeWire(buf mem.Buffer) error {
 func (p *respondIn) decodeAnswer(b []byte) error {
 	var a respondAnswer
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return errWire
 		}
@@ -663,9 +591,9 @@ func (p *respondIn) decodeAnswer(b []byte) error {
 		}
 		if typ == protowire.BytesType {
 			switch num {
-			case fRespReplyTo:
+			case wire.RespondFieldReplyTo:
 				a.token, _ = protowire.ConsumeBytes(b[n : n+m])
-			case fRespPayload:
+			case wire.RespondFieldPayload:
 				a.payload, _ = protowire.ConsumeBytes(b[n : n+m])
 			}
 		}
@@ -693,16 +621,6 @@ type streamAnswer struct {
 	err       string
 }
 
-// Field numbers of RequestResponseBatch and RequestResponse.
-const (
-	fAnsBatchResponses = 1
-	fAnsPayload        = 1
-	fAnsResponder      = 2
-	fAnsID             = 3
-	fAnsCode           = 4
-	fAnsError          = 5
-)
-
 func (a *streamAnswer) size() int {
 	n := 0
 	if len(a.payload) > 0 {
@@ -724,26 +642,26 @@ func (a *streamAnswer) size() int {
 }
 
 func (a *streamAnswer) appendWire(b []byte) []byte {
-	b = protowire.AppendTag(b, fAnsBatchResponses, protowire.BytesType)
+	b = protowire.AppendTag(b, wire.AnswerBatchFieldResponses, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(a.size()))
 	if len(a.payload) > 0 {
-		b = protowire.AppendTag(b, fAnsPayload, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.AnswerFieldPayload, protowire.BytesType)
 		b = protowire.AppendBytes(b, a.payload)
 	}
 	if a.responder != "" {
-		b = protowire.AppendTag(b, fAnsResponder, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.AnswerFieldResponder, protowire.BytesType)
 		b = protowire.AppendString(b, a.responder)
 	}
 	if a.id != 0 {
-		b = protowire.AppendTag(b, fAnsID, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.AnswerFieldID, protowire.VarintType)
 		b = protowire.AppendVarint(b, a.id)
 	}
 	if a.code != 0 {
-		b = protowire.AppendTag(b, fAnsCode, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.AnswerFieldCode, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(a.code))
 	}
 	if a.err != "" {
-		b = protowire.AppendTag(b, fAnsError, protowire.BytesType)
+		b = protowire.AppendTag(b, wire.AnswerFieldError, protowire.BytesType)
 		b = protowire.AppendString(b, a.err)
 	}
 	return b
@@ -778,17 +696,17 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	var id uint64
 	count, payloads := 0, 0
 	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && typ == protowire.VarintType:
+		case num == wire.DeliveryFieldID && typ == protowire.VarintType:
 			if id, n = protowire.ConsumeVarint(b); n < 0 {
 				return false
 			}
-		case num == fDeliveryMessages && typ == protowire.BytesType:
+		case num == wire.DeliveryFieldMessages && typ == protowire.BytesType:
 			var v []byte
 			if v, n = protowire.ConsumeBytes(b); n < 0 {
 				return false
@@ -808,9 +726,9 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	}
 	out := make([]*nodev1.Message, 0, count)
 	for b := data; len(b) > 0; {
-		num, _, n := consumeTag(b)
+		num, _, n := wire.ConsumeTag(b)
 		b = b[n:]
-		if num != fDeliveryMessages {
+		if num != wire.DeliveryFieldMessages {
 			_, n = protowire.ConsumeVarint(b)
 			b = b[n:]
 			continue
@@ -855,7 +773,7 @@ func (d *deliveryDecoder) str(i int, b []byte) (string, bool) {
 func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 	segs := len(d.segs)
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
@@ -878,30 +796,30 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 		}
 		b = b[n:]
 		switch {
-		case num == fMsgName && typ == protowire.BytesType && m.Name == nil:
+		case num == wire.MessageFieldName && typ == protowire.BytesType && m.Name == nil:
 			m.Name = &d.names[k]
 			ok = d.name(v, m.Name, k)
-		case num == fMsgPayload && typ == protowire.BytesType:
+		case num == wire.MessageFieldPayload && typ == protowire.BytesType:
 			start := len(d.arena)
 			d.arena = append(d.arena, v...)
 			m.Payload = d.arena[start:len(d.arena):len(d.arena)]
-		case num == fMsgBroadcast && typ == protowire.VarintType:
+		case num == wire.MessageFieldBroadcast && typ == protowire.VarintType:
 			m.Broadcast = x != 0
-		case num == fMsgTTL && typ == protowire.VarintType:
+		case num == wire.MessageFieldTTL && typ == protowire.VarintType:
 			m.Ttl = uint32(x)
-		case num == fMsgOrigin && typ == protowire.BytesType:
+		case num == wire.MessageFieldOrigin && typ == protowire.BytesType:
 			m.Origin, ok = d.str(3, v)
-		case num == fMsgSeq && typ == protowire.VarintType:
+		case num == wire.MessageFieldSeq && typ == protowire.VarintType:
 			m.Seq = x
-		case num == fMsgPublished && typ == protowire.VarintType:
+		case num == wire.MessageFieldPublished && typ == protowire.VarintType:
 			m.PublishedUnixNano = int64(x)
-		case num == fMsgReplyTo && typ == protowire.BytesType:
+		case num == wire.MessageFieldReplyTo && typ == protowire.BytesType:
 			m.ReplyTo, ok = string(v), utf8.Valid(v)
-		case num == fMsgInReplyTo && typ == protowire.BytesType:
+		case num == wire.MessageFieldInReplyTo && typ == protowire.BytesType:
 			m.InReplyTo, ok = string(v), utf8.Valid(v)
-		case num == fMsgNoResp && typ == protowire.VarintType:
+		case num == wire.MessageFieldNoResponders && typ == protowire.VarintType:
 			m.NoResponders = x != 0
-		case num == fMsgSegments && typ == protowire.BytesType:
+		case num == wire.MessageFieldSegments && typ == protowire.BytesType:
 			var s string
 			s, ok = d.str(4, v)
 			if d.segs == nil {
@@ -924,31 +842,31 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 
 func (d *deliveryDecoder) name(b []byte, p *nodev1.Name, k int) bool {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
 		switch {
-		case num >= fNameOrg && num <= fNameService && typ == protowire.BytesType:
+		case num >= wire.NameFieldOrg && num <= wire.NameFieldService && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false
 			}
 			b = b[n:]
-			s, ok := d.str(int(num-fNameOrg), v)
+			s, ok := d.str(int(num-wire.NameFieldOrg), v)
 			if !ok {
 				return false
 			}
 			switch num {
-			case fNameOrg:
+			case wire.NameFieldOrg:
 				p.Org = s
-			case fNameNamespace:
+			case wire.NameFieldNamespace:
 				p.Namespace = s
 			default:
 				p.Service = s
 			}
-		case num == fNameID && typ == protowire.VarintType:
+		case num == wire.NameFieldID && typ == protowire.VarintType:
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false

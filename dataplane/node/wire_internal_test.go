@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // decodeFrame runs a LinkFrame, marshalled by protobuf, through the forwarding path's
@@ -207,9 +208,9 @@ func TestWireRefusesOutOfRangeFieldNumber(t *testing.T) {
 	msg := mustMarshal(t, &nodev1.Message{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc", Id: &id}, Payload: []byte("p"), Ttl: 3})
 	msg = protowire.AppendVarint(msg, uint64(protowire.MaxValidNumber+1)<<3) // a varint field numbered 2^29
 	msg = protowire.AppendVarint(msg, 1)
-	batch := protowire.AppendTag(nil, fBatchMessages, protowire.BytesType)
+	batch := protowire.AppendTag(nil, wire.BatchFieldMessages, protowire.BytesType)
 	batch = protowire.AppendBytes(batch, msg)
-	frame := protowire.AppendTag(nil, fFrameBatch, protowire.BytesType)
+	frame := protowire.AppendTag(nil, wire.FrameFieldBatch, protowire.BytesType)
 	frame = protowire.AppendBytes(frame, batch)
 	if proto.Unmarshal(frame, &nodev1.LinkFrame{}) == nil {
 		t.Fatal("protobuf reads the frame: the test needs one it refuses")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // ListAll reads the endpoints f matches from the registrar behind cc with one
@@ -54,7 +55,7 @@ func (listCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	var err error
-	out.endpoints, out.version, err = decodeListing(buf.ReadOnlyData())
+	out.endpoints, out.version, err = wire.DecodeListing(buf.ReadOnlyData())
 	return err
 }
 
