@@ -1,8 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -15,127 +13,35 @@ import (
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
-// The forwarding path: a message is decoded once, where it enters the node's network
-// (Publish), into its wire form, and from then on every node passes that form on. A
-// node that receives a batch over a link or a peering reads only what forwarding needs
-// from each message — the name, the hop count, the broadcast flag and the segments —
-// and keeps the rest as the bytes it received; the outgoing batch (to the next node,
-// or to a local subscriber) is those bytes with the hop count and the segments
-// appended. Nothing is unmarshalled into a struct and marshalled back, the payload is
-// never copied on its own, and a received batch's bytes stay in the buffer gRPC read
-// them into until the batch's custody ends.
+// The forwarding path (see internal/wire's frame.go): a message is decoded once,
+// where it enters the node's network, into its wire form, and from then on every
+// node passes that form on, rewriting only the hop count and the segments. A
+// received batch's bytes stay in the buffer gRPC read them into until the batch's
+// custody ends.
 
-// msg is a message as the node holds it: its wire form without the two fields that
-// change on the way (the hop count and the segments), and the fields forwarding
-// reads. The wire form of the message is raw followed by ttl and segs, encoded:
-// protobuf allows fields in any order, and the last value of a scalar wins.
-type msg struct {
-	raw       []byte // Message fields but ttl (4) and segments (8), encoded
-	ttl       uint32
-	broadcast bool
-	segs      []string
-	// replyTo is a request's token, inReplyTo a reply's (request.go); both are in raw
-	// too, as they go on unchanged.
-	replyTo, inReplyTo string
+// msg is a message as the node holds it (see wire.Message).
+type msg = wire.Message
+
+// wireName is n as internal/wire takes it.
+func wireName(n dataplane.Name) wire.Name {
+	return wire.Name{Components: n.Components, ID: n.ComponentID, HasID: n.HasID()}
 }
-
-// wireSize is the size of m's Message encoding.
-func (m *msg) wireSize() int {
-	n := len(m.raw)
-	if m.ttl > 0 {
-		n += 1 + protowire.SizeVarint(uint64(m.ttl))
-	}
-	for _, s := range m.segs {
-		n += 1 + protowire.SizeBytes(len(s))
-	}
-	return n
-}
-
-// appendWire appends m's Message encoding as field num of the enclosing message.
-func (m *msg) appendWire(b []byte, num protowire.Number) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(m.wireSize()))
-	b = append(b, m.raw...)
-	if m.ttl > 0 {
-		b = protowire.AppendTag(b, wire.MessageFieldTTL, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(m.ttl))
-	}
-	for _, s := range m.segs {
-		b = protowire.AppendTag(b, wire.MessageFieldSegments, protowire.BytesType)
-		b = protowire.AppendString(b, s)
-	}
-	return b
-}
-
-func sizeField(n int) int { return 1 + protowire.SizeBytes(n) }
 
 // newMsg encodes a message published at this node, in one allocation.
 func newMsg(name dataplane.Name, payload []byte, broadcast bool, ttl uint32, origin string, seq uint64, at int64) *msg {
 	b := appendPublished(make([]byte, 0, publishedSize(name, len(payload), origin)), name, payload, broadcast, origin, seq, at)
-	return &msg{raw: b, ttl: ttl, broadcast: broadcast}
+	return &msg{Raw: b, TTL: ttl, Broadcast: broadcast}
 }
 
 // publishedSize bounds the size of a published message's raw encoding.
 func publishedSize(name dataplane.Name, payload int, origin string) int {
-	// broadcast, and seq and published_unix_nano at their longest
-	return sizeField(nameSize(name)) + sizeField(payload) + sizeField(len(origin)) + 2 + 2*(1+binary.MaxVarintLen64)
+	return wire.PublishedSize(wireName(name), payload, origin)
 }
 
 // appendPublished appends the raw encoding of a message published at this node: every
-// field but the hop count (msg.ttl) and the segments (none).
+// field but the hop count (msg.TTL) and the segments (none).
 func appendPublished(b []byte, name dataplane.Name, payload []byte, broadcast bool, origin string, seq uint64, at int64) []byte {
-	nl := nameSize(name)
-	b = protowire.AppendTag(b, wire.MessageFieldName, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(nl))
-	b = appendName(b, name)
-	if len(payload) > 0 {
-		b = protowire.AppendTag(b, wire.MessageFieldPayload, protowire.BytesType)
-		b = protowire.AppendBytes(b, payload)
-	}
-	if broadcast {
-		b = protowire.AppendTag(b, wire.MessageFieldBroadcast, protowire.VarintType)
-		b = protowire.AppendVarint(b, 1)
-	}
-	if origin != "" {
-		b = protowire.AppendTag(b, wire.MessageFieldOrigin, protowire.BytesType)
-		b = protowire.AppendString(b, origin)
-	}
-	if seq != 0 {
-		b = protowire.AppendTag(b, wire.MessageFieldSeq, protowire.VarintType)
-		b = protowire.AppendVarint(b, seq)
-	}
-	if at != 0 {
-		b = protowire.AppendTag(b, wire.MessageFieldPublished, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(at))
-	}
-	return b
-}
-
-func nameSize(n dataplane.Name) int {
-	size := 0
-	for _, c := range n.Components {
-		if c != "" {
-			size += sizeField(len(c))
-		}
-	}
-	if n.HasID() {
-		size += 1 + protowire.SizeVarint(n.ComponentID)
-	}
-	return size
-}
-
-func appendName(b []byte, n dataplane.Name) []byte {
-	for i, c := range n.Components {
-		if c != "" {
-			b = protowire.AppendTag(b, wire.NameFieldOrg+protowire.Number(i), protowire.BytesType)
-			b = protowire.AppendString(b, c)
-		}
-	}
-	if n.HasID() {
-		b = protowire.AppendTag(b, wire.NameFieldID, protowire.VarintType)
-		b = protowire.AppendVarint(b, n.ComponentID)
-	}
-	return b
+	return wire.AppendPublished(b, wireName(name), payload, broadcast, origin, seq, at)
 }
 
 // wireMarshaler is a message the node's codec encodes itself instead of through
@@ -160,7 +66,7 @@ type batchOut struct {
 func (o *batchOut) batchSize() int {
 	n := 0
 	for _, m := range o.msgs {
-		n += sizeField(m.wireSize())
+		n += wire.SizeField(m.Size())
 	}
 	if o.seq != 0 {
 		n += 1 + protowire.SizeVarint(o.seq)
@@ -168,13 +74,13 @@ func (o *batchOut) batchSize() int {
 	return n
 }
 
-func (o *batchOut) wireSize() int { return sizeField(o.batchSize()) }
+func (o *batchOut) wireSize() int { return wire.SizeField(o.batchSize()) }
 
 func (o *batchOut) appendWire(b []byte) []byte {
 	b = protowire.AppendTag(b, wire.FrameFieldBatch, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(o.batchSize()))
 	for _, m := range o.msgs {
-		b = m.appendWire(b, wire.BatchFieldMessages)
+		b = m.AppendField(b, wire.BatchFieldMessages)
 	}
 	if o.seq != 0 {
 		b = protowire.AppendTag(b, wire.BatchFieldSeq, protowire.VarintType)
@@ -189,14 +95,14 @@ type deliveryOut struct{ msgs []*msg }
 func (o *deliveryOut) wireSize() int {
 	n := 0
 	for _, m := range o.msgs {
-		n += sizeField(m.wireSize())
+		n += wire.SizeField(m.Size())
 	}
 	return n
 }
 
 func (o *deliveryOut) appendWire(b []byte) []byte {
 	for _, m := range o.msgs {
-		b = m.appendWire(b, wire.DeliveryFieldMessages)
+		b = m.AppendField(b, wire.DeliveryFieldMessages)
 	}
 	return b
 }
@@ -227,28 +133,17 @@ type frameIn struct {
 	ctrl    *nodev1.LinkFrame
 }
 
-var errWire = errors.New("malformed frame")
+// errWire is a frame that is not valid protobuf.
+var errWire = wire.ErrMalformed
 
 func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	f.isBatch, f.seq, f.msgs, f.buf, f.ctrl = false, 0, nil, nil, nil
 	data := buf.ReadOnlyData()
 	// Which member of the oneof the frame carries: the last one present.
-	last := protowire.Number(0)
-	for b := data; len(b) > 0; {
-		num, typ, n := wire.ConsumeTag(b)
-		if n < 0 {
-			buf.Free()
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			buf.Free()
-			return errWire
-		}
-		if num >= wire.FrameFieldBatch && num <= wire.FrameFieldBatchAck && typ == protowire.BytesType {
-			last = num
-		}
-		b = b[n+m:]
+	last, err := wire.FrameMember(data)
+	if err != nil {
+		buf.Free()
+		return errWire
 	}
 	if last != wire.FrameFieldBatch {
 		f.ctrl = &nodev1.LinkFrame{}
@@ -260,8 +155,8 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	// The batch's messages are allocated once, at their count: a guess from the
 	// frame's size allocated (and cleared) four times too much for 1 KiB messages.
 	count := 0
-	if err := eachField(data, wire.FrameFieldBatch, func(b []byte) error {
-		return eachField(b, wire.BatchFieldMessages, func([]byte) error { count++; return nil })
+	if err := wire.EachField(data, wire.FrameFieldBatch, func(b []byte) error {
+		return wire.EachField(b, wire.BatchFieldMessages, func([]byte) error { count++; return nil })
 	}); err != nil {
 		buf.Free()
 		return err
@@ -269,7 +164,7 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	f.msgs = make([]rxMsg, 0, count)
 	// A batch present several times is merged, as protobuf does: its messages
 	// concatenated, the last seq winning.
-	if err := eachField(data, wire.FrameFieldBatch, f.decodeBatch); err != nil {
+	if err := wire.EachField(data, wire.FrameFieldBatch, f.decodeBatch); err != nil {
 		buf.Free()
 		return err
 	}
@@ -313,112 +208,20 @@ func (f *frameIn) decodeBatch(b []byte) error {
 	return nil
 }
 
-// decodeMessage reads what forwarding needs from one encoded Message. The fields it
-// rewrites (ttl, segments) are cut from the bytes it keeps: free when they come last,
-// as the node encodes them; otherwise (another encoder's order) the rest is copied.
+// decodeMessage reads what forwarding needs from one encoded Message (see
+// wire.DecodeMessage), and its name through the stream's cache.
 func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
-	var (
-		name      []byte
-		names     int
-		cut       = -1    // offset of the first ttl or segments field
-		keptAfter = false // a field to keep follows it
-	)
-	for b, off := data, 0; len(b) > 0; {
-		num, typ, n := wire.ConsumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		v := b[n : n+m]
-		strip := false
-		switch {
-		case num == wire.MessageFieldName && typ == protowire.BytesType:
-			nv, _ := protowire.ConsumeBytes(v)
-			if names++; names == 1 {
-				name = nv
-			} else {
-				// A message field present twice is merged: the encodings concatenated.
-				name = append(append([]byte(nil), name...), nv...)
-			}
-		case num == wire.MessageFieldBroadcast && typ == protowire.VarintType:
-			x, _ := protowire.ConsumeVarint(v)
-			r.m.broadcast = x != 0
-		case num == wire.MessageFieldTTL && typ == protowire.VarintType:
-			x, _ := protowire.ConsumeVarint(v)
-			r.m.ttl = uint32(x)
-			strip = true
-		case num == wire.MessageFieldSegments && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			if !utf8.Valid(s) {
-				return fmt.Errorf("%w: a segment is not UTF-8", errWire)
-			}
-			r.m.segs = append(r.m.segs, string(s))
-			strip = true
-		case num == wire.MessageFieldOrigin && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			if !utf8.Valid(s) {
-				return fmt.Errorf("%w: the origin is not UTF-8", errWire)
-			}
-			r.origin = s
-		case (num == wire.MessageFieldReplyTo || num == wire.MessageFieldInReplyTo) && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			if !utf8.Valid(s) {
-				return fmt.Errorf("%w: a reply token is not UTF-8", errWire)
-			}
-			if num == wire.MessageFieldReplyTo {
-				r.m.replyTo = string(s)
-			} else {
-				r.m.inReplyTo = string(s)
-			}
-		}
-		switch {
-		case strip && cut < 0:
-			cut = off
-		case !strip && cut >= 0:
-			keptAfter = true
-		}
-		b = b[n+m:]
-		off += n + m
+	name, hasName, origin, err := wire.DecodeMessage(data, &r.m)
+	if err != nil {
+		return err
 	}
-	switch {
-	case cut < 0:
-		r.m.raw = data
-	case !keptAfter:
-		r.m.raw = data[:cut]
-	default:
-		r.m.raw = keepFields(data)
-	}
-	if names == 0 {
+	r.origin = origin
+	if !hasName {
 		r.bad = fmt.Errorf("%w: name is missing", ErrBadName)
 		return nil
 	}
 	r.name, r.bad = f.names.decode(name)
 	return nil
-}
-
-// eachField is wire.EachField with the node's error for a malformed frame.
-func eachField(b []byte, num protowire.Number, fn func(v []byte) error) error {
-	if err := wire.EachField(b, num, fn); !errors.Is(err, wire.ErrMalformed) {
-		return err
-	}
-	return errWire
-}
-
-// keepFields copies the fields of an encoded Message but ttl and segments.
-func keepFields(data []byte) []byte {
-	out := make([]byte, 0, len(data))
-	for b := data; len(b) > 0; {
-		num, typ, n := wire.ConsumeTag(b)
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if !(num == wire.MessageFieldTTL && typ == protowire.VarintType) && !(num == wire.MessageFieldSegments && typ == protowire.BytesType) {
-			out = append(out, b[:n+m]...)
-		}
-		b = b[n+m:]
-	}
-	return out
 }
 
 // nameCache maps encoded Names to their decoded and checked form: a stream carries
@@ -430,35 +233,13 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 	if n, ok := (*c)[string(b)]; ok {
 		return n, nil
 	}
-	var (
-		comps [3]string
-		id    uint64
-		hasID bool
-	)
-	key := b
-	for len(b) > 0 {
-		num, typ, n := wire.ConsumeTag(b)
-		if n < 0 {
-			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
-		}
-		v := b[n : n+m]
-		switch {
-		case num >= wire.NameFieldOrg && num <= wire.NameFieldService && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			comps[num-wire.NameFieldOrg] = string(s)
-		case num == wire.NameFieldID && typ == protowire.VarintType:
-			id, _ = protowire.ConsumeVarint(v)
-			hasID = true
-		}
-		b = b[n+m:]
+	wn, err := wire.DecodeName(b)
+	if err != nil {
+		return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
 	}
-	p := &nodev1.Name{Org: comps[0], Namespace: comps[1], Service: comps[2]}
-	if hasID {
-		p.Id = &id
+	p := &nodev1.Name{Org: wn.Components[0], Namespace: wn.Components[1], Service: wn.Components[2]}
+	if wn.HasID {
+		p.Id = &wn.ID
 	}
 	name, err := nameFromProto(p)
 	if err != nil {
@@ -467,7 +248,7 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 	if *c == nil || len(*c) >= maxNameCache {
 		*c = make(nameCache)
 	}
-	(*c)[string(key)] = name
+	(*c)[string(b)] = name
 	return name, nil
 }
 
@@ -494,7 +275,7 @@ type publishReq struct {
 
 func (p *publishIn) decodeWire(buf mem.Buffer) error {
 	p.reqs, p.buf = p.reqs[:0], nil
-	if err := eachField(buf.ReadOnlyData(), wire.PublishBatchFieldMessages, p.decodeRequest); err != nil {
+	if err := wire.EachField(buf.ReadOnlyData(), wire.PublishBatchFieldMessages, p.decodeRequest); err != nil {
 		buf.Free()
 		return err
 	}
@@ -503,46 +284,15 @@ func (p *publishIn) decodeWire(buf mem.Buffer) error {
 }
 
 func (p *publishIn) decodeRequest(b []byte) error {
-	var (
-		r     publishReq
-		name  []byte
-		names int
-	)
-	for len(b) > 0 {
-		num, typ, n := wire.ConsumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		v := b[n : n+m]
-		switch {
-		case num == wire.PublishFieldName && typ == protowire.BytesType:
-			nv, _ := protowire.ConsumeBytes(v)
-			if names++; names == 1 {
-				name = nv
-			} else {
-				name = append(append([]byte(nil), name...), nv...)
-			}
-		case num == wire.PublishFieldPayload && typ == protowire.BytesType:
-			r.payload, _ = protowire.ConsumeBytes(v)
-		case num == wire.PublishFieldBroadcast && typ == protowire.VarintType && !p.requests:
-			x, _ := protowire.ConsumeVarint(v)
-			r.broadcast = x != 0
-		case num == wire.RequestFieldTimeout && typ == protowire.VarintType && p.requests:
-			x, _ := protowire.ConsumeVarint(v)
-			r.timeoutMs = uint32(x)
-		case num == wire.RequestFieldID && typ == protowire.VarintType && p.requests:
-			r.id, _ = protowire.ConsumeVarint(v)
-		}
-		b = b[n+m:]
+	w, err := wire.DecodePublishRequest(b, p.requests)
+	if err != nil {
+		return err
 	}
-	if names == 0 {
+	r := publishReq{payload: w.Payload, broadcast: w.Broadcast, timeoutMs: w.TimeoutMs, id: w.ID}
+	if !w.HasName {
 		r.bad = fmt.Errorf("%w: name is missing", ErrBadName)
 	} else {
-		r.name, r.bad = p.names.decode(name)
+		r.name, r.bad = p.names.decode(w.Name)
 	}
 	p.reqs = append(p.reqs, r)
 	return nil
@@ -570,7 +320,7 @@ type respondAnswer struct {
 
 func (p *respondIn) decodeWire(buf mem.Buffer) error {
 	p.answers, p.buf = p.answers[:0], nil
-	if err := eachField(buf.ReadOnlyData(), wire.RespondBatchFieldAnswers, p.decodeAnswer); err != nil {
+	if err := wire.EachField(buf.ReadOnlyData(), wire.RespondBatchFieldAnswers, p.decodeAnswer); err != nil {
 		buf.Free()
 		return err
 	}
@@ -579,27 +329,11 @@ func (p *respondIn) decodeWire(buf mem.Buffer) error {
 }
 
 func (p *respondIn) decodeAnswer(b []byte) error {
-	var a respondAnswer
-	for len(b) > 0 {
-		num, typ, n := wire.ConsumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		if typ == protowire.BytesType {
-			switch num {
-			case wire.RespondFieldReplyTo:
-				a.token, _ = protowire.ConsumeBytes(b[n : n+m])
-			case wire.RespondFieldPayload:
-				a.payload, _ = protowire.ConsumeBytes(b[n : n+m])
-			}
-		}
-		b = b[n+m:]
+	token, payload, err := wire.DecodeRespondRequest(b)
+	if err != nil {
+		return err
 	}
-	p.answers = append(p.answers, a)
+	p.answers = append(p.answers, respondAnswer{token: token, payload: payload})
 	return nil
 }
 
@@ -613,59 +347,7 @@ func (p *respondIn) free() {
 }
 
 // streamAnswer is the answer to one request of a RequestStream.
-type streamAnswer struct {
-	id        uint64
-	payload   []byte
-	responder string
-	code      uint32
-	err       string
-}
-
-func (a *streamAnswer) size() int {
-	n := 0
-	if len(a.payload) > 0 {
-		n += sizeField(len(a.payload))
-	}
-	if a.responder != "" {
-		n += sizeField(len(a.responder))
-	}
-	if a.id != 0 {
-		n += 1 + protowire.SizeVarint(a.id)
-	}
-	if a.code != 0 {
-		n += 1 + protowire.SizeVarint(uint64(a.code))
-	}
-	if a.err != "" {
-		n += sizeField(len(a.err))
-	}
-	return n
-}
-
-func (a *streamAnswer) appendWire(b []byte) []byte {
-	b = protowire.AppendTag(b, wire.AnswerBatchFieldResponses, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(a.size()))
-	if len(a.payload) > 0 {
-		b = protowire.AppendTag(b, wire.AnswerFieldPayload, protowire.BytesType)
-		b = protowire.AppendBytes(b, a.payload)
-	}
-	if a.responder != "" {
-		b = protowire.AppendTag(b, wire.AnswerFieldResponder, protowire.BytesType)
-		b = protowire.AppendString(b, a.responder)
-	}
-	if a.id != 0 {
-		b = protowire.AppendTag(b, wire.AnswerFieldID, protowire.VarintType)
-		b = protowire.AppendVarint(b, a.id)
-	}
-	if a.code != 0 {
-		b = protowire.AppendTag(b, wire.AnswerFieldCode, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(a.code))
-	}
-	if a.err != "" {
-		b = protowire.AppendTag(b, wire.AnswerFieldError, protowire.BytesType)
-		b = protowire.AppendString(b, a.err)
-	}
-	return b
-}
+type streamAnswer = wire.Answer
 
 // answersOut is the RequestResponseBatch of answers sent together.
 type answersOut struct{ answers []streamAnswer }
@@ -673,14 +355,14 @@ type answersOut struct{ answers []streamAnswer }
 func (o *answersOut) wireSize() int {
 	n := 0
 	for i := range o.answers {
-		n += sizeField(o.answers[i].size())
+		n += wire.SizeField(o.answers[i].Size())
 	}
 	return n
 }
 
 func (o *answersOut) appendWire(b []byte) []byte {
 	for i := range o.answers {
-		b = o.answers[i].appendWire(b)
+		b = o.answers[i].AppendBatchItem(b)
 	}
 	return b
 }

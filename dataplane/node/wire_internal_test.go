@@ -50,11 +50,11 @@ func TestWireForwardsIntact(t *testing.T) {
 	out := &batchOut{seq: 10}
 	for i := range f.msgs {
 		r := &f.msgs[i]
-		if r.bad != nil || r.name != want || r.m.ttl != 5 || r.m.broadcast != (i == 1) || len(r.m.segs) != 2 {
-			t.Fatalf("message %d: name %v (%v) ttl %d broadcast %v segments %v", i, r.name, r.bad, r.m.ttl, r.m.broadcast, r.m.segs)
+		if r.bad != nil || r.name != want || r.m.TTL != 5 || r.m.Broadcast != (i == 1) || len(r.m.Segs) != 2 {
+			t.Fatalf("message %d: name %v (%v) ttl %d broadcast %v segments %v", i, r.name, r.bad, r.m.TTL, r.m.Broadcast, r.m.Segs)
 		}
-		r.m.ttl--
-		r.m.segs = []string{"s3"}
+		r.m.TTL--
+		r.m.Segs = []string{"s3"}
 		out.msgs = append(out.msgs, &r.m)
 	}
 	data := marshalWire(out)
@@ -77,8 +77,8 @@ func TestWireForwardsIntact(t *testing.T) {
 	}
 	for i := range f2.msgs {
 		r := &f2.msgs[i]
-		if r.m.wireSize()-len(r.m.raw) != len("\x20\x04\x42\x02s3") || !bytes.Equal(r.m.raw, f.msgs[i].m.raw) {
-			t.Fatalf("message %d read back: raw %x, want %x and then the hop count and segments", i, r.m.raw, f.msgs[i].m.raw)
+		if r.m.Size()-len(r.m.Raw) != len("\x20\x04\x42\x02s3") || !bytes.Equal(r.m.Raw, f.msgs[i].m.Raw) {
+			t.Fatalf("message %d read back: raw %x, want %x and then the hop count and segments", i, r.m.Raw, f.msgs[i].m.Raw)
 		}
 	}
 }

@@ -23,7 +23,7 @@ func benchFrame(b *testing.B) []byte {
 	out := &batchOut{seq: 9}
 	for i := range 64 {
 		m := newMsg(name, make([]byte, 1024), false, 5, "a/n1", uint64(i+1), 1234567890)
-		m.segs = []string{"s1"}
+		m.Segs = []string{"s1"}
 		out.msgs = append(out.msgs, m)
 	}
 	raw := out.appendWire(nil)
@@ -49,8 +49,8 @@ func BenchmarkFrameForwardHand(b *testing.B) {
 			if r.bad != nil {
 				b.Fatal(r.bad)
 			}
-			r.m.ttl--
-			r.m.segs = append(r.m.segs[:0], "s2")
+			r.m.TTL--
+			r.m.Segs = append(r.m.Segs[:0], "s2")
 			out.msgs = append(out.msgs, &r.m)
 		}
 		marshalWire(out).Free()
