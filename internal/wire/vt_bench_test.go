@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -79,4 +80,59 @@ func BenchmarkChangeEncodeVT(b *testing.B) {
 		ev.Endpoint = nil // not the pool's
 		ev.ReturnToVTPool()
 	}
+}
+
+// What a watching client decodes (today with protobuf's generated Unmarshal,
+// through gRPC's codec): a change event and a FULL_SNAPSHOT chunk of 500
+// endpoints, each converted to endpoint.Endpoint, against vtprotobuf's UnmarshalVT.
+func benchEvents(b *testing.B) (change, chunk []byte) {
+	v := token.Version{Epoch: 3, Seq: 123456}
+	change = EncodeChange(EndpointUpdated, MarshalEndpoint(benchEndpoint()), v, 123400, "", 0)
+	for i := range 500 {
+		e := benchEndpoint()
+		e.Address = fmt.Sprintf("10.0.%d.%d", i>>8, i&255)
+		chunk = AppendSnapshotItem(chunk, MarshalEndpoint(e))
+	}
+	return change, chunk
+}
+
+func decodeEvent(b *testing.B, raw []byte, unmarshal func([]byte, *registrarv1.EndpointEvent) error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var ev registrarv1.EndpointEvent
+		if err := unmarshal(raw, &ev); err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range append(ev.Endpoints, ev.Endpoint) {
+			if p == nil {
+				continue
+			}
+			if _, err := endpoint.FromProto(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func protoUnmarshal(raw []byte, ev *registrarv1.EndpointEvent) error { return proto.Unmarshal(raw, ev) }
+func vtUnmarshal(raw []byte, ev *registrarv1.EndpointEvent) error    { return ev.UnmarshalVT(raw) }
+
+func BenchmarkEventDecodeProto(b *testing.B) {
+	change, _ := benchEvents(b)
+	decodeEvent(b, change, protoUnmarshal)
+}
+
+func BenchmarkEventDecodeVT(b *testing.B) {
+	change, _ := benchEvents(b)
+	decodeEvent(b, change, vtUnmarshal)
+}
+
+func BenchmarkChunkDecodeProto(b *testing.B) {
+	_, chunk := benchEvents(b)
+	decodeEvent(b, chunk, protoUnmarshal)
+}
+
+func BenchmarkChunkDecodeVT(b *testing.B) {
+	_, chunk := benchEvents(b)
+	decodeEvent(b, chunk, vtUnmarshal)
 }
