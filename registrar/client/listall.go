@@ -16,7 +16,7 @@ import (
 // ListAll reads the endpoints f matches from the registrar behind cc with one
 // ListAllEndpoints call, and returns them (sorted as the registrar sorts them) with
 // the snapshot version they were read at. The response is decoded straight from
-// gRPC's receive buffers into endpoints (wiredecode.go), not through generated
+// gRPC's receive buffers into endpoints (wire.DecodeListing), not through generated
 // messages: for a whole-registry listing that is most of the call's time. It needs no
 // Client: tools and one-shot readers use it as it is; the Client uses it before its
 // stream's first snapshot.
