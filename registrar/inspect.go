@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -100,7 +99,7 @@ func (ev takenEvent) decode() (Change, bool) {
 	default:
 		return Change{}, false
 	}
-	ew := eventEndpoint(ev.msg)
+	ew := wire.EventEndpoint(ev.msg)
 	if ew == nil {
 		return Change{}, false // never: the view encoded it (wire.EncodeChange)
 	}
@@ -113,26 +112,6 @@ func (ev takenEvent) decode() (Change, bool) {
 		return Change{}, false
 	}
 	return Change{Type: t, Endpoint: e, Version: ev.seq}, true
-}
-
-// eventEndpoint returns the endpoint field of an encoded event, nil if none.
-func eventEndpoint(b []byte) []byte {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil
-		}
-		b = b[n:]
-		if num == wire.EventFieldEndpoint && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b)
-			return v
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return nil
-		}
-		b = b[n:]
-	}
-	return nil
 }
 
 // Endpoints returns a copy of every visible endpoint and the version it is at

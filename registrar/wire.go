@@ -1,16 +1,15 @@
 package registrar
 
 import (
-	"fmt"
-	"unicode/utf8"
+	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/switchboard-mesh/switchboard/internal/rpcinput"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // encoded is a message already in wire form; the codec sends its bytes as they are.
@@ -68,108 +67,22 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (c codec) Name() string { return "proto" }
 
-// watchRequest is a registrarv1.WatchEndpointsRequest, decoded by hand into a
-// value: the watch handlers decode their request on the stream's goroutine, and a
-// proto message allocated there costs that goroutine stack (see watcher).
-type watchRequest struct {
-	clusterName, nodeName, lastVersion string
-	services                           []string
-	scopeID                            uint64
-	allServices, acceptBatches         bool
-	acceptCompressed                   bool
-}
+// watchRequest is a WatchEndpointsRequest, decoded by hand into a value by
+// internal/wire (see wire.WatchRequest).
+type watchRequest = wire.WatchRequest
 
-func (q watchRequest) GetClusterName() string    { return q.clusterName }
-func (q watchRequest) GetNodeName() string       { return q.nodeName }
-func (q watchRequest) GetLastVersion() string    { return q.lastVersion }
-func (q watchRequest) GetServices() []string     { return q.services }
-func (q watchRequest) GetScopeId() uint64        { return q.scopeID }
-func (q watchRequest) GetAllServices() bool      { return q.allServices }
-func (q watchRequest) GetAcceptBatches() bool    { return q.acceptBatches }
-func (q watchRequest) GetAcceptCompressed() bool { return q.acceptCompressed }
-
-// Field numbers of registrarv1.WatchEndpointsRequest.
-const (
-	fieldReqCluster     = 1
-	fieldReqNode        = 2
-	fieldReqLastVersion = 3
-	fieldReqServices    = 4
-	fieldReqScopeID     = 5
-	fieldReqAll         = 6
-	fieldReqBatches     = 7
-	fieldReqCompressed  = 8
-)
-
-// decodeWatchRequest decodes a WatchEndpointsRequest as proto.Unmarshal would:
-// unknown fields, and known ones of another wire type, are skipped; malformed
-// input is an error. A string that is not valid UTF-8 is an InvalidArgument
-// naming the field, as internal/rpcinput makes it for every other request.
+// decodeWatchRequest decodes a WatchEndpointsRequest as proto.Unmarshal would,
+// with the errors gRPC's codec gives: a string that is not valid UTF-8 is an
+// InvalidArgument naming the field, as internal/rpcinput makes it for every other
+// request; malformed input is an Internal error.
 func decodeWatchRequest(b []byte) (watchRequest, error) {
-	var q watchRequest
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return q, badRequest(protowire.ParseError(n))
-		}
-		if num > protowire.MaxValidNumber { // ConsumeTag checks only the low bound
-			return q, badRequest(fmt.Errorf("field number %d out of range", num))
-		}
-		b = b[n:]
-		switch {
-		case typ == protowire.BytesType && num >= fieldReqCluster && num <= fieldReqServices:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return q, badRequest(protowire.ParseError(m))
-			}
-			b = b[m:]
-			if !utf8.Valid(v) {
-				return q, invalidUTF8(num, len(q.services))
-			}
-			switch num {
-			case fieldReqCluster:
-				q.clusterName = string(v)
-			case fieldReqNode:
-				q.nodeName = string(v)
-			case fieldReqLastVersion:
-				q.lastVersion = string(v)
-			default:
-				q.services = append(q.services, string(v))
-			}
-		case typ == protowire.VarintType && num >= fieldReqScopeID && num <= fieldReqCompressed:
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return q, badRequest(protowire.ParseError(m))
-			}
-			b = b[m:]
-			switch num {
-			case fieldReqScopeID:
-				q.scopeID = v
-			case fieldReqAll:
-				q.allServices = v != 0
-			case fieldReqBatches:
-				q.acceptBatches = v != 0
-			default:
-				q.acceptCompressed = v != 0
-			}
-		default:
-			m := protowire.ConsumeFieldValue(num, typ, b)
-			if m < 0 {
-				return q, badRequest(protowire.ParseError(m))
-			}
-			b = b[m:]
-		}
+	q, err := wire.DecodeWatchRequest(b)
+	if err == nil {
+		return q, nil
 	}
-	return q, nil
-}
-
-func badRequest(err error) error {
-	return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
-}
-
-func invalidUTF8(num protowire.Number, services int) error {
-	name := map[protowire.Number]string{fieldReqCluster: "cluster_name", fieldReqNode: "node_name", fieldReqLastVersion: "last_version"}[num]
-	if num == fieldReqServices {
-		name = fmt.Sprintf("services[%d]", services)
+	var bad *wire.InvalidUTF8Error
+	if errors.As(err, &bad) {
+		return q, status.Error(codes.InvalidArgument, bad.Error())
 	}
-	return status.Error(codes.InvalidArgument, name+": invalid UTF-8")
+	return q, status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 }

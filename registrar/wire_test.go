@@ -94,32 +94,32 @@ func TestDecodeWatchRequest(t *testing.T) {
 	}
 	b = protowire.AppendTag(b, 99, protowire.BytesType) // a field from a newer client
 	b = protowire.AppendString(b, "ignored")
-	b = protowire.AppendTag(b, fieldReqNode, protowire.VarintType) // a known field with another wire type
+	b = protowire.AppendTag(b, wire.WatchFieldNode, protowire.VarintType) // a known field with another wire type
 	b = protowire.AppendVarint(b, 1)
 	q, err := decodeWatchRequest(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := watchRequest{clusterName: "east", nodeName: "n1", lastVersion: "00000000000000ab.7", services: []string{"web", "db"}, scopeID: 9}
+	want := watchRequest{ClusterName: "east", NodeName: "n1", LastVersion: "00000000000000ab.7", Services: []string{"web", "db"}, ScopeID: 9}
 	if !reflect.DeepEqual(q, want) {
 		t.Fatalf("decoded %+v, want %+v", q, want)
 	}
 	all, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AllServices: true})
-	if q, err := decodeWatchRequest(all); err != nil || !q.allServices {
-		t.Fatalf("all_services: %+v, %v", q, err)
+	if q, err := decodeWatchRequest(all); err != nil || !q.AllServices {
+		t.Fatalf("all_Services: %+v, %v", q, err)
 	}
 	batches, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AcceptBatches: true})
-	if q, err := decodeWatchRequest(batches); err != nil || !q.acceptBatches || q.allServices {
+	if q, err := decodeWatchRequest(batches); err != nil || !q.AcceptBatches || q.AllServices {
 		t.Fatalf("accept_batches: %+v, %v", q, err)
 	}
 	compressed, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AcceptCompressed: true})
-	if q, err := decodeWatchRequest(compressed); err != nil || !q.acceptCompressed || q.acceptBatches {
+	if q, err := decodeWatchRequest(compressed); err != nil || !q.AcceptCompressed || q.AcceptBatches {
 		t.Fatalf("accept_compressed: %+v, %v", q, err)
 	}
 
-	bad := protowire.AppendTag(nil, fieldReqServices, protowire.BytesType)
+	bad := protowire.AppendTag(nil, wire.WatchFieldServices, protowire.BytesType)
 	bad = protowire.AppendString(bad, "web")
-	bad = protowire.AppendTag(bad, fieldReqServices, protowire.BytesType)
+	bad = protowire.AppendTag(bad, wire.WatchFieldServices, protowire.BytesType)
 	bad = protowire.AppendBytes(bad, []byte{0xff})
 	if _, err := decodeWatchRequest(bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "services[1]: invalid UTF-8") {
 		t.Fatalf("invalid UTF-8: %v, want InvalidArgument naming services[1]", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 )
 
@@ -203,7 +204,7 @@ func countListed(b []byte) int {
 			return -1
 		}
 		b = b[l:]
-		if num == 1 {
+		if num == wire.ListFieldEndpoints {
 			n++
 		}
 	}

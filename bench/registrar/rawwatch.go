@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // rawCodec hands received messages over undecoded; requests go out as protobuf.
@@ -70,7 +71,7 @@ func headOf(b []byte, size int) head {
 // is reports whether the message is an event of type t: it starts with the type
 // field (FULL_SNAPSHOT, the zero value, leaves it out) holding t.
 func (h *head) is(t registrarv1.EndpointEvent_EventType) bool {
-	return h.n == 2 && h.start[0] == byte(protowire.EncodeTag(1, protowire.VarintType)) && h.start[1] == byte(t)
+	return h.n == 2 && h.start[0] == byte(protowire.EncodeTag(wire.EventFieldType, protowire.VarintType)) && h.start[1] == byte(t)
 }
 
 var raw = grpc.ForceCodecV2(rawCodec{proto: encoding.GetCodecV2("proto")})
@@ -93,25 +94,25 @@ func parse(b []byte) (event, error) {
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && typ == protowire.VarintType:
+		case num == wire.EventFieldType && typ == protowire.VarintType:
 			v, m := protowire.ConsumeVarint(b)
 			if m < 0 {
 				return ev, protowire.ParseError(m)
 			}
 			ev.typ, b = registrarv1.EndpointEvent_EventType(v), b[m:]
-		case num == 4 && typ == protowire.BytesType:
+		case num == wire.EventFieldEndpoint && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
 				return ev, protowire.ParseError(m)
 			}
 			ev.address, b = addressOf(v), b[m:]
-		case num == 6 && typ == protowire.BytesType:
+		case num == wire.EventFieldEndpoints && typ == protowire.BytesType:
 			_, m := protowire.ConsumeBytes(b)
 			if m < 0 {
 				return ev, protowire.ParseError(m)
 			}
 			ev.items, b = ev.items+1, b[m:]
-		case num == 11 && typ == protowire.BytesType: // a compressed part: its items count too
+		case num == wire.EventFieldCompressed && typ == protowire.BytesType: // a compressed part: its items count too
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
 				return ev, protowire.ParseError(m)
@@ -121,7 +122,7 @@ func parse(b []byte) (event, error) {
 				return ev, err
 			}
 			ev.items, b = ev.items+n, b[m:]
-		case num == 10 && typ == protowire.BytesType:
+		case num == wire.EventFieldEvents && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
 				return ev, protowire.ParseError(m)
@@ -156,25 +157,7 @@ func eachEvent(msg []byte, fn func(event)) error {
 	return nil
 }
 
-func addressOf(ep []byte) []byte {
-	for len(ep) > 0 {
-		num, typ, n := protowire.ConsumeTag(ep)
-		if n < 0 {
-			return nil
-		}
-		ep = ep[n:]
-		if num == 4 && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(ep)
-			return v
-		}
-		m := protowire.ConsumeFieldValue(num, typ, ep)
-		if m < 0 {
-			return nil
-		}
-		ep = ep[m:]
-	}
-	return nil
-}
+func addressOf(ep []byte) []byte { return wire.FindField(ep, wire.EndpointFieldAddress) }
 
 // dialN opens n connections to addr, with the transport's -window and -buffer.
 func dialN(addr string, n int) ([]*grpc.ClientConn, error) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -251,7 +252,7 @@ func watchAll(ctx context.Context, cs []*grpc.ClientConn, tokens []string, ended
 
 // completion reads a stream's initial phase and returns its SNAPSHOT_COMPLETE.
 func completion(st grpc.ClientStream) (*registrarv1.EndpointEvent, error) {
-	complete := []byte{byte(protowire.EncodeTag(1, protowire.VarintType)), byte(registrarv1.EndpointEvent_SNAPSHOT_COMPLETE)}
+	complete := []byte{byte(protowire.EncodeTag(wire.EventFieldType, protowire.VarintType)), byte(registrarv1.EndpointEvent_SNAPSHOT_COMPLETE)}
 	for {
 		var b []byte
 		if err := st.RecvMsg(&b); err != nil {

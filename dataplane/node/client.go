@@ -137,7 +137,7 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) e
 		start := len(arena)
 		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), time.Now().UnixNano())
 		m := &msgs[i]
-		m.raw, m.ttl, m.broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
+		m.Raw, m.TTL, m.Broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
 		fwd, drop, err := n.publish(qmsg{m, cu}, r.name)
 		switch {
 		case errors.Is(err, ErrNoRoute):
@@ -221,12 +221,12 @@ func (n *Node) sendLoop(s nodev1.NodeService_SubscribeServer, sub *localSub) err
 // batching bounds: by count, and by bytes, so that a batch of large messages stays
 // within the stream's message size limit.
 func fillDelivery(sub *localSub, batch []*msg, held []*custody) ([]*msg, []*custody) {
-	size := batch[0].wireSize()
+	size := batch[0].Size()
 	for len(batch) < maxDeliveryBatch && size < maxBatchBytes {
 		select {
 		case q := <-sub.ch:
 			batch, held = append(batch, q.m), append(held, q.cu)
-			size += q.m.wireSize()
+			size += q.m.Size()
 		default:
 			return batch, held
 		}

@@ -408,12 +408,12 @@ func (c *conn) fill(batch []*msg, cu *custody) ([]*msg, []*custody) {
 	if cu != nil {
 		held = append(held, cu)
 	}
-	size := len(batch[0].raw)
+	size := len(batch[0].Raw)
 	for len(batch) < maxBatchMessages && size < maxBatchBytes {
 		select {
 		case q := <-c.msgs:
 			batch = append(batch, q.m)
-			size += len(q.m.raw)
+			size += len(q.m.Raw)
 			if q.cu != nil {
 				held = append(held, q.cu)
 			}
@@ -465,7 +465,7 @@ func (c *conn) read(s stream, st *streamState) error {
 				// the responder's group by a link: its origin (the responder) is
 				// not checked. Only a node that passed the request on knows its
 				// token, and follows it.
-				if r.m.inReplyTo == "" && !c.originAllowed(r.origin) {
+				if r.m.InReplyTo == "" && !c.originAllowed(r.origin) {
 					c.refuseOrigin(r.origin)
 					continue
 				}

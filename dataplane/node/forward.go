@@ -96,8 +96,8 @@ func (s *localSub) tryDeliver(q qmsg) bool {
 // lock, before the end (which takes the write lock) and so before the end looks for
 // the requests given to s.
 func (s *localSub) takesRequest(q qmsg) {
-	if q.m.replyTo != "" && s.onRequest != nil {
-		s.onRequest(q.m.replyTo, s)
+	if q.m.ReplyTo != "" && s.onRequest != nil {
+		s.onRequest(q.m.ReplyTo, s)
 	}
 }
 
@@ -148,18 +148,18 @@ func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *c
 	// The copy is ours now: spend one hop on it before anyone else sees it, and
 	// note the segments of the link it came in by, for the peers it may go to. No
 	// node may give a message more hops than a message published here gets.
-	m.ttl = min(m.ttl, n.cfg.MaxHops)
-	if m.ttl > 0 {
-		m.ttl--
+	m.TTL = min(m.TTL, n.cfg.MaxHops)
+	if m.TTL > 0 {
+		m.TTL--
 	}
 	if !from.kind.isPeer() {
-		m.segs = from.segments()
+		m.Segs = from.segments()
 	}
 	switch {
-	case m.inReplyTo != "":
+	case m.InReplyTo != "":
 		n.routeReply(qmsg{m, cu})
 		return
-	case m.replyTo != "":
+	case m.ReplyTo != "":
 		n.forwardRequest(qmsg{m, cu}, name, from)
 		return
 	}
@@ -176,8 +176,8 @@ func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *c
 func (n *Node) forward(q qmsg, name dataplane.Name, from *conn, wait time.Duration) outcome {
 	m := q.m
 	tg := n.tab.lookup(name, from)
-	tg.routes = inSegments(without(tg.routes, from), m.segs)
-	hopsLeft := m.ttl > 0
+	tg.routes = inSegments(without(tg.routes, from), m.Segs)
+	hopsLeft := m.TTL > 0
 	if !hopsLeft {
 		if len(tg.peersLocal)+len(tg.routes)+len(tg.peersRouted) > 0 && len(tg.local) == 0 {
 			n.metrics.dropped(reasonHops).Inc()
@@ -185,7 +185,7 @@ func (n *Node) forward(q qmsg, name dataplane.Name, from *conn, wait time.Durati
 		}
 		tg.peersLocal, tg.routes, tg.peersRouted = nil, nil, nil
 	}
-	if m.broadcast {
+	if m.Broadcast {
 		return n.broadcast(q, tg, wait)
 	}
 	var o outcome

@@ -46,7 +46,7 @@ func TestSlowLocalSubscriberCutOff(t *testing.T) {
 		for {
 			select {
 			case q := <-good.ch:
-				if q.m.replyTo != "" {
+				if q.m.ReplyTo != "" {
 					close(sawRequest)
 				} else {
 					got.Add(1)
@@ -114,7 +114,7 @@ func TestLocalResponderAnswersAtOnce(t *testing.T) {
 		for {
 			select {
 			case q := <-s.ch:
-				if err := n.Respond(q.m.replyTo, []byte("pong")); err != nil {
+				if err := n.Respond(q.m.ReplyTo, []byte("pong")); err != nil {
 					select {
 					case refused <- err:
 					default:

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // Streamed request/reply. RequestStream carries many requests, each with an id of the
@@ -108,11 +109,11 @@ func (rs *reqStream) start(s grpc.ServerStream, r *publishReq) bool {
 	name := r.name
 	timeout := requestTimeout(time.Duration(r.timeoutMs) * time.Millisecond)
 	token, err := n.startRequest(name, r.payload, timeout, func(rep reply) {
-		a := streamAnswer{id: c.id}
+		a := streamAnswer{ID: c.id}
 		if got, err := n.replied(name, rep); err != nil {
 			a = failedAnswer(c.id, err)
 		} else {
-			a.payload, a.responder = got.Payload, got.Responder
+			a.Payload, a.Responder = got.Payload, got.Responder
 		}
 		rs.finish(c, a)
 	})
@@ -136,7 +137,7 @@ func (rs *reqStream) start(s grpc.ServerStream, r *publishReq) bool {
 
 func failedAnswer(id uint64, err error) streamAnswer {
 	st := status.Convert(requestStatus(err))
-	return streamAnswer{id: id, code: uint32(st.Code()), err: st.Message()}
+	return streamAnswer{ID: id, Code: uint32(st.Code()), Error: st.Message()}
 }
 
 // finish queues c's answer for the sender.
@@ -205,9 +206,9 @@ func (rs *reqStream) sendLoop(s grpc.ServerStream) error {
 		finished := rs.eof && len(rs.calls) == 0
 		rs.mu.Unlock()
 		for rest := batch; len(rest) > 0; {
-			k, size := 1, sizeField(rest[0].size())
+			k, size := 1, wire.SizeField(rest[0].Size())
 			for k < len(rest) && size < maxBatchBytes {
-				size += sizeField(rest[k].size())
+				size += wire.SizeField(rest[k].Size())
 				k++
 			}
 			out.answers = rest[:k]

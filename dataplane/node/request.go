@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // Request/reply. A request is a message with a reply token, "{node}#{n}": the node
@@ -183,7 +184,7 @@ func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Du
 	n.paths.add(token, &pending{name: name, done: done, expires: time.Now().Add(timeout)})
 	n.metrics.published.Inc()
 	m := newMsg(name, payload, false, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())
-	m.raw, m.replyTo = appendToken(m.raw, fMsgReplyTo, token), token
+	m.Raw, m.ReplyTo = appendToken(m.Raw, wire.MessageFieldReplyTo, token), token
 	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
 	var outcome string
 	var err error
@@ -257,12 +258,12 @@ func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) 
 		return
 	}
 	b := appendPublished(nil, p.name, r.Payload, false, r.Responder, n.seq.Add(1), time.Now().UnixNano())
-	b = appendToken(b, fMsgInReplyTo, token)
+	b = appendToken(b, wire.MessageFieldInReplyTo, token)
 	if r.noResponders {
-		b = protowire.AppendTag(b, fMsgNoResp, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.MessageFieldNoResponders, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
-	p.from.enqueue(qmsg{m: &msg{raw: b, ttl: n.cfg.MaxHops, inReplyTo: token}}, wait)
+	p.from.enqueue(qmsg{m: &msg{Raw: b, TTL: n.cfg.MaxHops, InReplyTo: token}}, wait)
 }
 
 // failRequest tells the requester of token that nobody will answer.
@@ -282,7 +283,7 @@ func (n *Node) subscriberLeft(s *localSub) {
 // forwardRequest passes on a request that came in over from, remembering the way
 // back; one it cannot pass on is answered with no_responders at once.
 func (n *Node) forwardRequest(q qmsg, name dataplane.Name, from *conn) {
-	token := q.m.replyTo
+	token := q.m.ReplyTo
 	if !n.paths.add(token, &pending{name: name, from: from, expires: time.Now().Add(MaxRequestTimeout)}) {
 		from.drop(reasonNoRoute, 1) // a copy of a request this node has passed on already
 		return
@@ -299,7 +300,7 @@ func (n *Node) forwardRequest(q qmsg, name dataplane.Name, from *conn) {
 
 // routeReply sends a reply that came in over a conn on toward its requester.
 func (n *Node) routeReply(q qmsg) {
-	p := n.paths.take(q.m.inReplyTo, false)
+	p := n.paths.take(q.m.InReplyTo, false)
 	switch {
 	case p == nil:
 		n.metrics.dropped(reasonNoRequest).Inc()
@@ -313,7 +314,7 @@ func (n *Node) routeReply(q qmsg) {
 // decodeReply reads a reply that came back to the requester's node.
 func decodeReply(m *msg) reply {
 	var pm nodev1.Message
-	if err := proto.Unmarshal(m.raw, &pm); err != nil {
+	if err := proto.Unmarshal(m.Raw, &pm); err != nil {
 		return reply{noResponders: true}
 	}
 	return reply{Reply: Reply{Payload: pm.GetPayload(), Responder: pm.GetOrigin()}, noResponders: pm.GetNoResponders()}

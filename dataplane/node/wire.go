@@ -1,8 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -12,156 +10,38 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
-// The forwarding path: a message is decoded once, where it enters the node's network
-// (Publish), into its wire form, and from then on every node passes that form on. A
-// node that receives a batch over a link or a peering reads only what forwarding needs
-// from each message — the name, the hop count, the broadcast flag and the segments —
-// and keeps the rest as the bytes it received; the outgoing batch (to the next node,
-// or to a local subscriber) is those bytes with the hop count and the segments
-// appended. Nothing is unmarshalled into a struct and marshalled back, the payload is
-// never copied on its own, and a received batch's bytes stay in the buffer gRPC read
-// them into until the batch's custody ends.
+// The forwarding path (see internal/wire's frame.go): a message is decoded once,
+// where it enters the node's network, into its wire form, and from then on every
+// node passes that form on, rewriting only the hop count and the segments. A
+// received batch's bytes stay in the buffer gRPC read them into until the batch's
+// custody ends.
 
-// Field numbers of switchboard.node.v1 messages the forwarding path reads or writes.
-const (
-	fFrameBatch = 1 // LinkFrame.batch
+// msg is a message as the node holds it (see wire.Message).
+type msg = wire.Message
 
-	fBatchMessages = 1 // Batch.messages
-	fBatchSeq      = 2 // Batch.seq
-
-	fMsgName      = 1
-	fMsgPayload   = 2
-	fMsgBroadcast = 3
-	fMsgTTL       = 4
-	fMsgOrigin    = 5
-	fMsgSeq       = 6
-	fMsgPublished = 7
-	fMsgSegments  = 8
-	fMsgReplyTo   = 9
-	fMsgInReplyTo = 10
-	fMsgNoResp    = 11
-
-	fNameOrg       = 1
-	fNameNamespace = 2
-	fNameService   = 3
-	fNameID        = 4
-
-	fDeliveryMessages = 2 // SubscribeResponse.messages
-)
-
-// msg is a message as the node holds it: its wire form without the two fields that
-// change on the way (the hop count and the segments), and the fields forwarding
-// reads. The wire form of the message is raw followed by ttl and segs, encoded:
-// protobuf allows fields in any order, and the last value of a scalar wins.
-type msg struct {
-	raw       []byte // Message fields but ttl (4) and segments (8), encoded
-	ttl       uint32
-	broadcast bool
-	segs      []string
-	// replyTo is a request's token, inReplyTo a reply's (request.go); both are in raw
-	// too, as they go on unchanged.
-	replyTo, inReplyTo string
+// wireName is n as internal/wire takes it.
+func wireName(n dataplane.Name) wire.Name {
+	return wire.Name{Components: n.Components, ID: n.ComponentID, HasID: n.HasID()}
 }
-
-// wireSize is the size of m's Message encoding.
-func (m *msg) wireSize() int {
-	n := len(m.raw)
-	if m.ttl > 0 {
-		n += 1 + protowire.SizeVarint(uint64(m.ttl))
-	}
-	for _, s := range m.segs {
-		n += 1 + protowire.SizeBytes(len(s))
-	}
-	return n
-}
-
-// appendWire appends m's Message encoding as field num of the enclosing message.
-func (m *msg) appendWire(b []byte, num protowire.Number) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(m.wireSize()))
-	b = append(b, m.raw...)
-	if m.ttl > 0 {
-		b = protowire.AppendTag(b, fMsgTTL, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(m.ttl))
-	}
-	for _, s := range m.segs {
-		b = protowire.AppendTag(b, fMsgSegments, protowire.BytesType)
-		b = protowire.AppendString(b, s)
-	}
-	return b
-}
-
-func sizeField(n int) int { return 1 + protowire.SizeBytes(n) }
 
 // newMsg encodes a message published at this node, in one allocation.
 func newMsg(name dataplane.Name, payload []byte, broadcast bool, ttl uint32, origin string, seq uint64, at int64) *msg {
 	b := appendPublished(make([]byte, 0, publishedSize(name, len(payload), origin)), name, payload, broadcast, origin, seq, at)
-	return &msg{raw: b, ttl: ttl, broadcast: broadcast}
+	return &msg{Raw: b, TTL: ttl, Broadcast: broadcast}
 }
 
 // publishedSize bounds the size of a published message's raw encoding.
 func publishedSize(name dataplane.Name, payload int, origin string) int {
-	// broadcast, and seq and published_unix_nano at their longest
-	return sizeField(nameSize(name)) + sizeField(payload) + sizeField(len(origin)) + 2 + 2*(1+binary.MaxVarintLen64)
+	return wire.PublishedSize(wireName(name), payload, origin)
 }
 
 // appendPublished appends the raw encoding of a message published at this node: every
-// field but the hop count (msg.ttl) and the segments (none).
+// field but the hop count (msg.TTL) and the segments (none).
 func appendPublished(b []byte, name dataplane.Name, payload []byte, broadcast bool, origin string, seq uint64, at int64) []byte {
-	nl := nameSize(name)
-	b = protowire.AppendTag(b, fMsgName, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(nl))
-	b = appendName(b, name)
-	if len(payload) > 0 {
-		b = protowire.AppendTag(b, fMsgPayload, protowire.BytesType)
-		b = protowire.AppendBytes(b, payload)
-	}
-	if broadcast {
-		b = protowire.AppendTag(b, fMsgBroadcast, protowire.VarintType)
-		b = protowire.AppendVarint(b, 1)
-	}
-	if origin != "" {
-		b = protowire.AppendTag(b, fMsgOrigin, protowire.BytesType)
-		b = protowire.AppendString(b, origin)
-	}
-	if seq != 0 {
-		b = protowire.AppendTag(b, fMsgSeq, protowire.VarintType)
-		b = protowire.AppendVarint(b, seq)
-	}
-	if at != 0 {
-		b = protowire.AppendTag(b, fMsgPublished, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(at))
-	}
-	return b
-}
-
-func nameSize(n dataplane.Name) int {
-	size := 0
-	for _, c := range n.Components {
-		if c != "" {
-			size += sizeField(len(c))
-		}
-	}
-	if n.HasID() {
-		size += 1 + protowire.SizeVarint(n.ComponentID)
-	}
-	return size
-}
-
-func appendName(b []byte, n dataplane.Name) []byte {
-	for i, c := range n.Components {
-		if c != "" {
-			b = protowire.AppendTag(b, protowire.Number(fNameOrg+i), protowire.BytesType)
-			b = protowire.AppendString(b, c)
-		}
-	}
-	if n.HasID() {
-		b = protowire.AppendTag(b, fNameID, protowire.VarintType)
-		b = protowire.AppendVarint(b, n.ComponentID)
-	}
-	return b
+	return wire.AppendPublished(b, wireName(name), payload, broadcast, origin, seq, at)
 }
 
 // wireMarshaler is a message the node's codec encodes itself instead of through
@@ -186,7 +66,7 @@ type batchOut struct {
 func (o *batchOut) batchSize() int {
 	n := 0
 	for _, m := range o.msgs {
-		n += sizeField(m.wireSize())
+		n += wire.SizeField(m.Size())
 	}
 	if o.seq != 0 {
 		n += 1 + protowire.SizeVarint(o.seq)
@@ -194,16 +74,16 @@ func (o *batchOut) batchSize() int {
 	return n
 }
 
-func (o *batchOut) wireSize() int { return sizeField(o.batchSize()) }
+func (o *batchOut) wireSize() int { return wire.SizeField(o.batchSize()) }
 
 func (o *batchOut) appendWire(b []byte) []byte {
-	b = protowire.AppendTag(b, fFrameBatch, protowire.BytesType)
+	b = protowire.AppendTag(b, wire.FrameFieldBatch, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(o.batchSize()))
 	for _, m := range o.msgs {
-		b = m.appendWire(b, fBatchMessages)
+		b = m.AppendField(b, wire.BatchFieldMessages)
 	}
 	if o.seq != 0 {
-		b = protowire.AppendTag(b, fBatchSeq, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.BatchFieldSeq, protowire.VarintType)
 		b = protowire.AppendVarint(b, o.seq)
 	}
 	return b
@@ -215,14 +95,14 @@ type deliveryOut struct{ msgs []*msg }
 func (o *deliveryOut) wireSize() int {
 	n := 0
 	for _, m := range o.msgs {
-		n += sizeField(m.wireSize())
+		n += wire.SizeField(m.Size())
 	}
 	return n
 }
 
 func (o *deliveryOut) appendWire(b []byte) []byte {
 	for _, m := range o.msgs {
-		b = m.appendWire(b, fDeliveryMessages)
+		b = m.AppendField(b, wire.DeliveryFieldMessages)
 	}
 	return b
 }
@@ -253,30 +133,19 @@ type frameIn struct {
 	ctrl    *nodev1.LinkFrame
 }
 
-var errWire = errors.New("malformed frame")
+// errWire is a frame that is not valid protobuf.
+var errWire = wire.ErrMalformed
 
 func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	f.isBatch, f.seq, f.msgs, f.buf, f.ctrl = false, 0, nil, nil, nil
 	data := buf.ReadOnlyData()
 	// Which member of the oneof the frame carries: the last one present.
-	last := protowire.Number(0)
-	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			buf.Free()
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			buf.Free()
-			return errWire
-		}
-		if num >= 1 && num <= 6 && typ == protowire.BytesType {
-			last = num
-		}
-		b = b[n+m:]
+	last, err := wire.FrameMember(data)
+	if err != nil {
+		buf.Free()
+		return errWire
 	}
-	if last != fFrameBatch {
+	if last != wire.FrameFieldBatch {
 		f.ctrl = &nodev1.LinkFrame{}
 		err := proto.Unmarshal(data, f.ctrl)
 		buf.Free()
@@ -286,8 +155,8 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	// The batch's messages are allocated once, at their count: a guess from the
 	// frame's size allocated (and cleared) four times too much for 1 KiB messages.
 	count := 0
-	if err := eachField(data, fFrameBatch, func(b []byte) error {
-		return eachField(b, fBatchMessages, func([]byte) error { count++; return nil })
+	if err := wire.EachField(data, wire.FrameFieldBatch, func(b []byte) error {
+		return wire.EachField(b, wire.BatchFieldMessages, func([]byte) error { count++; return nil })
 	}); err != nil {
 		buf.Free()
 		return err
@@ -295,7 +164,7 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 	f.msgs = make([]rxMsg, 0, count)
 	// A batch present several times is merged, as protobuf does: its messages
 	// concatenated, the last seq winning.
-	if err := eachField(data, fFrameBatch, f.decodeBatch); err != nil {
+	if err := wire.EachField(data, wire.FrameFieldBatch, f.decodeBatch); err != nil {
 		buf.Free()
 		return err
 	}
@@ -305,13 +174,13 @@ func (f *frameIn) decodeWire(buf mem.Buffer) error {
 
 func (f *frameIn) decodeBatch(b []byte) error {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return errWire
 		}
 		b = b[n:]
 		switch {
-		case num == fBatchMessages && typ == protowire.BytesType:
+		case num == wire.BatchFieldMessages && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return errWire
@@ -321,7 +190,7 @@ func (f *frameIn) decodeBatch(b []byte) error {
 			if err := f.decodeMessage(v, &f.msgs[len(f.msgs)-1]); err != nil {
 				return err
 			}
-		case num == fBatchSeq && typ == protowire.VarintType:
+		case num == wire.BatchFieldSeq && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return errWire
@@ -339,139 +208,20 @@ func (f *frameIn) decodeBatch(b []byte) error {
 	return nil
 }
 
-// decodeMessage reads what forwarding needs from one encoded Message. The fields it
-// rewrites (ttl, segments) are cut from the bytes it keeps: free when they come last,
-// as the node encodes them; otherwise (another encoder's order) the rest is copied.
+// decodeMessage reads what forwarding needs from one encoded Message (see
+// wire.DecodeMessage), and its name through the stream's cache.
 func (f *frameIn) decodeMessage(data []byte, r *rxMsg) error {
-	var (
-		name      []byte
-		names     int
-		cut       = -1    // offset of the first ttl or segments field
-		keptAfter = false // a field to keep follows it
-	)
-	for b, off := data, 0; len(b) > 0; {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		v := b[n : n+m]
-		strip := false
-		switch {
-		case num == fMsgName && typ == protowire.BytesType:
-			nv, _ := protowire.ConsumeBytes(v)
-			if names++; names == 1 {
-				name = nv
-			} else {
-				// A message field present twice is merged: the encodings concatenated.
-				name = append(append([]byte(nil), name...), nv...)
-			}
-		case num == fMsgBroadcast && typ == protowire.VarintType:
-			x, _ := protowire.ConsumeVarint(v)
-			r.m.broadcast = x != 0
-		case num == fMsgTTL && typ == protowire.VarintType:
-			x, _ := protowire.ConsumeVarint(v)
-			r.m.ttl = uint32(x)
-			strip = true
-		case num == fMsgSegments && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			if !utf8.Valid(s) {
-				return fmt.Errorf("%w: a segment is not UTF-8", errWire)
-			}
-			r.m.segs = append(r.m.segs, string(s))
-			strip = true
-		case num == fMsgOrigin && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			if !utf8.Valid(s) {
-				return fmt.Errorf("%w: the origin is not UTF-8", errWire)
-			}
-			r.origin = s
-		case (num == fMsgReplyTo || num == fMsgInReplyTo) && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			if !utf8.Valid(s) {
-				return fmt.Errorf("%w: a reply token is not UTF-8", errWire)
-			}
-			if num == fMsgReplyTo {
-				r.m.replyTo = string(s)
-			} else {
-				r.m.inReplyTo = string(s)
-			}
-		}
-		switch {
-		case strip && cut < 0:
-			cut = off
-		case !strip && cut >= 0:
-			keptAfter = true
-		}
-		b = b[n+m:]
-		off += n + m
+	name, hasName, origin, err := wire.DecodeMessage(data, &r.m)
+	if err != nil {
+		return err
 	}
-	switch {
-	case cut < 0:
-		r.m.raw = data
-	case !keptAfter:
-		r.m.raw = data[:cut]
-	default:
-		r.m.raw = keepFields(data)
-	}
-	if names == 0 {
+	r.origin = origin
+	if !hasName {
 		r.bad = fmt.Errorf("%w: name is missing", ErrBadName)
 		return nil
 	}
 	r.name, r.bad = f.names.decode(name)
 	return nil
-}
-
-// consumeTag is protowire.ConsumeTag that also refuses a field number above the largest
-// valid one, as protobuf does (ConsumeTag checks only the low bound): a message
-// carrying one would be forwarded as it is, and every subscriber's decoder would fail
-// on it.
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n >= 0 && num > protowire.MaxValidNumber {
-		return 0, 0, -1
-	}
-	return num, typ, n
-}
-
-// eachField calls fn with the contents of every length-delimited field numbered
-// num in b, in order, skipping the other fields; a malformed field is errWire.
-func eachField(b []byte, num protowire.Number, fn func(v []byte) error) error {
-	for len(b) > 0 {
-		got, typ, n := consumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(got, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		if got == num && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[n : n+m])
-			if err := fn(v); err != nil {
-				return err
-			}
-		}
-		b = b[n+m:]
-	}
-	return nil
-}
-
-// keepFields copies the fields of an encoded Message but ttl and segments.
-func keepFields(data []byte) []byte {
-	out := make([]byte, 0, len(data))
-	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if !(num == fMsgTTL && typ == protowire.VarintType) && !(num == fMsgSegments && typ == protowire.BytesType) {
-			out = append(out, b[:n+m]...)
-		}
-		b = b[n+m:]
-	}
-	return out
 }
 
 // nameCache maps encoded Names to their decoded and checked form: a stream carries
@@ -483,35 +233,13 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 	if n, ok := (*c)[string(b)]; ok {
 		return n, nil
 	}
-	var (
-		comps [3]string
-		id    uint64
-		hasID bool
-	)
-	key := b
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
-		}
-		v := b[n : n+m]
-		switch {
-		case num >= fNameOrg && num <= fNameService && typ == protowire.BytesType:
-			s, _ := protowire.ConsumeBytes(v)
-			comps[num-fNameOrg] = string(s)
-		case num == fNameID && typ == protowire.VarintType:
-			id, _ = protowire.ConsumeVarint(v)
-			hasID = true
-		}
-		b = b[n+m:]
+	wn, err := wire.DecodeName(b)
+	if err != nil {
+		return dataplane.Name{}, fmt.Errorf("%w: malformed", ErrBadName)
 	}
-	p := &nodev1.Name{Org: comps[0], Namespace: comps[1], Service: comps[2]}
-	if hasID {
-		p.Id = &id
+	p := &nodev1.Name{Org: wn.Components[0], Namespace: wn.Components[1], Service: wn.Components[2]}
+	if wn.HasID {
+		p.Id = &wn.ID
 	}
 	name, err := nameFromProto(p)
 	if err != nil {
@@ -520,7 +248,7 @@ func (c *nameCache) decode(b []byte) (dataplane.Name, error) {
 	if *c == nil || len(*c) >= maxNameCache {
 		*c = make(nameCache)
 	}
-	(*c)[string(key)] = name
+	(*c)[string(b)] = name
 	return name, nil
 }
 
@@ -545,21 +273,9 @@ type publishReq struct {
 	id        uint64
 }
 
-// Field numbers of PublishBatch and PublishRequest, and of RequestBatch and
-// RequestRequest.
-const (
-	fPubBatchMessages = 1
-	fPubName          = 1
-	fPubPayload       = 2
-	fPubBroadcast     = 3
-
-	fReqTimeout = 3
-	fReqID      = 4
-)
-
 func (p *publishIn) decodeWire(buf mem.Buffer) error {
 	p.reqs, p.buf = p.reqs[:0], nil
-	if err := eachField(buf.ReadOnlyData(), fPubBatchMessages, p.decodeRequest); err != nil {
+	if err := wire.EachField(buf.ReadOnlyData(), wire.PublishBatchFieldMessages, p.decodeRequest); err != nil {
 		buf.Free()
 		return err
 	}
@@ -568,46 +284,15 @@ func (p *publishIn) decodeWire(buf mem.Buffer) error {
 }
 
 func (p *publishIn) decodeRequest(b []byte) error {
-	var (
-		r     publishReq
-		name  []byte
-		names int
-	)
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		v := b[n : n+m]
-		switch {
-		case num == fPubName && typ == protowire.BytesType:
-			nv, _ := protowire.ConsumeBytes(v)
-			if names++; names == 1 {
-				name = nv
-			} else {
-				name = append(append([]byte(nil), name...), nv...)
-			}
-		case num == fPubPayload && typ == protowire.BytesType:
-			r.payload, _ = protowire.ConsumeBytes(v)
-		case num == fPubBroadcast && typ == protowire.VarintType && !p.requests:
-			x, _ := protowire.ConsumeVarint(v)
-			r.broadcast = x != 0
-		case num == fReqTimeout && typ == protowire.VarintType && p.requests:
-			x, _ := protowire.ConsumeVarint(v)
-			r.timeoutMs = uint32(x)
-		case num == fReqID && typ == protowire.VarintType && p.requests:
-			r.id, _ = protowire.ConsumeVarint(v)
-		}
-		b = b[n+m:]
+	w, err := wire.DecodePublishRequest(b, p.requests)
+	if err != nil {
+		return err
 	}
-	if names == 0 {
+	r := publishReq{payload: w.Payload, broadcast: w.Broadcast, timeoutMs: w.TimeoutMs, id: w.ID}
+	if !w.HasName {
 		r.bad = fmt.Errorf("%w: name is missing", ErrBadName)
 	} else {
-		r.name, r.bad = p.names.decode(name)
+		r.name, r.bad = p.names.decode(w.Name)
 	}
 	p.reqs = append(p.reqs, r)
 	return nil
@@ -633,16 +318,9 @@ type respondAnswer struct {
 	token, payload []byte
 }
 
-// Field numbers of RespondBatch and RespondRequest.
-const (
-	fRespBatchAnswers = 1
-	fRespReplyTo      = 1
-	fRespPayload      = 2
-)
-
 func (p *respondIn) decodeWire(buf mem.Buffer) error {
 	p.answers, p.buf = p.answers[:0], nil
-	if err := eachField(buf.ReadOnlyData(), fRespBatchAnswers, p.decodeAnswer); err != nil {
+	if err := wire.EachField(buf.ReadOnlyData(), wire.RespondBatchFieldAnswers, p.decodeAnswer); err != nil {
 		buf.Free()
 		return err
 	}
@@ -651,27 +329,11 @@ func (p *respondIn) decodeWire(buf mem.Buffer) error {
 }
 
 func (p *respondIn) decodeAnswer(b []byte) error {
-	var a respondAnswer
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return errWire
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errWire
-		}
-		if typ == protowire.BytesType {
-			switch num {
-			case fRespReplyTo:
-				a.token, _ = protowire.ConsumeBytes(b[n : n+m])
-			case fRespPayload:
-				a.payload, _ = protowire.ConsumeBytes(b[n : n+m])
-			}
-		}
-		b = b[n+m:]
+	token, payload, err := wire.DecodeRespondRequest(b)
+	if err != nil {
+		return err
 	}
-	p.answers = append(p.answers, a)
+	p.answers = append(p.answers, respondAnswer{token: token, payload: payload})
 	return nil
 }
 
@@ -685,69 +347,7 @@ func (p *respondIn) free() {
 }
 
 // streamAnswer is the answer to one request of a RequestStream.
-type streamAnswer struct {
-	id        uint64
-	payload   []byte
-	responder string
-	code      uint32
-	err       string
-}
-
-// Field numbers of RequestResponseBatch and RequestResponse.
-const (
-	fAnsBatchResponses = 1
-	fAnsPayload        = 1
-	fAnsResponder      = 2
-	fAnsID             = 3
-	fAnsCode           = 4
-	fAnsError          = 5
-)
-
-func (a *streamAnswer) size() int {
-	n := 0
-	if len(a.payload) > 0 {
-		n += sizeField(len(a.payload))
-	}
-	if a.responder != "" {
-		n += sizeField(len(a.responder))
-	}
-	if a.id != 0 {
-		n += 1 + protowire.SizeVarint(a.id)
-	}
-	if a.code != 0 {
-		n += 1 + protowire.SizeVarint(uint64(a.code))
-	}
-	if a.err != "" {
-		n += sizeField(len(a.err))
-	}
-	return n
-}
-
-func (a *streamAnswer) appendWire(b []byte) []byte {
-	b = protowire.AppendTag(b, fAnsBatchResponses, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(a.size()))
-	if len(a.payload) > 0 {
-		b = protowire.AppendTag(b, fAnsPayload, protowire.BytesType)
-		b = protowire.AppendBytes(b, a.payload)
-	}
-	if a.responder != "" {
-		b = protowire.AppendTag(b, fAnsResponder, protowire.BytesType)
-		b = protowire.AppendString(b, a.responder)
-	}
-	if a.id != 0 {
-		b = protowire.AppendTag(b, fAnsID, protowire.VarintType)
-		b = protowire.AppendVarint(b, a.id)
-	}
-	if a.code != 0 {
-		b = protowire.AppendTag(b, fAnsCode, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(a.code))
-	}
-	if a.err != "" {
-		b = protowire.AppendTag(b, fAnsError, protowire.BytesType)
-		b = protowire.AppendString(b, a.err)
-	}
-	return b
-}
+type streamAnswer = wire.Answer
 
 // answersOut is the RequestResponseBatch of answers sent together.
 type answersOut struct{ answers []streamAnswer }
@@ -755,14 +355,14 @@ type answersOut struct{ answers []streamAnswer }
 func (o *answersOut) wireSize() int {
 	n := 0
 	for i := range o.answers {
-		n += sizeField(o.answers[i].size())
+		n += wire.SizeField(o.answers[i].Size())
 	}
 	return n
 }
 
 func (o *answersOut) appendWire(b []byte) []byte {
 	for i := range o.answers {
-		b = o.answers[i].appendWire(b)
+		b = o.answers[i].AppendBatchItem(b)
 	}
 	return b
 }
@@ -778,17 +378,17 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	var id uint64
 	count, payloads := 0, 0
 	for b := data; len(b) > 0; {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && typ == protowire.VarintType:
+		case num == wire.DeliveryFieldID && typ == protowire.VarintType:
 			if id, n = protowire.ConsumeVarint(b); n < 0 {
 				return false
 			}
-		case num == fDeliveryMessages && typ == protowire.BytesType:
+		case num == wire.DeliveryFieldMessages && typ == protowire.BytesType:
 			var v []byte
 			if v, n = protowire.ConsumeBytes(b); n < 0 {
 				return false
@@ -808,9 +408,9 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	}
 	out := make([]*nodev1.Message, 0, count)
 	for b := data; len(b) > 0; {
-		num, _, n := consumeTag(b)
+		num, _, n := wire.ConsumeTag(b)
 		b = b[n:]
-		if num != fDeliveryMessages {
+		if num != wire.DeliveryFieldMessages {
 			_, n = protowire.ConsumeVarint(b)
 			b = b[n:]
 			continue
@@ -855,7 +455,7 @@ func (d *deliveryDecoder) str(i int, b []byte) (string, bool) {
 func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 	segs := len(d.segs)
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
@@ -878,30 +478,30 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 		}
 		b = b[n:]
 		switch {
-		case num == fMsgName && typ == protowire.BytesType && m.Name == nil:
+		case num == wire.MessageFieldName && typ == protowire.BytesType && m.Name == nil:
 			m.Name = &d.names[k]
 			ok = d.name(v, m.Name, k)
-		case num == fMsgPayload && typ == protowire.BytesType:
+		case num == wire.MessageFieldPayload && typ == protowire.BytesType:
 			start := len(d.arena)
 			d.arena = append(d.arena, v...)
 			m.Payload = d.arena[start:len(d.arena):len(d.arena)]
-		case num == fMsgBroadcast && typ == protowire.VarintType:
+		case num == wire.MessageFieldBroadcast && typ == protowire.VarintType:
 			m.Broadcast = x != 0
-		case num == fMsgTTL && typ == protowire.VarintType:
+		case num == wire.MessageFieldTTL && typ == protowire.VarintType:
 			m.Ttl = uint32(x)
-		case num == fMsgOrigin && typ == protowire.BytesType:
+		case num == wire.MessageFieldOrigin && typ == protowire.BytesType:
 			m.Origin, ok = d.str(3, v)
-		case num == fMsgSeq && typ == protowire.VarintType:
+		case num == wire.MessageFieldSeq && typ == protowire.VarintType:
 			m.Seq = x
-		case num == fMsgPublished && typ == protowire.VarintType:
+		case num == wire.MessageFieldPublished && typ == protowire.VarintType:
 			m.PublishedUnixNano = int64(x)
-		case num == fMsgReplyTo && typ == protowire.BytesType:
+		case num == wire.MessageFieldReplyTo && typ == protowire.BytesType:
 			m.ReplyTo, ok = string(v), utf8.Valid(v)
-		case num == fMsgInReplyTo && typ == protowire.BytesType:
+		case num == wire.MessageFieldInReplyTo && typ == protowire.BytesType:
 			m.InReplyTo, ok = string(v), utf8.Valid(v)
-		case num == fMsgNoResp && typ == protowire.VarintType:
+		case num == wire.MessageFieldNoResponders && typ == protowire.VarintType:
 			m.NoResponders = x != 0
-		case num == fMsgSegments && typ == protowire.BytesType:
+		case num == wire.MessageFieldSegments && typ == protowire.BytesType:
 			var s string
 			s, ok = d.str(4, v)
 			if d.segs == nil {
@@ -924,31 +524,31 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 
 func (d *deliveryDecoder) name(b []byte, p *nodev1.Name, k int) bool {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
 		switch {
-		case num >= fNameOrg && num <= fNameService && typ == protowire.BytesType:
+		case num >= wire.NameFieldOrg && num <= wire.NameFieldService && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false
 			}
 			b = b[n:]
-			s, ok := d.str(int(num-fNameOrg), v)
+			s, ok := d.str(int(num-wire.NameFieldOrg), v)
 			if !ok {
 				return false
 			}
 			switch num {
-			case fNameOrg:
+			case wire.NameFieldOrg:
 				p.Org = s
-			case fNameNamespace:
+			case wire.NameFieldNamespace:
 				p.Namespace = s
 			default:
 				p.Service = s
 			}
-		case num == fNameID && typ == protowire.VarintType:
+		case num == wire.NameFieldID && typ == protowire.VarintType:
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false

@@ -66,8 +66,8 @@ func FuzzFrameDecode(f *testing.F) {
 		for i := range fr.msgs {
 			r := &fr.msgs[i]
 			pm := batch.GetMessages()[i]
-			if r.m.ttl != pm.GetTtl() || r.m.broadcast != pm.GetBroadcast() || len(r.m.segs) != len(pm.GetSegments()) {
-				t.Fatalf("message %d: ttl %d broadcast %v segments %q; protobuf reads %d %v %q", i, r.m.ttl, r.m.broadcast, r.m.segs, pm.GetTtl(), pm.GetBroadcast(), pm.GetSegments())
+			if r.m.TTL != pm.GetTtl() || r.m.Broadcast != pm.GetBroadcast() || len(r.m.Segs) != len(pm.GetSegments()) {
+				t.Fatalf("message %d: ttl %d broadcast %v segments %q; protobuf reads %d %v %q", i, r.m.TTL, r.m.Broadcast, r.m.Segs, pm.GetTtl(), pm.GetBroadcast(), pm.GetSegments())
 			}
 			if r.bad != nil {
 				continue
@@ -218,8 +218,8 @@ func FuzzRespondBatchDecode(f *testing.F) {
 // protobuf reads as those answers.
 func TestAnswersOutWire(t *testing.T) {
 	out := &answersOut{answers: []streamAnswer{
-		{id: 1, payload: []byte("p"), responder: "b/n1"},
-		{id: 1 << 40, code: 14, err: "no responders for o/ns/svc: …"},
+		{ID: 1, Payload: []byte("p"), Responder: "b/n1"},
+		{ID: 1 << 40, Code: 14, Error: "no responders for o/ns/svc: …"},
 		{},
 	}}
 	var got nodev1.RequestResponseBatch

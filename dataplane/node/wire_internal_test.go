@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // decodeFrame runs a LinkFrame, marshalled by protobuf, through the forwarding path's
@@ -49,11 +50,11 @@ func TestWireForwardsIntact(t *testing.T) {
 	out := &batchOut{seq: 10}
 	for i := range f.msgs {
 		r := &f.msgs[i]
-		if r.bad != nil || r.name != want || r.m.ttl != 5 || r.m.broadcast != (i == 1) || len(r.m.segs) != 2 {
-			t.Fatalf("message %d: name %v (%v) ttl %d broadcast %v segments %v", i, r.name, r.bad, r.m.ttl, r.m.broadcast, r.m.segs)
+		if r.bad != nil || r.name != want || r.m.TTL != 5 || r.m.Broadcast != (i == 1) || len(r.m.Segs) != 2 {
+			t.Fatalf("message %d: name %v (%v) ttl %d broadcast %v segments %v", i, r.name, r.bad, r.m.TTL, r.m.Broadcast, r.m.Segs)
 		}
-		r.m.ttl--
-		r.m.segs = []string{"s3"}
+		r.m.TTL--
+		r.m.Segs = []string{"s3"}
 		out.msgs = append(out.msgs, &r.m)
 	}
 	data := marshalWire(out)
@@ -76,8 +77,8 @@ func TestWireForwardsIntact(t *testing.T) {
 	}
 	for i := range f2.msgs {
 		r := &f2.msgs[i]
-		if r.m.wireSize()-len(r.m.raw) != len("\x20\x04\x42\x02s3") || !bytes.Equal(r.m.raw, f.msgs[i].m.raw) {
-			t.Fatalf("message %d read back: raw %x, want %x and then the hop count and segments", i, r.m.raw, f.msgs[i].m.raw)
+		if r.m.Size()-len(r.m.Raw) != len("\x20\x04\x42\x02s3") || !bytes.Equal(r.m.Raw, f.msgs[i].m.Raw) {
+			t.Fatalf("message %d read back: raw %x, want %x and then the hop count and segments", i, r.m.Raw, f.msgs[i].m.Raw)
 		}
 	}
 }
@@ -207,9 +208,9 @@ func TestWireRefusesOutOfRangeFieldNumber(t *testing.T) {
 	msg := mustMarshal(t, &nodev1.Message{Name: &nodev1.Name{Org: "o", Namespace: "ns", Service: "svc", Id: &id}, Payload: []byte("p"), Ttl: 3})
 	msg = protowire.AppendVarint(msg, uint64(protowire.MaxValidNumber+1)<<3) // a varint field numbered 2^29
 	msg = protowire.AppendVarint(msg, 1)
-	batch := protowire.AppendTag(nil, fBatchMessages, protowire.BytesType)
+	batch := protowire.AppendTag(nil, wire.BatchFieldMessages, protowire.BytesType)
 	batch = protowire.AppendBytes(batch, msg)
-	frame := protowire.AppendTag(nil, fFrameBatch, protowire.BytesType)
+	frame := protowire.AppendTag(nil, wire.FrameFieldBatch, protowire.BytesType)
 	frame = protowire.AppendBytes(frame, batch)
 	if proto.Unmarshal(frame, &nodev1.LinkFrame{}) == nil {
 		t.Fatal("protobuf reads the frame: the test needs one it refuses")

@@ -1,12 +1,8 @@
 package wire
 
 import (
-	"fmt"
-
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 )
 
@@ -41,19 +37,6 @@ const (
 // An event is encoded once, when it happens, and the same bytes go to every watcher;
 // a snapshot is encoded once per version and shared by every watcher that takes it.
 // Encoding per watcher would cost the registrar a marshal per event per agent.
-
-// MarshalEndpoint returns the wire form of one endpoint.
-func MarshalEndpoint(e endpoint.Endpoint) []byte {
-	// Deterministic: one endpoint has one wire form, in every process, so that
-	// state digests agree across replicas.
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.ToProto())
-	if err != nil {
-		// Marshal fails only for invalid UTF-8 in a string field, which Validate and
-		// every backend reject before an endpoint gets here.
-		panic(fmt.Sprintf("wire: marshal endpoint %s: %v", e.Key(), err))
-	}
-	return b
-}
 
 // EncodeChange assembles an ADDED, UPDATED or REMOVED event, in a buffer of at
 // least minCap bytes. traceparent, the W3C trace context of the event's fan-out
@@ -138,3 +121,6 @@ func AppendBatchItem(out, ev []byte) []byte {
 func BatchItemSize(ev []byte) int {
 	return protowire.SizeTag(EventFieldEvents) + protowire.SizeBytes(len(ev))
 }
+
+// EventEndpoint returns the endpoint field of an encoded event, nil if none.
+func EventEndpoint(ev []byte) []byte { return FindField(ev, EventFieldEndpoint) }

@@ -10,12 +10,13 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	registrarv1 "github.com/switchboard-mesh/switchboard/gen/switchboard/registrar/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // ListAll reads the endpoints f matches from the registrar behind cc with one
 // ListAllEndpoints call, and returns them (sorted as the registrar sorts them) with
 // the snapshot version they were read at. The response is decoded straight from
-// gRPC's receive buffers into endpoints (wiredecode.go), not through generated
+// gRPC's receive buffers into endpoints (wire.DecodeListing), not through generated
 // messages: for a whole-registry listing that is most of the call's time. It needs no
 // Client: tools and one-shot readers use it as it is; the Client uses it before its
 // stream's first snapshot.
@@ -54,7 +55,7 @@ func (listCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	var err error
-	out.endpoints, out.version, err = decodeListing(buf.ReadOnlyData())
+	out.endpoints, out.version, err = wire.DecodeListing(buf.ReadOnlyData())
 	return err
 }
 

@@ -26,9 +26,6 @@ import (
 // (about 0.3 ms), and every watcher of a version shares its messages. gRPC's own
 // per-message compression would compress every message for every watcher instead.
 
-// EpInstanceID is registryv1.Endpoint's instance_id field.
-const EpInstanceID = 12
-
 // zstdEncoder compresses groups; EncodeAll is safe for concurrent use.
 var zstdEncoder = mustEncoder()
 
@@ -126,33 +123,7 @@ func withoutInstanceIDs(items []byte) []byte {
 		ep, m := protowire.ConsumeBytes(items[n:])
 		items = items[n+m:]
 		out = protowire.AppendTag(out, wire.EventFieldEndpoints, protowire.BytesType)
-		out = protowire.AppendBytes(out, dropField(ep, EpInstanceID))
-	}
-	return out
-}
-
-// dropField returns the encoded message b without its fields numbered num (b
-// itself when it has none).
-func dropField(b []byte, num protowire.Number) []byte {
-	var out []byte
-	for i := 0; i < len(b); {
-		got, typ, n := protowire.ConsumeTag(b[i:])
-		if n < 0 {
-			return b // not ours to judge: sent as it is
-		}
-		m := protowire.ConsumeFieldValue(got, typ, b[i+n:])
-		if m < 0 {
-			return b
-		}
-		if got == num && out == nil {
-			out = append(make([]byte, 0, len(b)), b[:i]...)
-		} else if got != num && out != nil {
-			out = append(out, b[i:i+n+m]...)
-		}
-		i += n + m
-	}
-	if out == nil {
-		return b
+		out = protowire.AppendBytes(out, wire.DropField(ep, wire.EndpointFieldInstanceID))
 	}
 	return out
 }

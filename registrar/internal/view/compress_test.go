@@ -19,7 +19,7 @@ func checkCompressed(t testing.TB, snap *Snapshot, want map[string]bool) {
 	// checks that against protobuf's decoding).
 	stripped := make(map[string]bool, len(want))
 	for w := range want {
-		stripped[string(dropField([]byte(w), EpInstanceID))] = true
+		stripped[string(wire.DropField([]byte(w), wire.EndpointFieldInstanceID))] = true
 	}
 	checkMessages(t, snap, stripped, func(msg []byte) []byte { return inflateItems(t, msg) })
 }

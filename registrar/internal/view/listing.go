@@ -6,13 +6,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
-)
-
-// Field numbers of switchboard.registrar.v1.ListAllEndpointsResponse.
-const (
-	FieldListEndpoints = 1
-	FieldListVersion   = 2
 )
 
 // listing is a ListAllEndpoints response in wire form, sorted as every List is.
@@ -49,17 +44,17 @@ func (s *View) ListAll(f endpoint.Filter) []byte {
 		if f.Match(e.ep) {
 			eps = append(eps, e.ep)
 			wires = append(wires, e.wire)
-			size += protowire.SizeTag(FieldListEndpoints) + protowire.SizeBytes(len(e.wire))
+			size += protowire.SizeTag(wire.ListFieldEndpoints) + protowire.SizeBytes(len(e.wire))
 		}
 	}
 	l := &listing{at: s.current()}
 	s.mu.RUnlock()
 	l.raw = make([]byte, 0, size+64)
 	for _, i := range endpoint.Order(eps) {
-		l.raw = protowire.AppendTag(l.raw, FieldListEndpoints, protowire.BytesType)
+		l.raw = protowire.AppendTag(l.raw, wire.ListFieldEndpoints, protowire.BytesType)
 		l.raw = protowire.AppendBytes(l.raw, wires[i])
 	}
-	l.raw = protowire.AppendTag(l.raw, FieldListVersion, protowire.BytesType)
+	l.raw = protowire.AppendTag(l.raw, wire.ListFieldVersion, protowire.BytesType)
 	l.raw = protowire.AppendString(l.raw, l.at.String())
 	if all {
 		s.listed = l

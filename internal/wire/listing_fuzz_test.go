@@ -1,4 +1,4 @@
-package client
+package wire
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ func FuzzDecodeListing(f *testing.F) {
 	f.Add([]byte{0x0a, 0x03, 0x0a, 0x01, 0xff}) // cluster not UTF-8
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})       // cluster as a varint: unknown
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, version, err := decodeListing(b)
+		got, version, err := DecodeListing(b)
 		want, wantVersion, wantErr := referenceListing(b)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("hand decoder error %v, protobuf's %v", err, wantErr)
@@ -99,13 +99,13 @@ func TestDecodeListingInParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw = protowire.AppendTag(raw, listVersion, protowire.BytesType)
+	raw = protowire.AppendTag(raw, ListFieldVersion, protowire.BytesType)
 	raw = protowire.AppendString(raw, "last")
 	want, wantVersion, wantErr := referenceListing(raw)
 	var first []endpoint.Endpoint
 	for _, procs := range []int{1, 2, 4, 2} {
 		old := runtime.GOMAXPROCS(procs)
-		got, version, err := decodeListing(raw)
+		got, version, err := DecodeListing(raw)
 		runtime.GOMAXPROCS(old)
 		if err != nil || wantErr != nil || version != wantVersion || version != "last" || len(got) != len(want) {
 			t.Fatalf("GOMAXPROCS %d: %d endpoints at %q (%v), protobuf %d at %q (%v)", procs, len(got), version, err, len(want), wantVersion, wantErr)
@@ -119,7 +119,7 @@ func TestDecodeListingInParts(t *testing.T) {
 	bad := len(resp.Endpoints) - 3
 	resp.Endpoints[bad].Node = "\xff"
 	raw = withRawNodes(t, resp)
-	_, _, err = decodeListing(raw)
+	_, _, err = DecodeListing(raw)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("endpoint %d: node is not valid UTF-8", bad)) {
 		t.Fatalf("a bad node in endpoint %d: error %v, want one naming the endpoint and the field", bad, err)
 	}
@@ -147,9 +147,9 @@ func withRawNodes(t *testing.T, resp *registrarv1.ListAllEndpointsResponse) []by
 			t.Fatal(err)
 		}
 		e.Node = node
-		eb = protowire.AppendTag(eb, epNode, protowire.BytesType)
+		eb = protowire.AppendTag(eb, EndpointFieldNode, protowire.BytesType)
 		eb = protowire.AppendString(eb, node)
-		out = protowire.AppendTag(out, listEndpoints, protowire.BytesType)
+		out = protowire.AppendTag(out, ListFieldEndpoints, protowire.BytesType)
 		out = protowire.AppendBytes(out, eb)
 	}
 	return out

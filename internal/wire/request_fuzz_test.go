@@ -1,4 +1,4 @@
-package registrar
+package wire
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodeWatchRequest(data)
+		got, err := DecodeWatchRequest(data)
 		var want registrarv1.WatchEndpointsRequest
 		perr := proto.Unmarshal(data, &want)
 		if (err == nil) != (perr == nil) {
@@ -37,8 +37,8 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		}
 		if got.GetClusterName() != want.GetClusterName() || got.GetNodeName() != want.GetNodeName() ||
 			got.GetLastVersion() != want.GetLastVersion() || !slices.Equal(got.GetServices(), want.GetServices()) ||
-			got.scopeID != want.GetScopeId() || got.allServices != want.GetAllServices() ||
-			got.acceptBatches != want.GetAcceptBatches() || got.acceptCompressed != want.GetAcceptCompressed() {
+			got.ScopeID != want.GetScopeId() || got.AllServices != want.GetAllServices() ||
+			got.AcceptBatches != want.GetAcceptBatches() || got.AcceptCompressed != want.GetAcceptCompressed() {
 			t.Fatalf("decoded %+v, protobuf reads %v", got, &want)
 		}
 	})
