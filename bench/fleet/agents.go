@@ -36,7 +36,7 @@ import (
 //
 // and, whenever its probe watcher sees another cluster's probe change:
 //
-//	seen CLUSTER ID NS
+//	seen WATCHING_CLUSTER ID NS
 
 type agentsConfig struct {
 	cluster    string
@@ -68,7 +68,8 @@ type fleetAgents struct {
 	cfg     agentsConfig
 	log     *slog.Logger
 	clients []*client.Client
-	homes   []int // replica each client starts on
+	homes   []int          // replica each client starts on
+	watcher *client.Client // never written through
 	agents  [][]endpoint.Endpoint
 	out     *lineWriter
 
@@ -144,8 +145,10 @@ func (f *fleetAgents) dial() error {
 }
 
 func (f *fleetAgents) close() {
-	for _, c := range f.clients {
-		_ = c.Close()
+	for _, c := range append(f.clients, f.watcher) {
+		if c != nil {
+			_ = c.Close()
+		}
 	}
 }
 

@@ -152,6 +152,18 @@ func runNATS(ctx context.Context, log *slog.Logger, f childFlags) error {
 		return err
 	}
 	defer s.Shutdown()
+	// A client that asks before the meta group has a leader can wait on its request
+	// for as long as its context allows: say ready only once JetStream serves.
+	for deadline := time.Now().Add(time.Minute); !s.JetStreamReady(); {
+		if time.Now().After(deadline) {
+			return errors.New("JetStream not current within 1m")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	log.Info("nats serving", "url", s.ClientURL())
 	fmt.Println("ready " + s.ClientURL())
 	<-ctx.Done()
@@ -170,14 +182,17 @@ func backendParams(backend string, urls []string, replicas int) (map[string]stri
 }
 
 // openBackend opens the registry, retrying until ctx ends: a JetStream cluster takes
-// a while to elect the leader that creates the stream.
+// a while to elect the leader that creates the stream. Each attempt has 15 s: one
+// made too early can wait on an answer that never comes.
 func openBackend(ctx context.Context, log *slog.Logger, backend string, urls []string, replicas int) (registry.Registry, error) {
 	params, err := backendParams(backend, urls, replicas)
 	if err != nil {
 		return nil, err
 	}
 	for {
-		reg, err := registry.Open(ctx, backend, params, log)
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		reg, err := registry.Open(actx, backend, params, log)
+		cancel()
 		if err == nil {
 			return reg, nil
 		}

@@ -87,7 +87,7 @@ func (f *fleetAgents) startWatchers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.clients = append(f.clients, c) // closed with the others; never written through
+	f.watcher = c
 	wc := f.cfg.watched()
 	f.loss = &lossWatch{cluster: wc, expected: expectedKeys(wc, f.cfg.endpoints, f.cfg.perAgent),
 		visible: map[string]bool{}, vanished: map[string]bool{}}
@@ -128,7 +128,7 @@ func (f *fleetAgents) waitWatched(ctx context.Context) error {
 }
 
 // watchProbes reports every probe change of another cluster (or of its own, in a
-// fleet of one) with the time it arrived.
+// fleet of one) with the time it arrived here, naming this (the watching) cluster.
 func (f *fleetAgents) watchProbes(ch <-chan registry.Event) {
 	own := clusterName(f.cfg.index)
 	for ev := range ch {
@@ -139,7 +139,7 @@ func (f *fleetAgents) watchProbes(ch <-chan registry.Event) {
 			continue
 		}
 		if id := ev.Endpoint.Annotations["change"]; id != "" {
-			f.out.println("seen %s %s %d", ev.Endpoint.Cluster, id, time.Now().UnixNano())
+			f.out.println("seen %s %s %d", own, id, time.Now().UnixNano())
 		}
 	}
 }
