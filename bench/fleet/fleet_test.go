@@ -193,7 +193,7 @@ func TestTinyFleet(t *testing.T) {
 	}
 	report := string(b)
 	for _, want := range []string{"backend writes/s (revisions)", "backend key writes/s (puts)", "registrar RSS",
-		"cross-cluster propagation", "write gap after SIGKILL", "entries lost (watchers) | 0 of 50 watched"} {
+		"cross-cluster propagation", "backend write gap after SIGKILL", "registrar acknowledgement gap", "entries lost (watchers) | 0 of 50 watched"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
