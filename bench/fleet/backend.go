@@ -69,30 +69,56 @@ func startMembers(backend, dir, logDir string) ([]*proc, error) {
 // own, not the registrars' or the agents'.
 type observer struct {
 	backend string
-	urls    []string
 	reg     registry.Registry
+	*counter
+}
+
+// counter reads the backend's write counter and leader through clients of its own.
+type counter struct {
+	backend string
 	etcd    *clientv3.Client
 	nc      *nats.Conn
 	js      jetstream.JetStream
 }
 
+// newCounter connects to urls only: the member phase reads through the survivors,
+// so that this client's own failover is not counted as the backend's.
+func newCounter(backend string, urls []string) (*counter, error) {
+	c := &counter{backend: backend}
+	var err error
+	switch backend {
+	case "etcd":
+		c.etcd, err = clientv3.New(clientv3.Config{Endpoints: urls, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	case "jetstream":
+		if c.nc, err = nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1)); err == nil {
+			c.js, err = jetstream.New(c.nc)
+		}
+	}
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *counter) close() {
+	if c.etcd != nil {
+		_ = c.etcd.Close()
+	}
+	if c.nc != nil {
+		c.nc.Close()
+	}
+}
+
 func newObserver(ctx context.Context, backend string, urls []string, log *slog.Logger) (*observer, error) {
-	o := &observer{backend: backend, urls: urls}
+	o := &observer{backend: backend}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var err error
 	if o.reg, err = openBackend(ctx, log, backend, urls, backendMembers); err != nil {
 		return nil, err
 	}
-	switch backend {
-	case "etcd":
-		o.etcd, err = clientv3.New(clientv3.Config{Endpoints: urls, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	case "jetstream":
-		if o.nc, err = nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1)); err == nil {
-			o.js, err = jetstream.New(o.nc)
-		}
-	}
-	if err != nil {
+	if o.counter, err = newCounter(backend, urls); err != nil {
 		o.close()
 		return nil, err
 	}
@@ -103,11 +129,8 @@ func (o *observer) close() {
 	if o.reg != nil {
 		_ = o.reg.Close()
 	}
-	if o.etcd != nil {
-		_ = o.etcd.Close()
-	}
-	if o.nc != nil {
-		o.nc.Close()
+	if o.counter != nil {
+		o.counter.close()
 	}
 }
 
@@ -122,7 +145,7 @@ type counters struct {
 	puts float64
 }
 
-func (o *observer) read(ctx context.Context, members []*proc) (counters, error) {
+func (o *counter) read(ctx context.Context, members []*proc) (counters, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c := counters{at: time.Now(), puts: -1}
@@ -179,7 +202,7 @@ func metric(ctx context.Context, url, name string) (float64, error) {
 
 // leader is the index of the member that leads: etcd's Raft leader, or the leader of
 // the registry stream's Raft group on JetStream.
-func (o *observer) leader(ctx context.Context, members []*proc) (int, error) {
+func (o *counter) leader(ctx context.Context, members []*proc) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	switch o.backend {

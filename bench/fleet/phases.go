@@ -349,9 +349,20 @@ func (f *fleet) member(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	victim := f.members[target]
+	var survivors []string
+	for i, m := range f.members {
+		if i != target {
+			survivors = append(survivors, m.addr)
+		}
+	}
+	cnt, err := newCounter(f.o.backend, survivors)
+	if err != nil {
+		return nil, err
+	}
+	defer cnt.close()
 	end := time.Now().Add(f.o.lossWindow)
 	commits := make(chan commitGap, 1)
-	go func() { commits <- f.commitGap(ctx, end) }()
+	go func() { commits <- commitGapOf(ctx, cnt, end) }()
 	_ = sleep(ctx, time.Second) // the poller's baseline: commits before the kill
 	f.log.Info("member: SIGKILL", "member", victim.name, "role", role)
 	killed := time.Now()
@@ -368,7 +379,7 @@ func (f *fleet) member(ctx context.Context) ([]row, error) {
 	}
 	rows := []row{
 		{phase: "member", figure: fmt.Sprintf("backend write gap after SIGKILL of %s (%s)", victim.name, role), value: fmt.Sprintf("%s (from %+.1f s after the kill)", ms(g.longest), g.from.Sub(killed).Seconds()),
-			how: fmt.Sprintf("longest time the backend's write counter (revision / last sequence) did not advance, polled every %s from 1 s before the kill to %s after (%d polls failed)", commitPoll, f.o.lossWindow-time.Second, g.failed)},
+			how: fmt.Sprintf("longest time the backend's write counter (revision / last sequence) did not advance, polled every %s through the surviving members from 1 s before the kill to %s after (%d polls failed)", commitPoll, f.o.lossWindow-time.Second, g.failed)},
 		{phase: "member", figure: "registrar acknowledgement gap", value: ms(a.gap),
 			how: "longest time between two writes acknowledged to one agents process in the same window: registrars acknowledge before they persist, so this shows what agents felt"},
 		{phase: "member", figure: "failed write batches", value: strconv.Itoa(a.failures), how: "agents' batches that returned an error (each retried)"},
@@ -392,13 +403,13 @@ type commitGap struct {
 // time between two observed advances (a read that fails or times out advances
 // nothing). The time from the last advance to end counts too: a backend that never
 // came back has a gap that long.
-func (f *fleet) commitGap(ctx context.Context, end time.Time) commitGap {
+func commitGapOf(ctx context.Context, cnt *counter, end time.Time) commitGap {
 	var g commitGap
 	var last uint64
 	lastAdvance := time.Now()
 	for time.Now().Before(end) && ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		c, err := f.obs.read(pctx, nil)
+		c, err := cnt.read(pctx, nil)
 		cancel()
 		switch {
 		case err != nil:
