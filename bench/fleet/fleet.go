@@ -155,22 +155,24 @@ func (f *fleet) stop() {
 	if f.obs != nil {
 		f.obs.close()
 	}
-	stopAll := func(ps []*proc) {
+	stopAll := func(ps []*proc, grace time.Duration) {
 		var wg sync.WaitGroup
 		for _, p := range ps {
 			if p != nil {
-				wg.Go(func() { p.stop(15 * time.Second) })
+				wg.Go(func() { p.stop(grace) })
 			}
 		}
 		wg.Wait()
 	}
-	stopAll(f.agents)
+	stopAll(f.agents, 15*time.Second)
 	var regs []*proc
 	for _, rs := range f.registrars {
 		regs = append(regs, rs...)
 	}
-	stopAll(regs)
-	stopAll(f.members)
+	stopAll(regs, 15*time.Second)
+	// The last member of a backend losing its quorum can take its time to stop, and
+	// its data is thrown away.
+	stopAll(f.members, 3*time.Second)
 	f.removeDir()
 }
 

@@ -47,7 +47,7 @@ func main() {
 }
 
 // run is the whole program: 0 when every goal was met, 1 when one was not or the
-// run failed, 2 on bad flags.
+// run failed, 2 on bad flags, 130 when interrupted.
 func run(args []string) int {
 	o, err := parseOptions(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -63,6 +63,10 @@ func run(args []string) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	met, err := measure(ctx, o, log)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		log.Warn("interrupted: every child stopped")
+		return 130
+	}
 	if err != nil {
 		log.Error("run failed", "err", err)
 		return 1
@@ -75,7 +79,8 @@ func run(args []string) int {
 }
 
 // measure starts the fleet, runs the phases and writes the report. An interrupted
-// run stops its children gently; a failed one kills their process groups.
+// run stops its children gently; a failed one (-timeout passing included) kills
+// their process groups.
 func measure(ctx context.Context, o options, log *slog.Logger) (met bool, err error) {
 	before := probeHost(log)
 	f, err := startFleet(ctx, o, log)
@@ -83,7 +88,7 @@ func measure(ctx context.Context, o options, log *slog.Logger) (met bool, err er
 		return false, err
 	}
 	defer func() {
-		if err != nil && ctx.Err() == nil {
+		if err != nil && !errors.Is(ctx.Err(), context.Canceled) {
 			f.abort()
 			return
 		}
