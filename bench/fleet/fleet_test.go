@@ -27,8 +27,28 @@ func TestParseOptionsDefaults(t *testing.T) {
 	if o.conns != 6 || o.settle != 10*time.Second || o.lossWindow != 40*time.Second {
 		t.Errorf("defaults: conns %d settle %s loss window %s; want 6, 10s, 40s", o.conns, o.settle, o.lossWindow)
 	}
+	if o.memberWindow != 73*time.Second {
+		t.Errorf("etcd leader loss window %s, want 2×30s+3s+10s", o.memberWindow)
+	}
 	if !slices.Equal(o.phases, allPhases) {
 		t.Errorf("phases %v, want %v", o.phases, allPhases)
+	}
+}
+
+func TestParseOptionsLossWindow(t *testing.T) {
+	o, err := parseOptions([]string{"-backend", "jetstream", "-ttl", "30s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.memberWindow != 40*time.Second {
+		t.Errorf("jetstream member window %s, want 40s", o.memberWindow)
+	}
+	o, err = parseOptions([]string{"-loss-window", "5s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.lossWindow != 5*time.Second || o.memberWindow != 5*time.Second {
+		t.Errorf("given window: %s, %s", o.lossWindow, o.memberWindow)
 	}
 }
 

@@ -140,7 +140,7 @@ func (f *fleet) member(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	defer cnt.close()
-	end := time.Now().Add(f.o.lossWindow)
+	end := time.Now().Add(f.o.memberWindow)
 	commits := make(chan commitGap, 1)
 	go func() { commits <- commitGapOf(ctx, cnt, end) }()
 	_ = sleep(ctx, time.Second) // the poller's baseline: commits before the kill
@@ -159,7 +159,7 @@ func (f *fleet) member(ctx context.Context) ([]row, error) {
 	}
 	rows := []row{
 		{phase: "member", figure: fmt.Sprintf("backend write gap after SIGKILL of %s (%s)", victim.name, role), value: fmt.Sprintf("%s (from %+.1f s after the kill)", ms(g.longest), g.from.Sub(killed).Seconds()),
-			how: fmt.Sprintf("longest time the backend's write counter (revision / last sequence) did not advance, polled every %s through the surviving members from 1 s before the kill to %s after (%d polls failed)", commitPoll, f.o.lossWindow-time.Second, g.failed)},
+			how: fmt.Sprintf("longest time the backend's write counter (revision / last sequence) did not advance, polled every %s through the surviving members from 1 s before the kill to %s after (%d polls failed)", commitPoll, f.o.memberWindow-time.Second, g.failed)},
 		{phase: "member", figure: "registrar acknowledgement gap", value: ms(a.gap),
 			how: "longest time between two writes acknowledged to one agents process in the same window: registrars acknowledge before they persist, so this shows what agents felt"},
 		{phase: "member", figure: "failed write batches", value: strconv.Itoa(a.failures), how: "agents' batches that returned an error (each retried)"},

@@ -23,11 +23,14 @@ type options struct {
 	settle     time.Duration
 	changes    int
 	lossWindow time.Duration
-	member     string
-	phases     []string
-	out        string
-	timeout    time.Duration
-	keep       bool
+	// memberWindow is the loss window of the member phase: longer after an etcd
+	// leader's loss (see withDefaults).
+	memberWindow time.Duration
+	member       string
+	phases       []string
+	out          string
+	timeout      time.Duration
+	keep         bool
 }
 
 var allPhases = []string{"steady", "propagation", "replica", "member"}
@@ -47,7 +50,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 30*time.Second, "steady-state window over which backend writes are counted")
 	fs.DurationVar(&o.settle, "settle", 0, "wait after registration before the steady window; 0: TTL/3, one full refresh period")
 	fs.IntVar(&o.changes, "changes", 20, "changes written in cluster c1 to time cross-cluster propagation")
-	fs.DurationVar(&o.lossWindow, "loss-window", 0, "how long to watch for lost entries after a kill; 0: TTL+10s, enough for an unrefreshed entry to expire")
+	fs.DurationVar(&o.lossWindow, "loss-window", 0, "how long to watch for lost entries after a kill; 0: TTL+10s, enough for an unrefreshed entry to expire (2×TTL+TTL/10+10s after an etcd leader's loss)")
 	fs.StringVar(&o.member, "member", "leader", "backend member to kill in the member phase: leader (etcd leader; the stream leader on JetStream) or follower")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated, in this order: "+strings.Join(allPhases, ", "))
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
@@ -116,8 +119,16 @@ func (o options) withDefaults() (options, error) {
 	if o.settle == 0 {
 		o.settle = o.ttl / 3
 	}
+	o.memberWindow = o.lossWindow
 	if o.lossWindow == 0 {
 		o.lossWindow = o.ttl + 10*time.Second
+		o.memberWindow = o.lossWindow
+		if o.backend == "etcd" && o.member == "leader" {
+			// A new etcd leader extends every lease by its full TTL, so an entry whose
+			// refresh was lost in the failover expires up to TTL+bucket later than
+			// it would have (registry/etcd's doc.go).
+			o.memberWindow = 2*o.ttl + o.ttl/10 + 10*time.Second
+		}
 	}
 	return o, nil
 }
