@@ -25,6 +25,7 @@ type fleet struct {
 	agents     []*proc   // by cluster
 	obs        *observer
 	seen       chan seenLine
+	emptyRSS   float64 // the registrars' mean RSS before any registration, MiB
 }
 
 // seenLine is a probe change that an agents process's watcher saw.
@@ -56,6 +57,9 @@ func startFleet(ctx context.Context, o options, log *slog.Logger) (_ *fleet, err
 	}
 	log.Info("starting registrars", "clusters", o.clusters, "per_cluster", o.registrars)
 	if err := f.startRegistrars(); err != nil {
+		return nil, err
+	}
+	if f.emptyRSS, _, _, _, err = f.rssMiB(); err != nil {
 		return nil, err
 	}
 	log.Info("starting agents and registering", "endpoints_per_cluster", o.endpoints, "ttl", o.ttl)
