@@ -62,6 +62,7 @@ func report(w io.Writer, o options, rows []row, before, after string) bool {
 	fmt.Fprintf(w, "\nRun: `go run ./bench/fleet -backend %s -clusters %d -registrars %d -endpoints %d -per-agent %d -conns %d -ttl %s -settle %s -duration %s -changes %d -loss-window %s -member %s -phases %s` on %d CPUs, %s, %s.\n",
 		o.backend, o.clusters, o.registrars, o.endpoints, o.perAgent, o.conns, o.ttl, o.settle, o.duration, o.changes, o.lossWindow, o.member,
 		strings.Join(o.phases, ","), runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "Loss windows: %s after a replica's kill, %s after a member's.\n", o.lossWindow, o.memberWindow)
 	fmt.Fprintf(w, "Host before: %s; after: %s.\n", before, after)
 	return allMet
 }
