@@ -18,7 +18,7 @@ type encoded []byte
 // shared is a message in wire form sent to many streams (an event, a snapshot
 // chunk): its buffer list is made once, so that a send allocates nothing. gRPC
 // only reads the list, and a SliceBuffer's Free does nothing.
-// raw is the same bytes, for a paced watcher's tracked send of them (batch.go).
+// raw is the same bytes, for a paced watcher's tracked send of them (registrar/internal/hub/batch.go).
 type shared struct {
 	data mem.BufferSlice
 	raw  []byte
@@ -41,7 +41,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		return m.data, nil
 	}
 	if b, ok := v.(mem.Buffer); ok {
-		// A paced message (batch.go), in a buffer of its own: SendMsg frees it once
+		// A paced message (registrar/internal/hub/batch.go), in a buffer of its own: SendMsg frees it once
 		// the transport holds its reference, and the transport once it has written it.
 		return mem.BufferSlice{b}, nil
 	}

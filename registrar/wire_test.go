@@ -106,7 +106,7 @@ func TestDecodeWatchRequest(t *testing.T) {
 	}
 	all, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AllServices: true})
 	if q, err := decodeWatchRequest(all); err != nil || !q.AllServices {
-		t.Fatalf("all_Services: %+v, %v", q, err)
+		t.Fatalf("all_services: %+v, %v", q, err)
 	}
 	batches, _ := proto.Marshal(&registrarv1.WatchEndpointsRequest{AcceptBatches: true})
 	if q, err := decodeWatchRequest(batches); err != nil || !q.AcceptBatches || q.AllServices {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
+	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
 // Buffer sizes the pool keeps: 256 B to 16 MiB, every power of two.
@@ -92,7 +94,12 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if w, ok := v.(wireUnmarshaler); ok {
 		// A single buffer is taken over as it is (a reference more); several are
 		// made one.
-		return w.decodeWire(data.MaterializeToBuffer(sharedPool))
+		err := w.decodeWire(data.MaterializeToBuffer(sharedPool))
+		if errors.Is(err, wire.ErrMalformed) {
+			// What a peer or a client reads: the frame is at fault, say so first.
+			return fmt.Errorf("malformed frame: %w", err)
+		}
+		return err
 	}
 	m, ok := v.(proto.Message)
 	if !ok {

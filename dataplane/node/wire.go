@@ -13,11 +13,15 @@ import (
 	"github.com/switchboard-mesh/switchboard/internal/wire"
 )
 
-// The forwarding path (see internal/wire's frame.go): a message is decoded once,
-// where it enters the node's network, into its wire form, and from then on every
-// node passes that form on, rewriting only the hop count and the segments. A
-// received batch's bytes stay in the buffer gRPC read them into until the batch's
-// custody ends.
+// The forwarding path (its codec is internal/wire's frame.go): a message is decoded
+// once, where it enters the node's network (Publish), into its wire form, and from
+// then on every node passes that form on. A node that receives a batch over a link or
+// a peering reads only what forwarding needs from each message — the name, the hop
+// count, the broadcast flag and the segments — and keeps the rest as the bytes it
+// received; the outgoing batch (to the next node, or to a local subscriber) is those
+// bytes with the hop count and the segments appended. Nothing is unmarshalled into a
+// struct and marshalled back, the payload is never copied on its own, and a received
+// batch's bytes stay in the buffer gRPC read them into until the batch's custody ends.
 
 // msg is a message as the node holds it (see wire.Message).
 type msg = wire.Message
@@ -133,7 +137,8 @@ type frameIn struct {
 	ctrl    *nodev1.LinkFrame
 }
 
-// errWire is a frame that is not valid protobuf.
+// errWire is a frame that is not valid protobuf; the codec's Unmarshal names it a
+// malformed frame.
 var errWire = wire.ErrMalformed
 
 func (f *frameIn) decodeWire(buf mem.Buffer) error {

@@ -15,7 +15,7 @@
 // senders', which exist only while there is work: a sender runs queued watchers
 // until the queue is empty, then ends.
 //
-// A watcher is scheduled (Schedule) when it may have something to do: its stream
+// A watcher is scheduled when it may have something to do: its stream
 // opened, an event was appended, its set of services changed, a PROGRESS fell
 // due, its stream or the registrar ended. A sender runs it until it is current or
 // its stream has ended; one sender at a time runs a watcher. A sender starts when

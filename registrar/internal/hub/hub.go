@@ -230,14 +230,17 @@ func (m *Member) State() State { return State(m.st.Load()) }
 // mark notes that m's watcher is to be run once more, and reports whether the
 // caller must queue it (it was idle).
 func (m *Member) mark() bool {
+	// The rows idle → queued and queued → rerun of transitions, without move's
+	// check: this runs for every watcher on every event, and move would not let
+	// it inline.
 	for {
-		switch st := m.State(); st {
+		switch st := State(m.st.Load()); st {
 		case Idle:
-			if m.move(Idle, Queued) {
+			if m.st.CompareAndSwap(int32(Idle), int32(Queued)) {
 				return true
 			}
 		case Queued:
-			if m.move(Queued, Rerun) {
+			if m.st.CompareAndSwap(int32(Queued), int32(Rerun)) {
 				return false
 			}
 		default: // rerun, finished

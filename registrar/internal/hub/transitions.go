@@ -35,8 +35,10 @@ type Transition struct {
 	By       string
 }
 
-// Transitions are every change of run state there is. Every change goes through
-// Member.move, which refuses one that is not here: a watcher is run by one
+// transitions are every change of run state there is. Every change goes through
+// Member.move, which refuses one that is not here, except mark's two (the first
+// two rows), which are bare compare-and-swaps so that mark stays inlined in the
+// loop over every watcher that each event makes: a watcher is run by one
 // sender at a time, and runs again if it was scheduled while it ran, only as
 // long as no other change happens.
 //
@@ -49,7 +51,7 @@ type Transition struct {
 //	rerun    finished  drain: its stream ended, and it was scheduled meanwhile
 //
 // A finished watcher stays finished: a schedule of it changes nothing.
-var Transitions = []Transition{
+var transitions = []Transition{
 	{Idle, Queued, "schedule"},
 	{Queued, Rerun, "schedule"},
 	{Queued, Idle, "current"},
@@ -58,9 +60,9 @@ var Transitions = []Transition{
 	{Rerun, Finished, "ended"},
 }
 
-// allowed is Transitions as a table: allowed[from][to].
+// allowed is transitions as a table: allowed[from][to].
 var allowed = func() (a [numStates][numStates]bool) {
-	for _, t := range Transitions {
+	for _, t := range transitions {
 		a[t.From][t.To] = true
 	}
 	return a
@@ -70,7 +72,15 @@ var allowed = func() (a [numStates][numStates]bool) {
 // whether it did. It panics on a change that is not a transition: a bug.
 func (m *Member) move(from, to State) bool {
 	if !allowed[from][to] {
-		panic(fmt.Sprintf("hub: %v to %v is not a run state transition", from, to))
+		badMove(from, to)
 	}
 	return m.st.CompareAndSwap(int32(from), int32(to))
+}
+
+// badMove is move's panic, out of line so that move (and the scheduling that
+// calls it for every watcher on every event) stays inlined.
+//
+//go:noinline
+func badMove(from, to State) {
+	panic(fmt.Sprintf("hub: %v to %v is not a run state transition", from, to))
 }

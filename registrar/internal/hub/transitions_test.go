@@ -139,7 +139,7 @@ var walks = map[[2]State]func(t *testing.T){
 // TestEveryTransition walks every transition of the table, and the table has no
 // transition the walks do not make.
 func TestEveryTransition(t *testing.T) {
-	for _, tr := range Transitions {
+	for _, tr := range transitions {
 		walk, ok := walks[[2]State{tr.From, tr.To}]
 		if !ok {
 			t.Errorf("no walk makes %v to %v (%s)", tr.From, tr.To, tr.By)

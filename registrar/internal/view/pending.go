@@ -23,15 +23,15 @@ type Trace interface {
 	Fanout(t wire.EventType, k endpoint.Key, v token.Version) string
 }
 
-// MaxPendTraces bounds the traces one pending key keeps for its batch: a key
+// maxPendTraces bounds the traces one pending key keeps for its batch: a key
 // rewritten many times before a batch takes it links its batch to the first
 // ones only.
-const MaxPendTraces = 16
+const maxPendTraces = 16
 
-// addTraces appends trs to dst, up to MaxPendTraces in all.
+// addTraces appends trs to dst, up to maxPendTraces in all.
 func addTraces(dst []Trace, trs ...Trace) []Trace {
 	for _, tr := range trs {
-		if len(dst) >= MaxPendTraces {
+		if len(dst) >= maxPendTraces {
 			break
 		}
 		dst = append(dst, tr)

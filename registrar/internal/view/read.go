@@ -40,9 +40,6 @@ func (r Reader) At(seq uint64) (Event, bool) { return r.s.eventAt(seq) }
 // CanResume reports whether every event after seq is still in the ring.
 func (r Reader) CanResume(seq uint64) bool { return r.s.canResume(seq) }
 
-// Persisted is the current persisted frontier (frontier.go).
-func (r Reader) Persisted() uint64 { return r.s.persisted() }
-
 // Entries yields every visible endpoint, in no order. The endpoints share their
 // annotations with the view: callers only read them.
 func (r Reader) Entries() iter.Seq[endpoint.Endpoint] {

@@ -18,7 +18,7 @@ type Config struct {
 	// MaxQueue bounds the accepted writes not yet persisted.
 	MaxQueue int
 	// EventCap is the least capacity of an event's buffer (the sender's reason:
-	// a paced watcher sends an event alone as it is, see registrar/batch.go).
+	// a paced watcher sends an event alone as it is, see registrar/internal/hub/batch.go).
 	EventCap int
 	// WrapEvent, when set, makes the value an event carries as Event.Out from its
 	// wire form, once per event, under the lock: the sending layer's message.
@@ -119,7 +119,7 @@ type pend struct {
 	dirty bool   // waiting for a batch; false while in flight
 	// traces are the traces of the writes accepted since the key was last taken
 	// into a batch (op and the ones it replaced), oldest first, at most
-	// MaxPendTraces; nil when none is traced.
+	// maxPendTraces; nil when none is traced.
 	traces []Trace
 }
 
