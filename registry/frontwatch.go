@@ -14,7 +14,10 @@ import (
 // Whatever the backend sends, the caller's channel holds to the Watcher contract: one
 // Synced; Added only for an endpoint the caller does not hold, Updated and Removed
 // only for one it does (an Added for a held endpoint arrives as Updated, an Updated
-// for an unknown one as Added, a Removed for an unknown one is dropped). The channel
+// for an unknown one as Added, a Removed for an unknown one is dropped, an Updated
+// that leaves the endpoint as the caller holds it is dropped). A re-read of the
+// backend's whole state (Reread, the state, Synced) reaches the caller as its
+// differences from what the caller holds (Diff). The channel
 // is closed when ctx ends, when the registry closes, or when the backend ends the
 // watch; Close returns only once it is.
 func (f *Front) Watch(ctx context.Context, filter endpoint.Filter) (<-chan Event, error) {
@@ -69,6 +72,15 @@ func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in
 		f.m.watches.Dec()
 		f.m.watchEnd(reason)
 	}()
+	send := func(ev Event) bool {
+		select {
+		case out <- ev:
+			return true
+		case <-cctx.Done():
+			reason = endReason(ctx)
+			return false
+		}
+	}
 	var v view
 	for {
 		select {
@@ -81,14 +93,7 @@ func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in
 				}
 				return
 			}
-			ev, ok = v.admit(ev)
-			if !ok {
-				continue
-			}
-			select {
-			case out <- ev:
-			case <-cctx.Done():
-				reason = endReason(ctx)
+			if !v.take(ev, send) {
 				return
 			}
 		case <-cctx.Done():
@@ -106,14 +111,77 @@ func endReason(ctx context.Context) string {
 	return "closed"
 }
 
-// view is what a watcher's caller holds: the keys it was told about, and whether it
-// has had Synced.
+// view is what a watcher's caller holds: a sum of each endpoint it was told about
+// (see sum: not the endpoint itself), and whether it has had Synced; while the
+// backend re-reads its state, also the state read so far.
 type view struct {
-	keys   map[endpoint.Key]struct{}
+	sums   map[endpoint.Key]uint64
 	synced bool
+	// reread collects a re-read's state, by key, until its Synced; nil when no
+	// re-read is under way.
+	reread map[endpoint.Key]endpoint.Endpoint
 }
 
-// admit fits ev to what the caller holds, or reports that it tells the caller nothing.
+// take applies one of the backend's events to the view and sends the caller what
+// it changes for it, if anything; false when send gave up.
+func (v *view) take(ev Event, send func(Event) bool) bool {
+	switch {
+	case ev.Type == Reread:
+		// A re-read cut short by another starts over: the new one is the whole state.
+		v.reread = make(map[endpoint.Key]endpoint.Endpoint, len(v.sums))
+		return true
+	case v.reread != nil:
+		return v.collect(ev, send)
+	}
+	if ev, ok := v.admit(ev); ok {
+		return send(ev)
+	}
+	return true
+}
+
+// collect adds one event of a re-read to its state; its Synced ends the re-read.
+func (v *view) collect(ev Event, send func(Event) bool) bool {
+	switch ev.Type {
+	case Added, Updated:
+		v.reread[ev.Endpoint.Key()] = ev.Endpoint
+	case Removed:
+		delete(v.reread, ev.Endpoint.Key())
+	case Synced:
+		return v.settle(send)
+	}
+	return true
+}
+
+// settle sends the caller the differences between what it holds and the re-read
+// state: removals, then updates, then additions, each in endpoint order; then
+// Synced, if the caller has not had it yet.
+func (v *view) settle(send func(Event) bool) bool {
+	state := v.reread
+	v.reread = nil
+	var groups [3][]endpoint.Endpoint // by type: added, updated, removed
+	Diff(v.sums, state, func(s uint64, e endpoint.Endpoint) bool { return s == sum(e) },
+		func(t EventType, _ endpoint.Key, e endpoint.Endpoint) bool {
+			groups[t-Added] = append(groups[t-Added], e)
+			return true
+		})
+	for _, t := range [...]EventType{Removed, Updated, Added} {
+		eps := groups[t-Added]
+		endpoint.Sort(eps)
+		for _, e := range eps {
+			if ev, ok := v.admit(Event{Type: t, Endpoint: e}); ok && !send(ev) {
+				return false
+			}
+		}
+	}
+	if ev, ok := v.admit(Event{Type: Synced}); ok {
+		return send(ev)
+	}
+	return true
+}
+
+// admit fits ev to what the caller holds, or reports that it tells the caller
+// nothing: an Updated (or Added) that leaves a held endpoint as it was, a Removed of
+// one it does not hold, a second Synced.
 func (v *view) admit(ev Event) (Event, bool) {
 	if ev.Type == Synced {
 		if v.synced {
@@ -122,24 +190,28 @@ func (v *view) admit(ev Event) (Event, bool) {
 		v.synced = true
 		return Event{Type: Synced}, true
 	}
-	if v.keys == nil {
-		v.keys = map[endpoint.Key]struct{}{}
+	if v.sums == nil {
+		v.sums = map[endpoint.Key]uint64{}
 	}
 	k := ev.Endpoint.Key()
-	_, held := v.keys[k]
+	held, ok := v.sums[k]
 	switch ev.Type {
 	case Added, Updated:
-		if held {
-			ev.Type = Updated
-		} else {
+		s := sum(ev.Endpoint)
+		switch {
+		case !ok:
 			ev.Type = Added
-			v.keys[k] = struct{}{}
+		case s == held:
+			return ev, false
+		default:
+			ev.Type = Updated
 		}
+		v.sums[k] = s
 	case Removed:
-		if !held {
+		if !ok {
 			return ev, false
 		}
-		delete(v.keys, k)
+		delete(v.sums, k)
 	default:
 		return ev, false
 	}
