@@ -309,14 +309,12 @@ func (c *cache) replace(snap map[endpoint.Key]endpoint.Endpoint, v, persisted to
 	newEpoch := c.at.Epoch != v.Epoch
 	c.base, c.at = snap, v
 	resend := c.reconcileOwn(newEpoch)
-	for k := range old {
-		if _, ok := snap[k]; !ok {
-			c.refresh(k)
-		}
-	}
-	for k := range snap {
+	// The view changes only where the snapshot differs from the last one, or where
+	// this client's writes are shown.
+	registry.Diff(old, snap, endpoint.Equal, func(_ registry.EventType, k endpoint.Key, _ endpoint.Endpoint) bool {
 		c.refresh(k)
-	}
+		return true
+	})
 	for k := range c.own {
 		c.refresh(k)
 	}
@@ -526,10 +524,9 @@ func (c *cache) sorted(name string) ([]endpoint.Endpoint, bool) {
 	return s.sorted, true
 }
 
-// overlaid applies this client's overlaid writes to a list read from the registrar
-// and filters and sorts the result.
-func (c *cache) overlaid(eps []endpoint.Endpoint, f endpoint.Filter) []endpoint.Endpoint {
-	f = f.Normalize()
+// overlaid applies this client's overlaid writes to a list read from the registrar;
+// the registry.Front filters and sorts the result, as it does every driver's List.
+func (c *cache) overlaid(eps []endpoint.Endpoint) []endpoint.Endpoint {
 	c.mu.RLock()
 	byKey := make(map[endpoint.Key]endpoint.Endpoint, len(eps))
 	for _, e := range eps {
@@ -548,11 +545,8 @@ func (c *cache) overlaid(eps []endpoint.Endpoint, f endpoint.Filter) []endpoint.
 	c.mu.RUnlock()
 	out := make([]endpoint.Endpoint, 0, len(byKey))
 	for _, e := range byKey {
-		if f.Match(e) {
-			out = append(out, e)
-		}
+		out = append(out, e)
 	}
-	endpoint.Sort(out)
 	return out
 }
 
