@@ -12,11 +12,12 @@ import (
 // benchFleet is n endpoints in the order an etcd range returns them (by key, not
 // by address), each with an annotation.
 func benchFleet(n int) []endpoint.Endpoint {
-	eps := make([]endpoint.Endpoint, n)
-	for i := range eps {
-		eps[i] = endpoint.Endpoint{Cluster: "prod", Service: fmt.Sprintf("svc-%03d", i%100), Protocol: "http",
+	eps := make([]endpoint.Endpoint, 0, n)
+	for k := range n {
+		i := k%(n/100)*100 + k/(n/100) // service by service, as a key range holds them
+		eps = append(eps, endpoint.Endpoint{Cluster: "prod", Service: fmt.Sprintf("svc-%03d", i%100), Protocol: "http",
 			Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 8080, Priority: 1,
-			Annotations: map[string]string{"version": "v1"}}
+			Annotations: map[string]string{"version": "v1"}})
 	}
 	return eps
 }
