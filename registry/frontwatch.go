@@ -93,7 +93,21 @@ func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in
 				}
 				return
 			}
-			if !v.take(ev, send) {
+			if ev.Type == Reread || v.reread != nil {
+				if !v.take(ev, send) {
+					return
+				}
+				continue
+			}
+			// The usual event is sent here rather than through send: an Event is
+			// large, and each call would copy it again.
+			if ev, ok = v.admit(ev); !ok {
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-cctx.Done():
+				reason = endReason(ctx)
 				return
 			}
 		case <-cctx.Done():
@@ -114,34 +128,28 @@ func endReason(ctx context.Context) string {
 // view is what a watcher's caller holds: a sum of each endpoint it was told about
 // (see sum: not the endpoint itself), and whether it has had Synced; while the
 // backend re-reads its state, also the state read so far.
+//
+// The sums sit in a slice, each key's map entry naming its slot: an update, the
+// most common event, then rewrites its slot without hashing the key a second time
+// to store the new sum.
 type view struct {
-	sums   map[endpoint.Key]uint64
+	slots  map[endpoint.Key]int32
+	sums   []uint64 // by slot
+	free   []int32  // slots of endpoints removed, to reuse
 	synced bool
 	// reread collects a re-read's state, by key, until its Synced; nil when no
 	// re-read is under way.
 	reread map[endpoint.Key]endpoint.Endpoint
 }
 
-// take applies one of the backend's events to the view and sends the caller what
-// it changes for it, if anything; false when send gave up.
+// take applies a Reread, or an event of the re-read under way, to the view: it
+// collects the state, and once the re-read's Synced has come sends the caller the
+// differences; false when send gave up.
 func (v *view) take(ev Event, send func(Event) bool) bool {
-	switch {
-	case ev.Type == Reread:
-		// A re-read cut short by another starts over: the new one is the whole state.
-		v.reread = make(map[endpoint.Key]endpoint.Endpoint, len(v.sums))
-		return true
-	case v.reread != nil:
-		return v.collect(ev, send)
-	}
-	if ev, ok := v.admit(ev); ok {
-		return send(ev)
-	}
-	return true
-}
-
-// collect adds one event of a re-read to its state; its Synced ends the re-read.
-func (v *view) collect(ev Event, send func(Event) bool) bool {
 	switch ev.Type {
+	case Reread:
+		// A re-read cut short by another starts over: the new one is the whole state.
+		v.reread = make(map[endpoint.Key]endpoint.Endpoint, len(v.slots))
 	case Added, Updated:
 		v.reread[ev.Endpoint.Key()] = ev.Endpoint
 	case Removed:
@@ -159,7 +167,7 @@ func (v *view) settle(send func(Event) bool) bool {
 	state := v.reread
 	v.reread = nil
 	var groups [3][]endpoint.Endpoint // by type: added, updated, removed
-	Diff(v.sums, state, func(s uint64, e endpoint.Endpoint) bool { return s == sum(e) },
+	Diff(v.slots, state, func(slot int32, e endpoint.Endpoint) bool { return v.sums[slot] == sum(e) },
 		func(t EventType, _ endpoint.Key, e endpoint.Endpoint) bool {
 			groups[t-Added] = append(groups[t-Added], e)
 			return true
@@ -190,30 +198,44 @@ func (v *view) admit(ev Event) (Event, bool) {
 		v.synced = true
 		return Event{Type: Synced}, true
 	}
-	if v.sums == nil {
-		v.sums = map[endpoint.Key]uint64{}
+	if v.slots == nil {
+		v.slots = map[endpoint.Key]int32{}
 	}
 	k := ev.Endpoint.Key()
-	held, ok := v.sums[k]
+	slot, held := v.slots[k]
 	switch ev.Type {
 	case Added, Updated:
 		s := sum(ev.Endpoint)
 		switch {
-		case !ok:
+		case !held:
 			ev.Type = Added
-		case s == held:
+			v.slots[k] = v.hold(s)
+		case v.sums[slot] == s:
 			return ev, false
 		default:
 			ev.Type = Updated
+			v.sums[slot] = s
 		}
-		v.sums[k] = s
 	case Removed:
-		if !ok {
+		if !held {
 			return ev, false
 		}
-		delete(v.sums, k)
+		delete(v.slots, k)
+		v.free = append(v.free, slot)
 	default:
 		return ev, false
 	}
 	return ev, true
+}
+
+// hold stores the sum of a newly held endpoint and returns its slot.
+func (v *view) hold(s uint64) int32 {
+	if n := len(v.free); n > 0 {
+		slot := v.free[n-1]
+		v.free = v.free[:n-1]
+		v.sums[slot] = s
+		return slot
+	}
+	v.sums = append(v.sums, s)
+	return int32(len(v.sums) - 1)
 }
