@@ -3,6 +3,7 @@ package endpoint
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -291,5 +292,22 @@ func TestKeyEndpoint(t *testing.T) {
 	got := k.Endpoint()
 	if got.Key() != k || !Equal(got, Endpoint{Cluster: "prod", Service: "web", Protocol: "http", Address: "10.0.0.1", Port: 80}) {
 		t.Fatalf("Key.Endpoint() = %+v", got)
+	}
+}
+
+// IsSorted agrees with Sort.
+func TestIsSorted(t *testing.T) {
+	eps := make([]Endpoint, 50)
+	for i := range eps {
+		eps[i] = valid()
+		eps[i].Address = fmt.Sprintf("10.0.%d.%d", (i*7)%5, (i*31)%256)
+		eps[i].Port = i % 3
+	}
+	if IsSorted(eps) {
+		t.Fatal("IsSorted says an unsorted list is sorted")
+	}
+	Sort(eps)
+	if !IsSorted(eps) || !IsSorted(nil) || !IsSorted(eps[:1]) {
+		t.Fatal("IsSorted says a sorted list is not")
 	}
 }

@@ -67,3 +67,21 @@ func parseOrZero(s string) netip.Addr {
 	a, _ := netip.ParseAddr(s)
 	return a
 }
+
+// IsSorted reports whether eps are in the order Sort puts them. It parses each
+// address once and allocates nothing, so checking an answer that is sorted already
+// costs far less than sorting it again.
+func IsSorted(eps []Endpoint) bool {
+	if len(eps) < 2 {
+		return true
+	}
+	prev := parseOrZero(eps[0].Address)
+	for i := 1; i < len(eps); i++ {
+		cur := parseOrZero(eps[i].Address)
+		if compare(prev, &eps[i-1], cur, &eps[i]) > 0 {
+			return false
+		}
+		prev = cur
+	}
+	return true
+}

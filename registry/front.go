@@ -22,16 +22,23 @@ import (
 //     caller's context error.
 //   - Close is called once, after every call and watch it was handed has returned
 //     (a watch has returned when its channel is closed).
+//   - List's answer is filtered and sorted by the Front (Arrange): a driver returns
+//     the live entries it read for the filter, in any order, and may return more
+//     than the filter matches.
 //
-// What is left to a Driver is the storage itself: writing a batch, reading it back
-// sorted without expired entries, releasing its resources.
+// What is left to a Driver is the storage itself: writing a batch, reading back
+// what a filter selects without expired entries, releasing its resources.
 type Driver interface {
 	Registry
 }
 
-// WatchDriver is implemented by drivers with a change feed. Watch sends what the
-// Watcher contract says; the Front keeps what reaches the caller consistent (see
-// Front.Watch). The channel must be closed once ctx ends.
+// WatchDriver is implemented by drivers with a change feed. Watch sends every
+// matching endpoint, Synced, then each change; the Front keeps what reaches the
+// caller consistent (see Front.Watch), so a change may be sent as it is read,
+// without knowing what the caller holds. A driver that must read its whole state
+// again (a reconnect, a compaction, a lost feed) sends Reread, the state as Added
+// events, and Synced: the Front sends the caller only the differences. The channel
+// must be closed once ctx ends.
 type WatchDriver interface {
 	Watcher
 }
@@ -39,7 +46,8 @@ type WatchDriver interface {
 // CachedLister is implemented by drivers that can answer some lists at once from
 // memory (the memory backend always, the registrar client from its cache). The Front
 // asks it first, without the context it would tie to Close for a call that may block:
-// that costs allocations a cached read must not.
+// that costs allocations a cached read must not. Its answer is final, filtered and
+// sorted (a cache keeps its answers ready; one built afresh is put right by Arrange).
 type CachedLister interface {
 	// ListCached returns the matching endpoints, or false if the answer is not at
 	// hand and List must be called.
@@ -190,7 +198,8 @@ func (f *Front) Apply(ctx context.Context, ops []Op) (err error) {
 }
 
 // List validates the filter (a filter that could never match is a typo, reported as
-// endpoint.ErrInvalid rather than answered with nothing) and reads.
+// endpoint.ErrInvalid rather than answered with nothing), reads, and filters and
+// sorts what the driver read (Arrange).
 func (f *Front) List(ctx context.Context, filter endpoint.Filter) ([]endpoint.Endpoint, error) {
 	if err := f.enter(); err != nil {
 		f.m.count(opList, err)
@@ -223,7 +232,7 @@ func (f *Front) list(ctx context.Context, filter endpoint.Filter) (eps []endpoin
 	if err != nil {
 		return nil, f.result(ctx, err)
 	}
-	return eps, nil
+	return Arrange(eps, filter), nil
 }
 
 // checkFilter validates a filter and returns it normalised, unless ctx has ended.

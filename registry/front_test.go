@@ -229,13 +229,16 @@ func expectClosed(t *testing.T, ch <-chan registry.Event) {
 
 func TestFrontKeepsWatchesConsistent(t *testing.T) {
 	a, b, c := ep("10.0.0.1"), ep("10.0.0.2"), ep("10.0.0.3")
+	a2 := a
+	a2.Weight = 2
 	s := &script{events: []registry.Event{
 		{Type: registry.Added, Endpoint: a},
 		{Type: registry.Removed, Endpoint: b}, // never sent: dropped
 		{Type: registry.Synced},
-		{Type: registry.Added, Endpoint: a},   // held: an update
-		{Type: registry.Updated, Endpoint: c}, // not held: an addition
-		{Type: registry.Synced},               // once only
+		{Type: registry.Added, Endpoint: a2},   // held: an update
+		{Type: registry.Updated, Endpoint: a2}, // as held: dropped
+		{Type: registry.Updated, Endpoint: c},  // not held: an addition
+		{Type: registry.Synced},                // once only
 		{Type: registry.Removed, Endpoint: a},
 		{Type: registry.Removed, Endpoint: a}, // no longer held
 	}}

@@ -14,7 +14,10 @@ import (
 // Whatever the backend sends, the caller's channel holds to the Watcher contract: one
 // Synced; Added only for an endpoint the caller does not hold, Updated and Removed
 // only for one it does (an Added for a held endpoint arrives as Updated, an Updated
-// for an unknown one as Added, a Removed for an unknown one is dropped). The channel
+// for an unknown one as Added, a Removed for an unknown one is dropped, an Updated
+// that leaves the endpoint as the caller holds it is dropped). A re-read of the
+// backend's whole state (Reread, the state, Synced) reaches the caller as its
+// differences from what the caller holds (Diff). The channel
 // is closed when ctx ends, when the registry closes, or when the backend ends the
 // watch; Close returns only once it is.
 func (f *Front) Watch(ctx context.Context, filter endpoint.Filter) (<-chan Event, error) {
@@ -69,6 +72,15 @@ func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in
 		f.m.watches.Dec()
 		f.m.watchEnd(reason)
 	}()
+	send := func(ev Event) bool {
+		select {
+		case out <- ev:
+			return true
+		case <-cctx.Done():
+			reason = endReason(ctx)
+			return false
+		}
+	}
 	var v view
 	for {
 		select {
@@ -81,8 +93,15 @@ func (f *Front) forward(ctx, cctx context.Context, cancel context.CancelFunc, in
 				}
 				return
 			}
-			ev, ok = v.admit(ev)
-			if !ok {
+			if ev.Type == Reread || v.reread != nil {
+				if !v.take(ev, send) {
+					return
+				}
+				continue
+			}
+			// The usual event is sent here rather than through send: an Event is
+			// large, and each call would copy it again.
+			if ev, ok = v.admit(ev); !ok {
 				continue
 			}
 			select {
@@ -106,14 +125,71 @@ func endReason(ctx context.Context) string {
 	return "closed"
 }
 
-// view is what a watcher's caller holds: the keys it was told about, and whether it
-// has had Synced.
+// view is what a watcher's caller holds: a sum of each endpoint it was told about
+// (see sum: not the endpoint itself), and whether it has had Synced; while the
+// backend re-reads its state, also the state read so far.
+//
+// The sums sit in a slice, each key's map entry naming its slot: an update, the
+// most common event, then rewrites its slot without hashing the key a second time
+// to store the new sum.
 type view struct {
-	keys   map[endpoint.Key]struct{}
+	slots  map[endpoint.Key]int32
+	sums   []uint64 // by slot
+	free   []int32  // slots of endpoints removed, to reuse
 	synced bool
+	// reread collects a re-read's state, by key, until its Synced; nil when no
+	// re-read is under way.
+	reread map[endpoint.Key]endpoint.Endpoint
 }
 
-// admit fits ev to what the caller holds, or reports that it tells the caller nothing.
+// take applies a Reread, or an event of the re-read under way, to the view: it
+// collects the state, and once the re-read's Synced has come sends the caller the
+// differences; false when send gave up.
+func (v *view) take(ev Event, send func(Event) bool) bool {
+	switch ev.Type {
+	case Reread:
+		// A re-read cut short by another starts over: the new one is the whole state.
+		v.reread = make(map[endpoint.Key]endpoint.Endpoint, len(v.slots))
+	case Added, Updated:
+		v.reread[ev.Endpoint.Key()] = ev.Endpoint
+	case Removed:
+		delete(v.reread, ev.Endpoint.Key())
+	case Synced:
+		return v.settle(send)
+	}
+	return true
+}
+
+// settle sends the caller the differences between what it holds and the re-read
+// state: removals, then updates, then additions, each in endpoint order; then
+// Synced, if the caller has not had it yet.
+func (v *view) settle(send func(Event) bool) bool {
+	state := v.reread
+	v.reread = nil
+	var groups [3][]endpoint.Endpoint // by type: added, updated, removed
+	Diff(v.slots, state, func(slot int32, e endpoint.Endpoint) bool { return v.sums[slot] == sum(e) },
+		func(t EventType, _ endpoint.Key, e endpoint.Endpoint) bool {
+			groups[t-Added] = append(groups[t-Added], e)
+			return true
+		})
+	for _, t := range [...]EventType{Removed, Updated, Added} {
+		eps := groups[t-Added]
+		endpoint.Sort(eps)
+		for _, e := range eps {
+			if ev, ok := v.admit(Event{Type: t, Endpoint: e}); ok && !send(ev) {
+				return false
+			}
+		}
+	}
+	if ev, ok := v.admit(Event{Type: Synced}); ok {
+		return send(ev)
+	}
+	return true
+}
+
+// admit fits ev to what the caller holds, or reports that it tells the caller
+// nothing: an Updated (or Added) that leaves a held endpoint as it was, a Removed of
+// one it does not hold, a second Synced.
 func (v *view) admit(ev Event) (Event, bool) {
 	if ev.Type == Synced {
 		if v.synced {
@@ -122,26 +198,44 @@ func (v *view) admit(ev Event) (Event, bool) {
 		v.synced = true
 		return Event{Type: Synced}, true
 	}
-	if v.keys == nil {
-		v.keys = map[endpoint.Key]struct{}{}
+	if v.slots == nil {
+		v.slots = map[endpoint.Key]int32{}
 	}
 	k := ev.Endpoint.Key()
-	_, held := v.keys[k]
+	slot, held := v.slots[k]
 	switch ev.Type {
 	case Added, Updated:
-		if held {
-			ev.Type = Updated
-		} else {
+		s := sum(ev.Endpoint)
+		switch {
+		case !held:
 			ev.Type = Added
-			v.keys[k] = struct{}{}
+			v.slots[k] = v.hold(s)
+		case v.sums[slot] == s:
+			return ev, false
+		default:
+			ev.Type = Updated
+			v.sums[slot] = s
 		}
 	case Removed:
 		if !held {
 			return ev, false
 		}
-		delete(v.keys, k)
+		delete(v.slots, k)
+		v.free = append(v.free, slot)
 	default:
 		return ev, false
 	}
 	return ev, true
+}
+
+// hold stores the sum of a newly held endpoint and returns its slot.
+func (v *view) hold(s uint64) int32 {
+	if n := len(v.free); n > 0 {
+		slot := v.free[n-1]
+		v.free = v.free[:n-1]
+		v.sums[slot] = s
+		return slot
+	}
+	v.sums = append(v.sums, s)
+	return int32(len(v.sums) - 1)
 }

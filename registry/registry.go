@@ -91,6 +91,10 @@ const (
 	// Synced marks the end of the initial state: every endpoint that matched when the
 	// watch began has been sent. It carries no endpoint.
 	Synced
+	// Reread is sent by a WatchDriver, never to a watcher: the whole state follows
+	// again, as Added events ended by Synced, and the Front sends the watcher only
+	// its differences from what it holds. It carries no endpoint.
+	Reread
 )
 
 func (t EventType) String() string {
@@ -103,6 +107,8 @@ func (t EventType) String() string {
 		return "removed"
 	case Synced:
 		return "synced"
+	case Reread:
+		return "reread"
 	}
 	return fmt.Sprintf("EventType(%d)", uint8(t))
 }

@@ -305,7 +305,7 @@ func (c *driver) listRemote(ctx context.Context, f endpoint.Filter) ([]endpoint.
 	if err != nil { // a response that does not decode is an Internal status naming the field
 		return nil, c.callError("list", err)
 	}
-	return c.cache.overlaid(eps, f), nil
+	return c.cache.overlaid(eps), nil
 }
 
 // Close stops the stream and closes the connection. The Front has ended every call

@@ -18,8 +18,18 @@
 // new replica's snapshot and sends again those the registrar lost — what a crashed
 // replica had accepted but not yet persisted.
 //
+// The cache (cache.go) has a file per job: applying the stream's snapshots and
+// events (snapshot.go, a new snapshot diffed against the last with registry.Diff),
+// the writes not yet persisted (ledger.go), the indexed view reads are served from
+// (readcache.go), and where it stands with the stream (stream.go) and with a
+// scoped client's services (scope.go).
+//
 // With tracing on in the process (internal/tracing, docs/operations.md "Tracing"),
 // a write's call carries its caller's trace context, a re-send continues the traces
 // of the writes it sends, and a change event that carries the registrar's trace
 // context is applied under a span of that trace (tracing.go).
+//
+// It must not import the registrar server (package registrar) nor a registry
+// backend: the agent links the client alone, and the registry backends it holds
+// must stay the ones a program chose.
 package client

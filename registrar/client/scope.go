@@ -118,3 +118,54 @@ func (c *driver) kickScope() {
 	default:
 	}
 }
+
+// newScope names a set of services the client asks the registrar for. Callers
+// hold c.mu.
+func (c *cache) newScope(set map[string]struct{}) uint64 {
+	c.lastScope++
+	c.scopes[c.lastScope] = set
+	return c.lastScope
+}
+
+// settled reports whether the cache holds every endpoint f can match and will go
+// on holding them: no set asked for since the one it holds leaves f's service out.
+// A watch starts only then, so that it never sees a service vanish and return
+// while the sets change. Callers hold c.mu.
+func (c *cache) settled(f endpoint.Filter) bool {
+	if !covers(c.covered, f) {
+		return false
+	}
+	for id, set := range c.scopes {
+		if id > c.coveredID && !covers(set, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// scopeSet is the set a snapshot ending with scopeID holds: every service for an
+// unscoped stream (id 0). Earlier ids are forgotten: the registrar answers the
+// sets in the order they were sent. Callers hold c.mu.
+func (c *cache) scopeSet(id uint64) map[string]struct{} {
+	if id == 0 {
+		return nil
+	}
+	set := c.scopes[id]
+	for k := range c.scopes {
+		if k < id {
+			delete(c.scopes, k)
+		}
+	}
+	return set
+}
+
+// coveredScope returns the set base holds and an id for it, to resume a scoped
+// stream from the cache's token; before the first snapshot it returns ok false.
+func (c *cache) coveredScope() (set map[string]struct{}, id uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return nil, 0, false
+	}
+	return c.covered, c.newScope(c.covered), true
+}

@@ -323,3 +323,59 @@ func requests[T any](items []T, op func(T) registry.Op) [][]T {
 	}
 	return out
 }
+
+// position is where the cache stands with the stream: the version it applied
+// last, whether it has had a first snapshot, and whether it is current.
+type position struct {
+	at       token.Version // the last version applied from the stream
+	ready    bool
+	readyCh  chan struct{}
+	current  bool      // the stream is up and its initial phase complete
+	lastGood time.Time // when the cache was last known current
+
+	// currentSince is when current last changed (the cache's start before it
+	// first does): a stream's (re)connection or its end, not every snapshot a
+	// scope change brings on the same stream (inspect.go).
+	currentSince time.Time
+}
+
+// markCurrent records that a snapshot or a resumed replay has completed: the
+// cache is current from now on.
+func (c *cache) markCurrent() {
+	now := c.now()
+	if !c.current {
+		c.currentSince = now
+	}
+	c.current = true
+	c.lastGood = now
+}
+
+// disconnected records that the stream is down: the cache now ages.
+func (c *cache) disconnected() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current {
+		c.current = false
+		c.lastGood = c.now()
+		c.currentSince = c.lastGood
+	}
+}
+
+// age is how long ago the cache was last known current; 0 while it is.
+func (c *cache) age() time.Duration {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.current {
+		return 0
+	}
+	return c.now().Sub(c.lastGood)
+}
+
+func (c *cache) token() string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return ""
+	}
+	return c.at.String()
+}

@@ -17,9 +17,9 @@ import (
 // pageSize is Cloud Map's largest ListInstances page.
 const pageSize = 100
 
-// List reads the matching live endpoints with ListInstances, one Cloud Map service
-// per endpoint service, and returns them sorted. Expired instances are left out and
-// queued for the reaper.
+// List reads the live endpoints of the services f selects with ListInstances, one
+// Cloud Map service per endpoint service; the registry.Front keeps those f matches
+// and sorts them. Expired instances are left out and queued for the reaper.
 func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	svcIDs, err := r.servicesFor(ctx, f)
 	if err != nil {
@@ -29,7 +29,7 @@ func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoi
 	errs := make([]error, len(svcIDs))
 	var wg sync.WaitGroup
 	for i, id := range svcIDs {
-		wg.Go(func() { found[i], errs[i] = r.listService(ctx, id, f) })
+		wg.Go(func() { found[i], errs[i] = r.listService(ctx, id) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -39,7 +39,6 @@ func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoi
 	if out == nil {
 		out = []endpoint.Endpoint{}
 	}
-	endpoint.Sort(out)
 	return out, nil
 }
 
@@ -63,8 +62,8 @@ func (r *driver) servicesFor(ctx context.Context, f endpoint.Filter) ([]string, 
 	return ids, nil
 }
 
-// listService pages through one service's instances.
-func (r *driver) listService(ctx context.Context, svcID string, f endpoint.Filter) ([]endpoint.Endpoint, error) {
+// listService pages through one service's live instances.
+func (r *driver) listService(ctx context.Context, svcID string) ([]endpoint.Endpoint, error) {
 	now := r.opts.Now()
 	var out []endpoint.Endpoint
 	p := sd.NewListInstancesPaginator(r.client, &sd.ListInstancesInput{ServiceId: aws.String(svcID), MaxResults: aws.Int32(pageSize)})
@@ -86,7 +85,7 @@ func (r *driver) listService(ctx context.Context, svcID string, f endpoint.Filte
 				r.log.Debug("skipping Cloud Map instance that is not a switchboard endpoint", "service", svcID, "instance", id, "err", err)
 			case d.expired(now):
 				r.enqueueReap(svcID, id)
-			case f.Match(d.ep):
+			default:
 				out = append(out, d.ep)
 			}
 		}

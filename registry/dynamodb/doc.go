@@ -49,7 +49,7 @@
 //	                       fields: listing everything (the registrar's poll), or by
 //	                       protocol or address alone, which nothing in Switchboard asks.
 //
-// Results are sorted as endpoint.Sort does, on the client. Items that do not decode into
+// The registry.Front sorts the results, on the client. Items that do not decode into
 // a valid endpoint (written by something else) are skipped with a warning rather than
 // failing every poll.
 //

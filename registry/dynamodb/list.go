@@ -14,8 +14,10 @@ import (
 	"github.com/switchboard-mesh/switchboard/registry"
 )
 
-// List returns the live endpoints matching f, sorted; see the package documentation
-// for which filters are served by Query.
+// List returns the live endpoints the filter's Query or Scan reads; see the package
+// documentation for which filters are served by Query. The registry.Front keeps
+// those f matches (guarding against a store that ignored the server-side filter)
+// and sorts them.
 func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	now := r.now().UnixMilli()
 	items, err := r.fetch(ctx, r.plan(f, now))
@@ -33,12 +35,10 @@ func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoi
 				"table", r.table, "pk", attrString(item, attrPK), "sk", attrString(item, attrSK), "err", err)
 			continue
 		}
-		// The server filtered already; this guards against a store that ignored it.
-		if (exp == 0 || exp > now) && f.Match(e) {
+		if exp == 0 || exp > now {
 			out = append(out, e)
 		}
 	}
-	endpoint.Sort(out)
 	return out, nil
 }
 

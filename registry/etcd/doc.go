@@ -61,18 +61,19 @@
 //
 // Watch reads the filter's range at revision R, sends it as Added events and
 // registry.Synced, then watches the range from R+1, asking etcd for each event's
-// previous value. Each watcher keeps the keys it has sent with a sum of each value,
-// not the endpoints: a PUT of a key not sent is Added; one whose value equals the
-// previous one, or decodes to an equal endpoint, sends nothing (a TTL refresh with
-// the same fields); any other is Updated. A DELETE — including a lease expiry — is
-// Removed carrying the previous value, the endpoint as last sent.
+// previous value. The watcher keeps nothing of what it sent: a PUT is Added (a
+// key's creation) or Updated, and the registry.Front drops one that leaves the
+// endpoint as the watcher's caller holds it (a TTL refresh with the same fields,
+// another writer's encoding of an equal endpoint). A DELETE — including a lease
+// expiry — is Removed carrying the previous value, the endpoint as last sent.
 //
 // A broken stream is re-opened from the last revision seen (events and progress
 // notifications), so nothing is lost or repeated. If that revision has been compacted,
-// the watcher re-reads the range at the current revision, sends only the differences
-// from what it has sent (Removed, Updated, Added), and resumes after that revision.
-// A key removed meanwhile is Removed with its key fields only, as the registry
-// contract allows: its last value is compacted away. Watches require a leader, so a
+// the watcher re-reads the range at the current revision and sends it whole after a
+// registry.Reread; the Front sends the caller only the differences (Removed, Updated,
+// Added), and the watcher resumes after that revision. A key removed meanwhile is
+// Removed with its key fields only, as the registry contract allows: its last value
+// is compacted away. Watches require a leader, so a
 // watcher on a member cut off from the quorum moves to another.
 //
 // # Values etcd holds that are not ours

@@ -15,51 +15,33 @@ import (
 // limits even with large annotations.
 const defaultPageSize = 2000
 
-// List reads the filter's key range (see doc.go) and returns the matching
-// endpoints, sorted.
+// List reads the filter's key range (see doc.go) and returns the endpoints in it;
+// the registry.Front keeps those the filter matches and sorts them.
 func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	start, end := r.layout.span(f)
 	out := []endpoint.Endpoint{}
-	// Without snapshot's map and sums, which only a watcher keeps: a scan visits each
-	// key once.
 	_, err := r.scan(ctx, start, end, func(kv *mvccpb.KeyValue) {
-		if ep, ok := r.decode(kv.Key, kv.Value); ok && f.Match(ep) {
+		if ep, ok := r.decode(kv.Key, kv.Value); ok {
 			out = append(out, ep)
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	endpoint.Sort(out)
 	return out, nil
 }
 
-// held is an endpoint read from etcd and the sum of the value it was read from.
-type held struct {
-	ep  endpoint.Endpoint
-	sum uint64
-}
-
 // snapshot reads [start, end) at one revision and returns the endpoints f matches,
-// by etcd key, with that revision.
-func (r *driver) snapshot(ctx context.Context, f endpoint.Filter, start, end string) (map[string]held, int64, error) {
-	state := map[string]held{}
+// in endpoint order (a watcher's first events), with that revision.
+func (r *driver) snapshot(ctx context.Context, f endpoint.Filter, start, end string) ([]endpoint.Endpoint, int64, error) {
+	var state []endpoint.Endpoint
 	rev, err := r.scan(ctx, start, end, func(kv *mvccpb.KeyValue) {
 		if ep, ok := r.decode(kv.Key, kv.Value); ok && f.Match(ep) {
-			state[string(kv.Key)] = held{ep: ep, sum: valueSum(kv.Value)}
+			state = append(state, ep)
 		}
 	})
+	endpoint.Sort(state)
 	return state, rev, err
-}
-
-// sorted returns the endpoints of state in endpoint order: a watcher's first events.
-func sorted(state map[string]held) []endpoint.Endpoint {
-	out := make([]endpoint.Endpoint, 0, len(state))
-	for _, h := range state {
-		out = append(out, h.ep)
-	}
-	endpoint.Sort(out)
-	return out
 }
 
 // scan visits every key in [start, end) at one revision, a page at a time, and

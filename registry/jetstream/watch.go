@@ -31,11 +31,11 @@ var errReconnected = errors.New("connection re-established")
 // server's delete markers), Unregister, and removals that leave no marker (another
 // writer's purge), which a periodic re-read finds (Options.WatchRescan).
 //
-// Each session reads the stream through a fresh feed and diffs it against what the
-// watcher has already been told. When a session breaks — a skipped delivery, a
-// reconnect, missed heartbeats — the next one re-reads the state the same way, so
-// the watcher gets only the differences and never misses a removal whose marker
-// expired while it was away.
+// Each session reads the stream through a fresh feed. When a session breaks — a
+// skipped delivery, a reconnect, missed heartbeats — the next one re-reads the
+// whole state and hands it to the registry.Front as a re-read (registry.Reread),
+// which sends the watcher only the differences: it never misses a removal whose
+// marker expired while it was away, nor sees an unchanged entry flap.
 func (r *driver) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
 	w := &watch{r: r, filters: r.subj.consumerFilters(f), keep: r.subj.AddressCheck(f),
 		out: make(chan registry.Event, 1024), known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{},
@@ -59,15 +59,15 @@ type watch struct {
 	// delivers the others too; they are skipped undecoded.
 	keep func(subject string) bool
 	out  chan registry.Event
-	// known holds the live entries read, by subject, and byKey their subjects by
-	// key: usually one, but another writer or an earlier version may have put the
-	// same key on another subject (Subjects.Forms). The watcher has been told, for
-	// each key, its entry with the highest sequence. Only the goroutine holding the
-	// current feed's lock touches them.
+	// known holds the live entries the session read, by subject, and byKey their
+	// subjects by key: usually one, but another writer or an earlier version may
+	// have put the same key on another subject (Subjects.Forms). The watcher has
+	// been told, for each key, its entry with the highest sequence. Only the
+	// goroutine holding the current feed's lock touches them.
 	known  map[string]watchEntry
 	byKey  map[endpoint.Key][]string
 	dec    *decoder
-	synced bool
+	reread bool          // a session has begun: the next one is a re-read
 	maxAge time.Duration // the stream's (driver.maxAge)
 }
 
@@ -122,16 +122,18 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 	defer fd.stop(ctx)
 	defer cancel(nil)
 
-	// Live subjects of this session's snapshot; nil once done. Guarded by fd.mu once
-	// the feed has started.
-	seen := make(map[string]struct{}, fd.pending)
+	if err := w.begin(sctx); err != nil {
+		return err
+	}
+	// Whether the session's snapshot is done. Guarded by fd.mu once the feed has
+	// started.
+	snapshotted := false
 	endSnapshot := func() error {
-		if seen == nil {
+		if snapshotted {
 			return nil
 		}
-		err := w.endSnapshot(sctx, seen)
-		seen = nil
-		return err
+		snapshotted = true
+		return w.send(sctx, registry.Synced, endpoint.Endpoint{})
 	}
 	if fd.pending == 0 {
 		if err := endSnapshot(); err != nil {
@@ -140,7 +142,7 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 	}
 	err := fd.start(func(subject string, seq uint64, tm int64, h nats.Header, data []byte, pending uint64) error {
 		if w.keep == nil || w.keep(subject) {
-			if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, h, seen); err != nil {
+			if err := w.handle(sctx, w.dec.decode(subject, seq, h, data), tm, h); err != nil {
 				return err
 			}
 		}
@@ -182,7 +184,7 @@ func (w *watch) session(ctx context.Context, fd *feed) error {
 				drained.Stop()
 			}
 		case <-rescan:
-			if err := w.rescan(sctx, fd, func() bool { return seen == nil }); err != nil {
+			if err := w.rescan(sctx, fd, func() bool { return snapshotted }); err != nil {
 				return err
 			}
 		}
@@ -221,16 +223,27 @@ func (w *watch) rescan(ctx context.Context, fd *feed, synced func() bool) error 
 	return nil
 }
 
+// begin starts a session. Every session after the first re-reads the whole state:
+// it forgets what the last one read and tells the Front that the state follows
+// again, so that what the last one missed — a removal whose marker expired, a
+// purge — reaches the watcher as a difference.
+func (w *watch) begin(ctx context.Context) error {
+	if !w.reread {
+		w.reread = true
+		return nil
+	}
+	clear(w.known)
+	clear(w.byKey)
+	return w.send(ctx, registry.Reread, endpoint.Endpoint{})
+}
+
 // handle turns one message, written at tm with headers h, into the events it
-// means. seen, while non-nil, collects the live subjects of the session's snapshot.
-func (w *watch) handle(ctx context.Context, d decoded, tm int64, h nats.Header, seen map[string]struct{}) error {
+// means.
+func (w *watch) handle(ctx context.Context, d decoded, tm int64, h nats.Header) error {
 	switch d.kind {
 	case msgForeign:
 		return nil
 	case msgLive:
-		if seen != nil {
-			seen[d.subject] = struct{}{}
-		}
 		// Only a live entry's expiry is needed (set): markers and foreign or bad
 		// messages skip the Nats-TTL look-up.
 		return w.set(ctx, d.subject, watchEntry{d.ep, d.seq, written{tm, expiresAt(h, tm, w.maxAge)}})
@@ -298,7 +311,7 @@ func (w *watch) set(ctx context.Context, subject string, e watchEntry) error {
 	case !endpoint.Equal(before.ep, after.ep):
 		return w.send(ctx, registry.Updated, after.ep)
 	}
-	return nil // a refresh with the same fields, or a resync repeat
+	return nil // a refresh with the same fields
 }
 
 // drop forgets subject's entry, if there was one, and tells the watcher what changed
@@ -321,23 +334,6 @@ func (w *watch) drop(ctx context.Context, subject string) error {
 		return w.send(ctx, registry.Updated, after.ep)
 	}
 	return nil
-}
-
-// endSnapshot removes what the snapshot no longer holds and, the first time, tells
-// the watcher it has the whole initial state.
-func (w *watch) endSnapshot(ctx context.Context, seen map[string]struct{}) error {
-	for subj := range w.known {
-		if _, ok := seen[subj]; !ok {
-			if err := w.drop(ctx, subj); err != nil {
-				return err
-			}
-		}
-	}
-	if w.synced {
-		return nil
-	}
-	w.synced = true
-	return w.send(ctx, registry.Synced, endpoint.Endpoint{})
 }
 
 func (w *watch) send(ctx context.Context, t registry.EventType, ep endpoint.Endpoint) error {

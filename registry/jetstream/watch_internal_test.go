@@ -52,11 +52,11 @@ func TestWatchSeesExpiryWithoutItsMarker(t *testing.T) {
 			w := &watch{out: make(chan registry.Event, 10), known: map[string]watchEntry{}, byKey: map[endpoint.Key][]string{},
 				maxAge: c.maxAge}
 			ctx := context.Background()
-			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 1, ep: old}, t0, ttl(c.ttl), nil); err != nil {
+			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 1, ep: old}, t0, ttl(c.ttl)); err != nil {
 				t.Fatal(err)
 			}
 			tm := t0 + int64(c.after)
-			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 3, ep: again}, tm, ttl("never"), nil); err != nil {
+			if err := w.handle(ctx, decoded{kind: msgLive, subject: subject, seq: 3, ep: again}, tm, ttl("never")); err != nil {
 				t.Fatal(err)
 			}
 			close(w.out)

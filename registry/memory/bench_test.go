@@ -50,3 +50,42 @@ func BenchmarkApply1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWatchUpdates1000 times 1,000 updates in one batch reaching a watcher
+// through the Front.
+func BenchmarkWatchUpdates1000(b *testing.B) {
+	r := memory.New()
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ops := fleet(1000)
+	for i := range ops {
+		ops[i].Endpoint.Annotations = map[string]string{"version": "v1"}
+	}
+	if err := r.Apply(ctx, ops); err != nil {
+		b.Fatal(err)
+	}
+	ch, err := r.Watch(ctx, endpoint.Filter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for ev := range ch {
+		if ev.Type == registry.Synced {
+			break
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for j := range ops {
+			ops[j].Endpoint.Weight = i + 1
+		}
+		if err := r.Apply(ctx, ops); err != nil {
+			b.Fatal(err)
+		}
+		for range ops {
+			if ev := <-ch; ev.Type != registry.Updated {
+				b.Fatalf("event %s", ev.Type)
+			}
+		}
+	}
+}

@@ -134,13 +134,15 @@ func (e *entry) expired(now time.Time) bool {
 	return !e.expires.IsZero() && !now.Before(e.expires)
 }
 
-// List returns the matching live endpoints, sorted.
+// List returns the matching live endpoints, sorted (ListCached).
 func (r *store) List(_ context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	eps, _ := r.ListCached(f)
 	return eps, nil
 }
 
-// ListCached is List: everything is at hand.
+// ListCached is List: everything is at hand. registry.Arrange filters and sorts
+// the live entries of the service asked for (of all, without one); only the
+// entries it keeps are then copied, as a copy costs an allocation each.
 func (r *store) ListCached(f endpoint.Filter) ([]endpoint.Endpoint, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -151,11 +153,14 @@ func (r *store) ListCached(f endpoint.Filter) ([]endpoint.Endpoint, bool) {
 	now := r.now()
 	out := make([]endpoint.Endpoint, 0, len(candidates))
 	for _, e := range candidates {
-		if !e.expired(now) && f.Match(e.ep) {
-			out = append(out, e.ep.Clone())
+		if !e.expired(now) {
+			out = append(out, e.ep)
 		}
 	}
-	endpoint.Sort(out)
+	out = registry.Arrange(out, f)
+	for i := range out {
+		out[i] = out[i].Clone()
+	}
 	return out, true
 }
 

@@ -28,6 +28,7 @@ var checks = []check{
 	{"WatchInitialState", checkWatchInitial},
 	{"WatchChangesInOrder", checkWatchChanges},
 	{"WatchExpiry", checkWatchExpiry},
+	{"WatchRereadSendsDifferences", checkWatchReread},
 	{"CloseIdempotent", checkClose},
 	{"InvalidFilterRejected", checkInvalidFilter},
 	{"WatchAfterClose", checkWatchAfterClose},

@@ -7,7 +7,11 @@
 //
 // Each rule of registry.Registry and registry.Watcher is one named check. Run reports
 // every broken rule as a failed subtest; Check returns them as errors, which is how the
-// suite's own tests prove that it catches broken backends.
+// suite's own tests prove that it catches broken backends. A rule the registry.Front
+// keeps for every backend (a re-read sends only the differences) is checked here
+// once, through each backend's driver.
+//
+// It must not import a backend: backends import it from their tests.
 package registrytest
 
 import (

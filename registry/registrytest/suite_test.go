@@ -277,12 +277,47 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 	}
 }
 
+// lossyState is a driver whose watch's reads of the whole state lose the endpoints'
+// weight, as a backend whose state read decodes fewer fields than its feed would.
+type lossyState struct{ registry.Driver }
+
+func (d lossyState) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+	in, err := d.Driver.(registry.WatchDriver).Watch(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan registry.Event)
+	go func() {
+		defer close(out)
+		synced := false
+		for ev := range in {
+			if !synced && ev.Type == registry.Added {
+				ev.Endpoint.Weight = 0
+			}
+			synced = synced || ev.Type == registry.Synced
+			out <- ev
+		}
+	}()
+	return out, nil
+}
+
+// A re-read is checked against the state it should find: a backend whose re-read
+// misses a change is caught.
+func TestSuiteCatchesAStateReadThatLosesAField(t *testing.T) {
+	failed := registrytest.Check(func() (registry.Registry, error) {
+		return registry.NewFront("lossy", lossyState{memory.New().Driver()}), nil
+	}, registrytest.Options{Wait: 2 * time.Second})
+	if failed["WatchRereadSendsDifferences"] == nil {
+		t.Error("check WatchRereadSendsDifferences passed a backend whose re-read loses a field")
+	}
+}
+
 func TestWatchChecksSkipWithoutChangeFeed(t *testing.T) {
 	failed := registrytest.Check(func() (registry.Registry, error) {
 		// A front over a driver that has no Watch, as Cloud Map's.
 		return registry.NewFront("nofeed", struct{ registry.Registry }{memory.New()}), nil
 	}, registrytest.Options{Wait: 2 * time.Second})
-	for _, name := range []string{"WatchInitialState", "WatchChangesInOrder", "WatchExpiry", "WatchContextCancel", "ReregisterExpired", "WatchHealthChange"} {
+	for _, name := range []string{"WatchInitialState", "WatchChangesInOrder", "WatchExpiry", "WatchContextCancel", "ReregisterExpired", "WatchHealthChange", "WatchRereadSendsDifferences"} {
 		if !errors.Is(failed[name], registrytest.ErrSkipped) {
 			t.Errorf("%s = %v, want ErrSkipped", name, failed[name])
 		}
