@@ -130,7 +130,39 @@ func testAetherWire(t *testing.T, direct registry.Registry, backend ...string) {
 		t.Fatalf("the scoped watch got %d endpoint events of services outside its filter", n)
 	}
 
+	// Live writes through our API reach the Aether watch that stays connected: a
+	// registration as ADDED, and a re-registration with another weight as
+	// ENDPOINT_UPDATED carrying the new weight.
+	live := endpoint.Endpoint{Cluster: "east", Service: "web", Protocol: "http", Address: "10.0.0.6", Port: 8080, Priority: 1, Weight: 3}
+	oursRegister(t, r.ours, live)
+	full.until(t, func(w *aetherStream) bool {
+		return w.lastType["web/10.0.0.6"] == aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_ADDED
+	})
+	if got := full.cache["web/10.0.0.6"].GetWeight(); got != 3 {
+		t.Fatalf("the ADDED of our registration carries weight %d, want 3", got)
+	}
+	live.Weight = 9
+	oursRegister(t, r.ours, live)
+	full.until(t, func(w *aetherStream) bool {
+		return w.lastType["web/10.0.0.6"] != aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_ADDED
+	})
+	if typ, got := full.lastType["web/10.0.0.6"], full.cache["web/10.0.0.6"].GetWeight(); typ != aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_UPDATED || got != 9 {
+		t.Fatalf("the re-registration with weight 9 reached the watch as %v with weight %d, want ENDPOINT_UPDATED with weight 9", typ, got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), aetherWait)
+	defer cancel()
+	if _, err := r.ours.UnregisterEndpoint(ctx, &registrarv1.UnregisterEndpointRequest{Endpoints: []*registryv1.Endpoint{live.ToProto()}}); err != nil {
+		t.Fatal(err)
+	}
+	full.until(t, func(w *aetherStream) bool {
+		return w.lastType["web/10.0.0.6"] == aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_REMOVED
+	})
+	full.wantCache(t, "api/10.0.0.3", "web/10.0.0.1", "web/10.0.0.2")
+
 	wantAetherList(t, r.aether, map[string][]string{"api": {"10.0.0.3"}, "web": {"10.0.0.1", "10.0.0.2"}})
+	if cfg, err := r.aether.ListAllConfig(ctx, &aetherregistrarv1.ListAllConfigRequest{}); err != nil || len(cfg.GetProjections()) != 0 {
+		t.Fatalf("ListAllConfig: %v (%v), want no config", cfg, err)
+	}
 
 	// Resume on the same registrar: only what changed since.
 	full.close()
@@ -329,11 +361,13 @@ type aetherStream struct {
 	fullSnapshot   bool // this stream began with a full snapshot
 	complete       bool
 	endpointEvents int // ADDED, UPDATED, REMOVED received
+	// lastType is the type of the last ADDED, UPDATED or REMOVED of each key.
+	lastType map[string]aetherregistrarv1.WatchEndpointsResponse_EventType
 }
 
 func openAetherWatch(t *testing.T, c aetherregistrarv1.RegistrarServiceClient, req *aetherregistrarv1.WatchEndpointsRequest) *aetherStream {
 	t.Helper()
-	w := &aetherStream{cache: map[string]*aetherregistryv1.ServiceEndpoint{}}
+	w := &aetherStream{cache: map[string]*aetherregistryv1.ServiceEndpoint{}, lastType: map[string]aetherregistrarv1.WatchEndpointsResponse_EventType{}}
 	w.open(t, c, req)
 	return w
 }
@@ -419,9 +453,11 @@ func (w *aetherStream) apply(t *testing.T, ev *aetherregistrarv1.WatchEndpointsR
 		w.fresh[key] = ev.GetEndpoint()
 	case aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_ADDED, aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_UPDATED:
 		w.endpointEvents++
+		w.lastType[key] = ev.GetType()
 		w.cache[key] = ev.GetEndpoint()
 	case aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_ENDPOINT_REMOVED:
 		w.endpointEvents++
+		w.lastType[key] = ev.GetType()
 		delete(w.cache, key)
 	case aetherregistrarv1.WatchEndpointsResponse_EVENT_TYPE_SERVICE_ADDED:
 		w.catalog[ev.GetServiceName()] = true

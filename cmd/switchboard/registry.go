@@ -194,19 +194,31 @@ func newLookupCmd(a *app) *cobra.Command {
 }
 
 func newWatchCmd(a *app) *cobra.Command {
-	var f endpoint.Filter
+	var (
+		f  endpoint.Filter
+		lf localityFilter
+	)
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Print the matching endpoints, then every change, as one JSON event per line",
 		Long: `Print one JSON object per line: first {"type":"added",...} for every matching
 endpoint, then {"type":"synced"}, then each change as it happens. Runs until
-interrupted. Backends without a change feed (dynamodb, cloudmap) are refused.`,
+interrupted. Backends without a change feed (dynamodb, cloudmap) are refused.
+
+With --region, --zone or --health, an endpoint that stops matching (its health
+changes, say) is printed as removed, and one that starts matching as added.`,
+		Example: `  switchboard registry watch --service web
+  switchboard registry watch --service web --zone eu-west-1a --health healthy`,
 		Args: cobra.NoArgs,
 	}
 	filterFlags(cmd, &f)
+	lf.register(cmd)
 	bf := addBackendFlags(cmd, defaultCLIBackend)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := f.Validate(); err != nil {
+			return err
+		}
+		if err := lf.parse(); err != nil {
 			return err
 		}
 		// Refused before the backend is opened: opening an AWS backend walks the
@@ -224,7 +236,12 @@ interrupted. Backends without a change feed (dynamodb, cloudmap) are refused.`,
 				return err
 			}
 			enc := json.NewEncoder(a.out)
+			view := lf.watch()
 			for ev := range ch {
+				ev, ok := view(ev)
+				if !ok {
+					continue
+				}
 				if err := enc.Encode(eventJSON(ev)); err != nil {
 					return err
 				}
@@ -428,17 +445,52 @@ func (lf *localityFilter) parse() error {
 	return nil
 }
 
+// all reports whether lf matches every endpoint.
+func (lf localityFilter) all() bool {
+	return endpoint.Any(lf.region) && endpoint.Any(lf.zone) && endpoint.Any(lf.health)
+}
+
+// match reports whether lf keeps e.
+func (lf localityFilter) match(e endpoint.Endpoint) bool {
+	return (endpoint.Any(lf.region) || e.Region == lf.region) && (endpoint.Any(lf.zone) || e.Zone == lf.zone) &&
+		(endpoint.Any(lf.health) || e.Health == lf.h)
+}
+
 // apply keeps the endpoints that match, in their order.
 func (lf localityFilter) apply(eps []endpoint.Endpoint) []endpoint.Endpoint {
-	if endpoint.Any(lf.region) && endpoint.Any(lf.zone) && endpoint.Any(lf.health) {
+	if lf.all() {
 		return eps
 	}
 	out := eps[:0]
 	for _, e := range eps {
-		if (endpoint.Any(lf.region) || e.Region == lf.region) && (endpoint.Any(lf.zone) || e.Zone == lf.zone) &&
-			(endpoint.Any(lf.health) || e.Health == lf.h) {
+		if lf.match(e) {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// watch returns the filter of a watch's events, which keeps the printed view what
+// lookup would list: an endpoint that starts matching is added, one that stops
+// matching (or is removed) while shown is removed, and events of endpoints never
+// shown are dropped (ok false). Synced passes.
+func (lf localityFilter) watch() func(registry.Event) (ev registry.Event, ok bool) {
+	shown := map[endpoint.Key]bool{}
+	return func(ev registry.Event) (registry.Event, bool) {
+		if lf.all() || ev.Type != registry.Added && ev.Type != registry.Updated && ev.Type != registry.Removed {
+			return ev, true
+		}
+		k := ev.Endpoint.Key()
+		was := shown[k]
+		if ev.Type == registry.Removed || !lf.match(ev.Endpoint) {
+			delete(shown, k)
+			ev.Type = registry.Removed
+			return ev, was
+		}
+		shown[k] = true
+		if !was {
+			ev.Type = registry.Added
+		}
+		return ev, true
+	}
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/syncbuf"
 )
 
 // TestRegistryZoneAndHealth: `registry register` writes region, zone and health;
@@ -136,6 +139,67 @@ func TestRegistryRegion(t *testing.T) {
 	}
 }
 
+// TestRegistryWatchZoneAndHealth: `registry watch` filters by region, zone and
+// health as lookup does, and keeps its view what lookup would list: an endpoint
+// that stops matching is printed as removed, one that starts matching as added,
+// and an endpoint that never matches is never printed.
+func TestRegistryWatchZoneAndHealth(t *testing.T) {
+	f := startNATS(t)
+	register := func(addr, zone, health, weight string) {
+		t.Helper()
+		args := []string{"registry", "register", "--cluster", "prod", "--service", "web", "--protocol", "http",
+			"--address", addr, "--port", "80", "--region", "eu-west", "--zone", zone, "--health", health, "--weight", weight}
+		if _, errOut, code := run(t, append(args, f.flags...)...); code != 0 {
+			t.Fatalf("register %s: exit %d: %s", addr, code, errOut)
+		}
+	}
+	register("10.0.0.1", "eu-west-1a", "healthy", "0")
+	register("10.0.0.2", "eu-west-1b", "healthy", "0")
+	register("10.0.0.3", "eu-west-1a", "draining", "0")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := &syncbuf.Buffer{}
+	watch := newRootCmd(out, out)
+	watch.SetArgs(append([]string{"registry", "watch", "--service", "web", "--region", "eu-west", "--zone", "eu-west-1a", "--health", "healthy"}, f.flags...))
+	done := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { done <- watch.ExecuteContext(wctx) }()
+	waitFor(t, out, `"type":"synced"`)
+
+	register("10.0.0.1", "eu-west-1a", "draining", "0") // stops matching
+	waitFor(t, out, `"type":"removed"`)
+	register("10.0.0.2", "eu-west-1b", "draining", "0") // never matches
+	register("10.0.0.3", "eu-west-1a", "healthy", "0")  // starts matching
+	register("10.0.0.3", "eu-west-1a", "healthy", "5")  // changes while matching
+	waitFor(t, out, `"type":"updated"`)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("interrupted watch returned %v", err)
+	}
+
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var ev struct {
+			Type     string             `json:"type"`
+			Endpoint *endpoint.Endpoint `json:"endpoint"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if ev.Endpoint != nil {
+			ev.Type += " " + ev.Endpoint.Address
+		}
+		got = append(got, ev.Type)
+	}
+	want := []string{"added 10.0.0.1", "synced", "removed 10.0.0.1", "added 10.0.0.3", "updated 10.0.0.3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("watch --region eu-west --zone eu-west-1a --health healthy printed\n  %s\nwant\n  %s\n%s",
+			strings.Join(got, "\n  "), strings.Join(want, "\n  "), out.String())
+	}
+}
+
 // hasRow reports whether a line of the table holds every cell of want.
 func hasRow(table string, want ...string) bool {
 	for _, line := range strings.Split(table, "\n") {
@@ -164,6 +228,8 @@ func TestRegistryLocalityUsageErrors(t *testing.T) {
 		{"lookup health", []string{"registry", "lookup", "--registry-backend", "memory", "--health", "sick"}, `--health: invalid endpoint: health "sick"`},
 		{"lookup zone", []string{"registry", "lookup", "--registry-backend", "memory", "--zone", "eu west"}, `--zone "eu west": want at most 253 printable characters without spaces`},
 		{"lookup region", []string{"registry", "lookup", "--registry-backend", "memory", "--region", "eu west"}, `--region "eu west": want at most 253 printable characters without spaces`},
+		{"watch health", []string{"registry", "watch", "--registry-backend", "memory", "--health", "sick"}, `--health: invalid endpoint: health "sick"`},
+		{"watch zone", []string{"registry", "watch", "--registry-backend", "memory", "--zone", "eu west"}, `--zone "eu west": want at most 253 printable characters without spaces`},
 		{"register health", append(slices.Clone(reg), "--health", "sick"), `--health: invalid endpoint: health "sick"`},
 		{"register zone", append(slices.Clone(reg), "--zone", "eu.west"), `zone "eu.west"`},
 		{"register region", append(slices.Clone(reg), "--region", "-x"), `region "-x"`},
@@ -179,7 +245,7 @@ func TestRegistryLocalityUsageErrors(t *testing.T) {
 
 // TestRegistryHealthCompletion: --health completes with the states' names.
 func TestRegistryHealthCompletion(t *testing.T) {
-	for _, cmd := range []string{"lookup", "register"} {
+	for _, cmd := range []string{"lookup", "register", "watch"} {
 		out, _, code := run(t, "__complete", "registry", cmd, "--health", "")
 		if code != 0 {
 			t.Fatalf("%s: exit %d", cmd, code)
@@ -197,6 +263,7 @@ func TestRegistryHelpNamesLocalityFlags(t *testing.T) {
 	for cmd, flags := range map[string][]string{
 		"lookup":   {"--region", "--zone", "--health"},
 		"register": {"--region", "--zone", "--health"},
+		"watch":    {"--region", "--zone", "--health"},
 	} {
 		out, _, code := run(t, "registry", cmd, "--help")
 		for _, f := range flags {

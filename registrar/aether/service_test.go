@@ -202,3 +202,37 @@ func TestServiceNamesThroughTheCalls(t *testing.T) {
 		t.Fatalf("a bad filter: %v, want InvalidArgument naming filter.services[1]", err)
 	}
 }
+
+// ListAllConfig answers no projections (Switchboard carries no service config),
+// and a caller the policy's readers leave out is refused, as by the other reads.
+func TestListAllConfig(t *testing.T) {
+	ctx := context.Background()
+	resp, err := (&Service{reg: &fakeRegistrar{eps: sharedAddress()}}).ListAllConfig(ctx, &aetherregistrarv1.ListAllConfigRequest{})
+	if err != nil || resp == nil || len(resp.GetProjections()) != 0 {
+		t.Fatalf("ListAllConfig: %v (%v), want an empty response", resp, err)
+	}
+	f := &fakeRegistrar{eps: sharedAddress(), mayRead: status.Error(codes.PermissionDenied, "not a reader")}
+	if resp, err := (&Service{reg: f}).ListAllConfig(ctx, &aetherregistrarv1.ListAllConfigRequest{}); status.Code(err) != codes.PermissionDenied || resp != nil {
+		t.Fatalf("ListAllConfig by a non-reader: %v, %v; want PermissionDenied and no response", resp, err)
+	}
+}
+
+// ListAllEndpoints takes PROTOCOL_UNSPECIFIED and HTTP; a value the enum does not
+// define is InvalidArgument naming protocol, before anything is read.
+func TestListAllEndpointsProtocol(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []aetherregistryv1.Service_Protocol{aetherregistryv1.Service_PROTOCOL_UNSPECIFIED, aetherregistryv1.Service_HTTP} {
+		f := &fakeRegistrar{eps: sharedAddress()}
+		resp, err := (&Service{reg: f}).ListAllEndpoints(ctx, &aetherregistrarv1.ListAllEndpointsRequest{Protocol: p})
+		if err != nil || len(resp.GetServices()["web"].GetEndpoints()) == 0 {
+			t.Errorf("ListAllEndpoints(%v): %v (%v), want web's endpoints", p, resp, err)
+		}
+	}
+	for _, p := range []aetherregistryv1.Service_Protocol{2, 99, -1} {
+		f := &fakeRegistrar{eps: sharedAddress()}
+		_, err := (&Service{reg: f}).ListAllEndpoints(ctx, &aetherregistrarv1.ListAllEndpointsRequest{Protocol: p})
+		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "protocol") || f.reads != 0 {
+			t.Errorf("ListAllEndpoints(protocol %d): %v after %d reads, want InvalidArgument naming protocol and no read", p, err, f.reads)
+		}
+	}
+}
