@@ -21,7 +21,7 @@ var ErrNoHold = errors.New("registry: backend cannot hold entries by a writer's 
 // number of endpoints.
 //
 // Hold starts a liveness record, renewed by the driver while ctx lives, and returns
-// its ID. An Op whose Hold is that ID:
+// its ID; it fails if the record cannot be made within ttl. An Op whose Hold is that ID:
 //   - Register stores the endpoint with no expiry of its own (its TTL is kept as a
 //     value): it lives while the hold does, and goes at most ttl after the hold's last
 //     renewal, when its writer dies or stops holding. The hold is left to expire, not

@@ -28,12 +28,15 @@ type holds struct {
 	m  map[registry.HoldID]*hold
 }
 
-// Hold grants a lease of ttl and keeps it alive until ctx ends, granting a new one
+// Hold grants a lease of ttl (failing if that takes longer than ttl) and keeps it
+// alive until ctx ends, granting a new one
 // under the same ID if the server drops it (a partition longer than ttl). Nothing
 // revokes it: when ctx ends its entries live ttl more, for their agents to re-home.
 func (r *driver) Hold(ctx context.Context, ttl time.Duration) (registry.HoldID, error) {
 	h := &hold{ttl: ttl}
-	id, err := r.grantHold(ctx, h)
+	gctx, cancel := context.WithTimeout(ctx, ttl) // a hold not granted within its ttl is no use
+	id, err := r.grantHold(gctx, h)
+	cancel()
 	if err != nil {
 		return "", err
 	}
@@ -60,12 +63,10 @@ func (r *driver) grantHold(ctx context.Context, h *hold) (clientv3.LeaseID, erro
 // keepHold renews the hold's lease until ctx ends. The client's KeepAlive retries
 // through lost connections by itself; its channel closes early only when the lease
 // is gone, and then a new lease is granted.
+//
+// The hold stays known after ctx ends: its lease lives ttl more, and writes still
+// under way (a registrar persisting its last writes at shutdown) may use it.
 func (r *driver) keepHold(ctx context.Context, hid registry.HoldID, h *hold) {
-	defer func() {
-		r.holds.mu.Lock()
-		delete(r.holds.m, hid)
-		r.holds.mu.Unlock()
-	}()
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: h.ttl / 3}
 	for ctx.Err() == nil {
 		ch, err := r.client.KeepAlive(ctx, clientv3.LeaseID(h.lease.Load()))
