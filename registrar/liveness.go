@@ -204,6 +204,19 @@ func (l *liveness) live() []registry.Op {
 	return out
 }
 
+// notHeld returns the ops whose keys this replica does not hold now.
+func (l *liveness) notHeld(ops []registry.Op) []registry.Op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := ops[:0]
+	for _, op := range ops {
+		if l.keys[op.Endpoint.Key()] == nil {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
 // count is how many entries and sessions this replica holds (for its metrics).
 func (l *liveness) count() (entries, sessions int) {
 	l.mu.Lock()

@@ -72,7 +72,8 @@ func (r *Registrar) livenessLoop(ctx context.Context) {
 // still under this replica's hold. The backend's change feed tells the snapshot. It
 // returns the removals to try again.
 func (r *Registrar) expire(ctx context.Context, ops []registry.Op) []registry.Op {
-	if len(ops) == 0 {
+	// A removal waiting for a retry is dropped if the entry is held again since.
+	if ops = r.live.notHeld(ops); len(ops) == 0 {
 		return nil
 	}
 	actx, cancel := context.WithTimeout(ctx, r.cfg.BackendTimeout)
