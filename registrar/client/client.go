@@ -183,7 +183,7 @@ func (c *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	// A registration the registrar already holds, unchanged, on the open stream
 	// needs no call (held.go).
 	gen, _ := c.held.current()
-	toSend, _ := c.held.absorbed(coalesced)
+	toSend := c.held.absorbed(coalesced)
 	for _, chunk := range requests(toSend, func(op registry.Op) registry.Op { return op }) {
 		v, isHeld, err := c.send(ctx, chunk)
 		if err != nil {

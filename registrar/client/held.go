@@ -57,23 +57,22 @@ func (h *held) current() (uint64, bool) {
 	return h.gen, h.gen%2 == 1
 }
 
-// absorbed splits ops into those the registrar already holds as they are (on the
-// open stream) and those to send.
-func (h *held) absorbed(ops []registry.Op) (send []registry.Op, absorbed int) {
+// absorbed returns the ops to send: all but the registrations the registrar already
+// holds as they are, on the open stream.
+func (h *held) absorbed(ops []registry.Op) (send []registry.Op) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gen%2 == 0 || len(h.own) == 0 {
-		return ops, 0
+		return ops
 	}
 	send = ops[:0:0]
 	for _, op := range ops {
 		if w, ok := h.own[op.Endpoint.Key()]; ok && op.Kind == registry.OpRegister && w.gen == h.gen && endpoint.Equal(w.ep, op.Endpoint) {
-			absorbed++
 			continue
 		}
 		send = append(send, op)
 	}
-	return send, absorbed
+	return send
 }
 
 // wrote records a write the registrar accepted while generation gen was current:
