@@ -69,7 +69,7 @@ func (h aetherHooks) Write(ctx context.Context, ops []registry.Op) error {
 				"endpoints[%d].cluster %q: this registrar accepts writes for cluster %q only", i, op.Endpoint.Cluster, h.r.cfg.Cluster)
 		}
 	}
-	_, err := h.r.accept(ctx, ops)
+	_, _, err := h.r.acceptHeld(ctx, ops, "")
 	return err
 }
 

@@ -24,6 +24,9 @@ type metrics struct {
 	batches      *prometheus.CounterVec
 	resyncs      prometheus.Counter
 	denied       *prometheus.CounterVec
+	// livenessExpired and livenessRestored are registered with the held entries'
+	// gauges (liveness_loop.go).
+	livenessExpired, livenessRestored prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -61,6 +64,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "registrar_denied_writes_total", Help: "Requests refused by the write policy, by the rule that refused them.",
 		}, []string{"reason"}),
+		livenessExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "registrar_liveness_expired_total", Help: "Held entries removed because their agent's session ended their TTL ago.",
+		}),
+		livenessRestored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "registrar_liveness_restored_total", Help: "Held entries of live sessions registered again after the registry lost or changed them.",
+		}),
 	}
 	bc := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "registrar_event_broadcast_total", Help: "Events pushed to agents, by type.",

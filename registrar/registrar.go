@@ -67,6 +67,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics is where the registrar's series are registered; nil skips them.
 	Metrics prometheus.Registerer
+	// LivenessTTL, when positive, has this replica keep alive the entries agents
+	// register with a session for as long as the session's watch stream stays open
+	// to it, writing each entry to the backend once instead of at every refresh
+	// (liveness.go). It is how long the replica's entries outlive it: the time its
+	// agents have to re-home to another replica, which takes them over. Zero: every
+	// entry lives by its TTL, each refresh written through. Only backends with holds
+	// (etcd, memory) can; with others it is ignored.
+	LivenessTTL time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -82,6 +90,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Backend == nil {
 		return c, errors.New("registrar: a registry backend is required")
+	}
+	if c.LivenessTTL > 0 && c.LivenessTTL < registry.MinHoldTTL {
+		return c, fmt.Errorf("registrar: liveness ttl %s: must be 0 (off) or at least %s", c.LivenessTTL, registry.MinHoldTTL)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -128,6 +139,8 @@ type Registrar struct {
 
 	runOnce sync.Once
 	abort   atomic.Bool
+	// live holds agents' entries by their sessions (liveness.go).
+	live *liveness
 }
 
 // New returns a registrar; Run starts it.
@@ -145,7 +158,8 @@ func New(cfg Config) (*Registrar, error) {
 		return nil, fmt.Errorf("registrar: draw epoch: %w", err)
 	}
 	epoch := binary.BigEndian.Uint64(b[:])
-	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{})}
+	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{}), live: newLiveness()}
+	r.livenessMetrics(cfg.Metrics)
 	r.view = view.New(view.Config{Epoch: epoch, History: cfg.History, MaxQueue: cfg.MaxQueue, EventCap: hub.TrackedCap,
 		WrapEvent: wrapEvent, WrapPart: wrapPart, WrapSnapshot: wrapSnapshot,
 		Changed: r.signalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
@@ -170,8 +184,11 @@ func (r *Registrar) Run(ctx context.Context) error {
 	r.syncer.Store(y)
 	w := &writer{view: r.view, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
+	if f := r.holdFront(); f != nil {
+		r.takeHold(ctx, f) // liveness_loop.go; livenessLoop retries
+	}
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop, r.senderLoop} {
+	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop, r.senderLoop, r.livenessLoop} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

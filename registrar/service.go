@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -54,11 +55,14 @@ func (g grpcService) RegisterEndpoint(ctx context.Context, req *registrarv1.Regi
 	if err != nil {
 		return nil, err
 	}
-	v, err := g.r.accept(ctx, ops)
+	if err := validSession(req.GetSession()); err != nil {
+		return nil, err
+	}
+	v, held, err := g.r.acceptHeld(ctx, ops, g.r.sessionKey(ctx, req.GetSession()))
 	if err != nil {
 		return nil, err
 	}
-	return &registrarv1.RegisterEndpointResponse{Version: v.String()}, nil
+	return &registrarv1.RegisterEndpointResponse{Version: v.String(), Held: held}, nil
 }
 
 func (g grpcService) UnregisterEndpoint(ctx context.Context, req *registrarv1.UnregisterEndpointRequest) (*registrarv1.UnregisterEndpointResponse, error) {
@@ -66,7 +70,7 @@ func (g grpcService) UnregisterEndpoint(ctx context.Context, req *registrarv1.Un
 	if err != nil {
 		return nil, err
 	}
-	v, err := g.r.accept(ctx, ops)
+	v, _, err := g.r.acceptHeld(ctx, ops, "")
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +130,9 @@ func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &hub.Watcher{Stream: stream, Ctx: stream.Context(), Exact: exact}
 	opened, err := r.hub.Serve(w)
 	if opened { // undo what openStream counted
+		if w.Session != "" {
+			r.live.closed(w.Session, time.Now())
+		}
 		r.noteClose(w) // inspect.go
 		r.m.connected.Dec()
 		r.watchers.Add(-1)
@@ -199,6 +206,9 @@ func (r *Registrar) openStream(w *hub.Watcher) error {
 	if err := validNode(req.GetNodeName()); err != nil {
 		return err
 	}
+	if err := validSession(req.GetSession()); err != nil {
+		return err
+	}
 	ctx := w.Ctx
 	if err := r.mayRead(ctx); err != nil {
 		return err
@@ -216,6 +226,11 @@ func (r *Registrar) openStream(w *hub.Watcher) error {
 		w.Ctx, cancel = context.WithCancelCause(ctx)
 		w.Rescope = make(chan hub.Scope, 1)
 		go readScopes(w, cancel)
+	}
+	// The session's stream counts before anything is sent on it: a client takes
+	// its first message to mean that its writes are held from then on.
+	if w.Session = r.sessionKey(ctx, req.GetSession()); w.Session != "" {
+		r.live.opened(w.Session) // liveness.go
 	}
 	r.openWatcher(w, req.GetLastVersion(), req.GetClusterName())
 	return nil

@@ -186,6 +186,9 @@ func (f *Front) Apply(ctx context.Context, ops []Op) (err error) {
 	if err := Validate(ops); err != nil {
 		return err
 	}
+	if err := f.checkHolds(ops); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

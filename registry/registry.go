@@ -73,6 +73,9 @@ func (k OpKind) String() string {
 type Op struct {
 	Kind     OpKind
 	Endpoint endpoint.Endpoint
+	// Hold, when set, keeps the entry alive by that hold instead of its TTL (see
+	// Holder); an Unregister with a Hold removes the entry only while it is under it.
+	Hold HoldID
 }
 
 // Register returns an op that stores e.

@@ -28,6 +28,7 @@ type registrarFlags struct {
 	maxQueue      int
 	history       int
 	drainTimeout  time.Duration
+	livenessTTL   time.Duration
 	listen        string
 	healthListen  string
 	debugMemory   bool
@@ -75,6 +76,9 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.IntVar(&f.maxQueue, "max-queue", 65536, "most writes waiting to be persisted; beyond it writes are refused (RESOURCE_EXHAUSTED)")
 	fl.IntVar(&f.history, "history-size", 16384, "recent changes kept for resuming agents; one further behind gets a full snapshot")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown keeps trying to persist queued writes")
+	fl.DurationVar(&f.livenessTTL, "liveness-ttl", 20*time.Second,
+		"keep agents' entries alive while their watch stream is open, writing each to the backend once instead of at every refresh (etcd, memory); "+
+			"the time a dead replica's agents have to re-home before its entries go. 0: agents' refreshes reach the backend")
 	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address; without TLS, 127.0.0.1 unless --insecure")
 	fl.StringVar(&f.healthListen, "health-listen", "127.0.0.1:8081", `HTTP address for /healthz, /readyz, /metrics and the web page /ui ("" disables)`)
 	fl.BoolVar(&f.ui, "ui", true, "serve the read-only web page at /ui on the health address: endpoints, watchers and their lag, the backend's sync (docs/registrar.md, \"Web page\")")
@@ -160,7 +164,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
 			SyncInterval: f.syncInterval, BackstopInterval: f.backstop, BatchInterval: f.batchInterval, BatchSize: f.batchSize,
-			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, Logger: log, Authorizer: authz,
+			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, LivenessTTL: f.livenessTTL, Logger: log, Authorizer: authz,
 		},
 	})
 	if err != nil {

@@ -40,6 +40,7 @@ func TestRegistrarFieldsMatchTheProto(t *testing.T) {
 		WatchFieldAll:         {Name: "all_services", Kind: protoreflect.BoolKind},
 		WatchFieldBatches:     {Name: "accept_batches", Kind: protoreflect.BoolKind},
 		WatchFieldCompressed:  {Name: "accept_compressed", Kind: protoreflect.BoolKind},
+		WatchFieldSession:     {Name: "session", Kind: protoreflect.StringKind},
 	}, true)
 	wirecheck.Check(t, &registrarv1.ListAllEndpointsResponse{}, map[protowire.Number]wirecheck.Field{
 		ListFieldEndpoints: {Name: "endpoints", Kind: protoreflect.MessageKind},

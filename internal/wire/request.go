@@ -17,6 +17,7 @@ const (
 	WatchFieldAll         protowire.Number = 6
 	WatchFieldBatches     protowire.Number = 7
 	WatchFieldCompressed  protowire.Number = 8
+	WatchFieldSession     protowire.Number = 9
 )
 
 // WatchRequest is a switchboard.registrar.v1.WatchEndpointsRequest, decoded by
@@ -29,6 +30,7 @@ type WatchRequest struct {
 	ScopeID                            uint64
 	AllServices, AcceptBatches         bool
 	AcceptCompressed                   bool
+	Session                            string
 }
 
 // GetClusterName returns the request's cluster_name.
@@ -55,6 +57,9 @@ func (q WatchRequest) GetAcceptBatches() bool { return q.AcceptBatches }
 // GetAcceptCompressed returns the request's accept_compressed.
 func (q WatchRequest) GetAcceptCompressed() bool { return q.AcceptCompressed }
 
+// GetSession returns the request's session.
+func (q WatchRequest) GetSession() string { return q.Session }
+
 // InvalidUTF8Error is a string field of a request that is not valid UTF-8; Field
 // names it as internal/rpcinput does (services[1] for the second service).
 type InvalidUTF8Error struct{ Field string }
@@ -76,7 +81,7 @@ func DecodeWatchRequest(b []byte) (WatchRequest, error) {
 		}
 		b = b[n:]
 		switch {
-		case typ == protowire.BytesType && num >= WatchFieldCluster && num <= WatchFieldServices:
+		case typ == protowire.BytesType && (num >= WatchFieldCluster && num <= WatchFieldServices || num == WatchFieldSession):
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 {
 				return q, protowire.ParseError(m)
@@ -92,6 +97,8 @@ func DecodeWatchRequest(b []byte) (WatchRequest, error) {
 				q.NodeName = string(v)
 			case WatchFieldLastVersion:
 				q.LastVersion = string(v)
+			case WatchFieldSession:
+				q.Session = string(v)
 			default:
 				q.Services = append(q.Services, string(v))
 			}
@@ -132,6 +139,8 @@ func watchFieldName(num protowire.Number, services int) string {
 		return "node_name"
 	case WatchFieldLastVersion:
 		return "last_version"
+	case WatchFieldSession:
+		return "session"
 	}
 	return fmt.Sprintf("services[%d]", services)
 }

@@ -17,6 +17,7 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		{AllServices: true},
 		{AcceptBatches: true, LastVersion: "3.9"},
 		{AcceptCompressed: true, AcceptBatches: true},
+		{Session: "5f1c0e9a2b7d4c38a1e6f0b29d8c7e41", AllServices: true},
 		{},
 	} {
 		b, err := proto.Marshal(m)
@@ -38,7 +39,8 @@ func FuzzDecodeWatchRequest(f *testing.F) {
 		if got.GetClusterName() != want.GetClusterName() || got.GetNodeName() != want.GetNodeName() ||
 			got.GetLastVersion() != want.GetLastVersion() || !slices.Equal(got.GetServices(), want.GetServices()) ||
 			got.ScopeID != want.GetScopeId() || got.AllServices != want.GetAllServices() ||
-			got.AcceptBatches != want.GetAcceptBatches() || got.AcceptCompressed != want.GetAcceptCompressed() {
+			got.AcceptBatches != want.GetAcceptBatches() || got.AcceptCompressed != want.GetAcceptCompressed() ||
+			got.GetSession() != want.GetSession() {
 			t.Fatalf("decoded %+v, protobuf reads %v", got, &want)
 		}
 	})

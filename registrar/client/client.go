@@ -62,6 +62,7 @@ type driver struct {
 	interest  interest
 	scopeKick chan struct{}
 	source    io.Closer // the SVID source of a client opened by name, if any
+	held      *held     // what the registrar keeps alive for this client's session
 }
 
 var (
@@ -99,7 +100,7 @@ func newDriver(opts Options) (*driver, error) {
 	c := &driver{
 		opts: opts, log: opts.Logger, conn: conn, api: registrarv1.NewRegistrarClient(conn),
 		cache: newCache(time.Now), ctx: ctx, cancel: cancel,
-		interest: newInterest(), scopeKick: make(chan struct{}, 1),
+		interest: newInterest(), scopeKick: make(chan struct{}, 1), held: newHeld(),
 	}
 	if !opts.OneShot {
 		c.wg.Add(1)
@@ -179,8 +180,12 @@ func (c *driver) Apply(ctx context.Context, ops []registry.Op) error {
 	tr := writeTrace(ctx) // remembered with the writes, for a re-send (tracing.go)
 	c.writeMu.RLock()
 	defer c.writeMu.RUnlock()
-	for _, chunk := range requests(coalesced, func(op registry.Op) registry.Op { return op }) {
-		v, err := c.send(ctx, chunk)
+	// A registration the registrar already holds, unchanged, on the open stream
+	// needs no call (held.go).
+	gen, _ := c.held.current()
+	toSend := c.held.absorbed(coalesced)
+	for _, chunk := range requests(toSend, func(op registry.Op) registry.Op { return op }) {
+		v, isHeld, err := c.send(ctx, chunk)
 		if err != nil {
 			for _, op := range chunk {
 				failed = append(failed, op.Endpoint.Key())
@@ -188,6 +193,7 @@ func (c *driver) Apply(ctx context.Context, ops []registry.Op) error {
 			firstErr = cmpErr(firstErr, err)
 			continue
 		}
+		c.held.wrote(chunk, isHeld, gen)
 		c.cache.wroteTraced(chunk, v, tr)
 	}
 	switch {
@@ -207,8 +213,9 @@ func cmpErr(first, err error) error {
 	return err
 }
 
-// send makes one write call for ops of one kind.
-func (c *driver) send(ctx context.Context, ops []registry.Op) (token.Version, error) {
+// send makes one write call for ops of one kind, and reports whether the registrar
+// holds the registrations for this client's session (held.go).
+func (c *driver) send(ctx context.Context, ops []registry.Op) (token.Version, bool, error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	eps := make([]*registryv1.Endpoint, len(ops))
@@ -216,27 +223,28 @@ func (c *driver) send(ctx context.Context, ops []registry.Op) (token.Version, er
 		eps[i] = op.Endpoint.ToProto()
 	}
 	var v string
+	var isHeld bool
 	var err error
 	// Wait for a connection rather than fail during a failover; the deadline bounds it.
 	// A one-shot caller is better told at once that nothing answers.
 	wait := grpc.WaitForReady(!c.opts.OneShot)
 	if ops[0].Kind == registry.OpRegister {
 		var resp *registrarv1.RegisterEndpointResponse
-		resp, err = c.api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: eps}, wait)
-		v = resp.GetVersion()
+		resp, err = c.api.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: eps, Session: c.held.session}, wait)
+		v, isHeld = resp.GetVersion(), resp.GetHeld()
 	} else {
 		var resp *registrarv1.UnregisterEndpointResponse
 		resp, err = c.api.UnregisterEndpoint(ctx, &registrarv1.UnregisterEndpointRequest{Endpoints: eps}, wait)
 		v = resp.GetVersion()
 	}
 	if err != nil {
-		return token.Version{}, c.callError("write", err)
+		return token.Version{}, false, c.callError("write", err)
 	}
 	tv, err := token.Parse(v)
 	if err != nil {
-		return token.Version{}, fmt.Errorf("registrar client: write response: %w", err)
+		return token.Version{}, false, fmt.Errorf("registrar client: write response: %w", err)
 	}
-	return tv, nil
+	return tv, isHeld, nil
 }
 
 // callCtx bounds one call by RequestTimeout, or the caller's earlier deadline.

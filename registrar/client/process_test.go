@@ -30,6 +30,7 @@ type childConfig struct {
 	cluster       string
 	batchInterval time.Duration
 	batchSize     int
+	livenessTTL   time.Duration // 0: the replica holds nothing
 }
 
 func (c childConfig) env() []string {
@@ -40,6 +41,7 @@ func (c childConfig) env() []string {
 		"SB_CHILD_CLUSTER=" + c.cluster,
 		"SB_CHILD_BATCH_INTERVAL=" + c.batchInterval.String(),
 		"SB_CHILD_BATCH_SIZE=" + strconv.Itoa(c.batchSize),
+		"SB_CHILD_LIVENESS_TTL=" + c.livenessTTL.String(),
 	}
 }
 
@@ -58,6 +60,10 @@ func runRegistrarChild() int {
 	if err != nil {
 		return fail(err)
 	}
+	liveness, err := time.ParseDuration(os.Getenv("SB_CHILD_LIVENESS_TTL"))
+	if err != nil {
+		return fail(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	backend, err := etcd.New(ctx, etcd.Options{Endpoints: strings.Split(os.Getenv("SB_CHILD_ETCD"), ","),
@@ -68,7 +74,7 @@ func runRegistrarChild() int {
 	defer backend.Close()
 	srv, err := registrar.NewServer(registrar.ServerConfig{Listen: "127.0.0.1:0", Registrar: registrar.Config{
 		Cluster: os.Getenv("SB_CHILD_CLUSTER"), Backend: backend, SyncInterval: time.Second,
-		BatchInterval: interval, BatchSize: size,
+		BatchInterval: interval, BatchSize: size, LivenessTTL: liveness,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}})
 	if err != nil {

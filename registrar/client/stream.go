@@ -54,13 +54,20 @@ func (c *driver) streamOnce(ctx context.Context) (bool, error) {
 		return false, c.callError("watch", err)
 	}
 	var st streamState
-	for {
+	defer c.held.closed()
+	for first := true; ; first = false {
 		ev, err := recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errStreamEnded
 			}
 			return st.caughtUp, c.callError("watch", err)
+		}
+		if first {
+			// The registrar counts the session's stream before it sends anything:
+			// from here on, it holds what this client registers (held.go).
+			c.held.opened()
+			c.rehold(sctx)
 		}
 		if err := c.apply(ctx, ev, &st); err != nil {
 			return st.caughtUp, err
@@ -142,7 +149,7 @@ func (c *driver) openWatch(ctx context.Context) (recv func() (*registrarv1.Endpo
 	// fewer messages; one that does not know the field sends events one by one.
 	// Compressed snapshots: a sixth of the bytes (inflate.go).
 	req := &registrarv1.WatchEndpointsRequest{ClusterName: c.opts.Cluster, NodeName: c.opts.Node, LastVersion: c.cache.token(), AcceptBatches: true,
-		AcceptCompressed: true}
+		AcceptCompressed: true, Session: c.held.session}
 	nothing := func() {}
 	if !c.opts.Scoped {
 		st, err := c.api.WatchEndpoints(ctx, req)
@@ -291,11 +298,13 @@ func (c *driver) resendOnce(ctx context.Context, refs []ownRef) ([]ownRef, error
 			ops[j] = r.w.op
 		}
 		sctx, end := traceResend(ctx, group) // tracing.go
-		v, err := c.send(sctx, ops)
+		gen, _ := c.held.current()
+		v, isHeld, err := c.send(sctx, ops)
 		end(err)
 		if err != nil {
 			return slices.Concat(groups[i:]...), err
 		}
+		c.held.wrote(ops, isHeld, gen)
 		c.cache.resent(group, v)
 	}
 	return nil, nil

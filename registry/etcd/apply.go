@@ -63,18 +63,30 @@ func (r *driver) commit(ctx context.Context, ops []registry.Op) error {
 	}
 }
 
-// txnOps builds the Txn's operations, attaching each TTL'd key to its lease.
+// txnOps builds the Txn's operations, attaching each TTL'd key to its lease and each
+// held one to its hold's (hold.go).
 func (r *driver) txnOps(ctx context.Context, ops []registry.Op) ([]clientv3.Op, error) {
 	out := make([]clientv3.Op, 0, len(ops))
 	for _, op := range ops {
 		key := r.layout.key(op.Endpoint.Key())
-		if op.Kind == registry.OpUnregister {
+		if op.Kind == registry.OpUnregister && op.Hold == "" {
 			out = append(out, clientv3.OpDelete(key))
 			continue
 		}
-		value, err := json.Marshal(op.Endpoint)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", op.Endpoint.Key(), err)
+		var value []byte
+		if op.Kind == registry.OpRegister {
+			var err error
+			if value, err = json.Marshal(op.Endpoint); err != nil {
+				return nil, fmt.Errorf("encode %s: %w", op.Endpoint.Key(), err)
+			}
+		}
+		if op.Hold != "" {
+			o, err := r.heldOp(key, string(value), op)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+			continue
 		}
 		var opts []clientv3.OpOption
 		if d := op.Endpoint.TTL.Duration(); d > 0 {

@@ -53,6 +53,7 @@ type driver struct {
 	client *clientv3.Client
 	layout layout
 	leases *leases
+	holds  holds // hold.go
 	log    *slog.Logger
 	// maxOps starts at Options.MaxTxnOps and only shrinks, when the server turns
 	// out to accept fewer operations (or bytes) per Txn.
@@ -74,7 +75,10 @@ type hooks struct {
 	page func(rev int64)
 }
 
-var _ registry.WatchDriver = (*driver)(nil)
+var (
+	_ registry.WatchDriver = (*driver)(nil)
+	_ registry.Holder      = (*driver)(nil)
+)
 
 // New connects to etcd and checks that it answers a read of the prefix within the
 // dial timeout, so a wrong address, certificate or password is reported here rather

@@ -32,6 +32,9 @@ type store struct {
 	expiries  expiryHeap
 	watchers  map[*watcher]struct{}
 
+	holds   map[registry.HoldID]bool // live holds (hold.go)
+	holdSeq uint64
+
 	wake chan struct{} // tells the expiry loop that the earliest deadline moved
 	done chan struct{}
 	wg   sync.WaitGroup // the expiry loop and the watchers' queues
@@ -40,12 +43,14 @@ type store struct {
 
 type entry struct {
 	ep      endpoint.Endpoint
-	expires time.Time // zero: never
+	expires time.Time       // zero: never
+	hold    registry.HoldID // the hold that keeps it alive instead of its TTL, if any
 }
 
 var (
 	_ registry.WatchDriver  = (*store)(nil)
 	_ registry.CachedLister = (*store)(nil)
+	_ registry.Holder       = (*store)(nil)
 )
 
 // New returns an empty registry whose expiry loop runs until Close.
@@ -56,6 +61,7 @@ func newStore() *store {
 		entries:   map[endpoint.Key]*entry{},
 		byService: map[string]map[endpoint.Key]*entry{},
 		watchers:  map[*watcher]struct{}{},
+		holds:     map[registry.HoldID]bool{},
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		now:       time.Now,
@@ -69,21 +75,31 @@ func newStore() *store {
 func (r *store) Apply(_ context.Context, ops []registry.Op) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, op := range ops {
+		if op.Hold != "" && !r.holds[op.Hold] {
+			return unknownHold(op.Hold)
+		}
+	}
 	now := r.now()
 	for _, op := range ops {
-		if op.Kind == registry.OpRegister {
-			r.put(op.Endpoint.Clone(), now)
-		} else {
+		switch {
+		case op.Kind == registry.OpRegister:
+			r.put(op.Endpoint.Clone(), op.Hold, now)
+		case op.Hold == "":
 			r.remove(op.Endpoint.Key())
+		default:
+			if e := r.entries[op.Endpoint.Key()]; e != nil && e.hold == op.Hold {
+				r.remove(op.Endpoint.Key())
+			}
 		}
 	}
 	return nil
 }
 
-func (r *store) put(ep endpoint.Endpoint, now time.Time) {
+func (r *store) put(ep endpoint.Endpoint, hold registry.HoldID, now time.Time) {
 	k := ep.Key()
 	var expires time.Time
-	if d := ep.TTL.Duration(); d > 0 {
+	if d := ep.TTL.Duration(); d > 0 && hold == "" {
 		expires = now.Add(d)
 		heap.Push(&r.expiries, expiry{at: expires, key: k})
 		r.poke()
@@ -91,7 +107,7 @@ func (r *store) put(ep endpoint.Endpoint, now time.Time) {
 	old, ok := r.entries[k]
 	if ok && !old.expired(now) {
 		changed := !endpoint.Equal(old.ep, ep)
-		old.ep, old.expires = ep, expires
+		old.ep, old.expires, old.hold = ep, expires, hold
 		if changed {
 			r.notify(registry.Event{Type: registry.Updated, Endpoint: ep})
 		}
@@ -102,7 +118,7 @@ func (r *store) put(ep endpoint.Endpoint, now time.Time) {
 		// watchers hear of its removal before the new entry.
 		r.remove(k)
 	}
-	e := &entry{ep: ep, expires: expires}
+	e := &entry{ep: ep, expires: expires, hold: hold}
 	r.entries[k] = e
 	svc := r.byService[k.Service]
 	if svc == nil {

@@ -37,6 +37,7 @@ var checks = []check{
 	{"ReregisterExpired", checkReregisterExpired},
 	{"LocalityRoundTrip", checkLocalityRoundTrip},
 	{"WatchHealthChange", checkWatchHealthChange},
+	{"HoldOutlivesTTL", checkHold},
 }
 
 func checkRegisterList(ctx context.Context, h *harness) error {

@@ -104,7 +104,14 @@ type RegisterEndpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The endpoints to register or update, all of the registrar's cluster. The request
 	// is accepted whole or rejected whole.
-	Endpoints     []*v1.Endpoint `protobuf:"bytes,1,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Endpoints []*v1.Endpoint `protobuf:"bytes,1,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// The caller's session, as sent in its WatchEndpointsRequest. When this replica
+	// holds liveness (its backend can, and it was not told otherwise) and a watch
+	// stream of the session is open to it, the endpoints live as long as that stream,
+	// and their TTL after it ends: the caller need not register them again to keep
+	// them. Without it, or when the replica does not hold them, each endpoint lives by
+	// its TTL and must be registered again within it.
+	Session       string `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,11 +153,22 @@ func (x *RegisterEndpointRequest) GetEndpoints() []*v1.Endpoint {
 	return nil
 }
 
+func (x *RegisterEndpointRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
 type RegisterEndpointResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The registrar version at which the write is visible in its snapshot: once a
 	// watch stream of the same registrar has passed it, the stream reflects the write.
-	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The replica holds these endpoints' liveness for the request's session (see
+	// RegisterEndpointRequest.session): while the session's stream to it stays open,
+	// registering them again unchanged is not needed.
+	Held          bool `protobuf:"varint,2,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,6 +208,13 @@ func (x *RegisterEndpointResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *RegisterEndpointResponse) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 type UnregisterEndpointRequest struct {
@@ -313,8 +338,13 @@ type WatchEndpointsRequest struct {
 	// snapshot, parts carry `endpoints` as they are. Only the first request's value
 	// counts.
 	AcceptCompressed bool `protobuf:"varint,8,opt,name=accept_compressed,json=acceptCompressed,proto3" json:"accept_compressed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The caller's session: a string it draws once (16 or more random bytes, hex or
+	// base64), the same on every stream and write it makes. While a stream of the
+	// session is open, the endpoints it registered with the session stay alive (see
+	// RegisterEndpointRequest.session). At most 64 characters of [A-Za-z0-9_-].
+	Session       string `protobuf:"bytes,9,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEndpointsRequest) Reset() {
@@ -401,6 +431,13 @@ func (x *WatchEndpointsRequest) GetAcceptCompressed() bool {
 		return x.AcceptCompressed
 	}
 	return false
+}
+
+func (x *WatchEndpointsRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
 }
 
 type EndpointEvent struct {
@@ -675,15 +712,17 @@ var File_switchboard_registrar_v1_registrar_proto protoreflect.FileDescriptor
 
 const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\n" +
-	"(switchboard/registrar/v1/registrar.proto\x12\x18switchboard.registrar.v1\x1a&switchboard/registry/v1/endpoint.proto\"Z\n" +
+	"(switchboard/registrar/v1/registrar.proto\x12\x18switchboard.registrar.v1\x1a&switchboard/registry/v1/endpoint.proto\"t\n" +
 	"\x17RegisterEndpointRequest\x12?\n" +
-	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\"4\n" +
+	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\x12\x18\n" +
+	"\asession\x18\x02 \x01(\tR\asession\"H\n" +
 	"\x18RegisterEndpointResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"\\\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
+	"\x04held\x18\x02 \x01(\bR\x04held\"\\\n" +
 	"\x19UnregisterEndpointRequest\x12?\n" +
 	"\tendpoints\x18\x01 \x03(\v2!.switchboard.registry.v1.EndpointR\tendpoints\"6\n" +
 	"\x1aUnregisterEndpointResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"\xa8\x02\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\xc2\x02\n" +
 	"\x15WatchEndpointsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12!\n" +
@@ -692,7 +731,8 @@ const file_switchboard_registrar_v1_registrar_proto_rawDesc = "" +
 	"\bscope_id\x18\x05 \x01(\x04R\ascopeId\x12!\n" +
 	"\fall_services\x18\x06 \x01(\bR\vallServices\x12%\n" +
 	"\x0eaccept_batches\x18\a \x01(\bR\racceptBatches\x12+\n" +
-	"\x11accept_compressed\x18\b \x01(\bR\x10acceptCompressed\"\xe3\x04\n" +
+	"\x11accept_compressed\x18\b \x01(\bR\x10acceptCompressed\x12\x18\n" +
+	"\asession\x18\t \x01(\tR\asession\"\xe3\x04\n" +
 	"\rEndpointEvent\x12E\n" +
 	"\x04type\x18\x01 \x01(\x0e21.switchboard.registrar.v1.EndpointEvent.EventTypeR\x04type\x12=\n" +
 	"\bendpoint\x18\x04 \x01(\v2!.switchboard.registry.v1.EndpointR\bendpoint\x12\x18\n" +

@@ -1,0 +1,160 @@
+package client_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registrar/client"
+	"github.com/switchboard-mesh/switchboard/registry"
+)
+
+// Liveness held by the registrar: an agent keeps its entries alive by keeping its
+// watch stream open, not by registering them again. Replicas run as processes of
+// their own on a real etcd; none of these agents ever refreshes.
+
+const (
+	heldTTL     = 2 * time.Second // the entries' TTL
+	replicaHold = 4 * time.Second // each replica's --liveness-ttl
+)
+
+func heldReplica(t *testing.T, env *etcdEnv) *replicaProc {
+	t.Helper()
+	return startReplica(t, childConfig{etcd: strings.Join(env.cluster.Endpoints(), ","), prefix: env.prefix, cluster: "east",
+		batchInterval: 20 * time.Millisecond, batchSize: 50, livenessTTL: replicaHold})
+}
+
+func heldClient(t *testing.T, addrs ...string) *client.Client {
+	t.Helper()
+	c := newClient(t, client.Options{Addresses: addrs, InOrder: true, BackoffMin: 20 * time.Millisecond, BackoffMax: 300 * time.Millisecond})
+	waitReady(t, c)
+	return c
+}
+
+func heldEndpoint(addr string) endpoint.Endpoint {
+	e := ep("east", "web", addr, 80)
+	e.TTL = endpoint.TTL(heldTTL)
+	return e
+}
+
+// stays fails the test if what etcd stores ever lacks e during d, sampled often.
+func stays(t *testing.T, env *etcdEnv, e endpoint.Endpoint, d time.Duration, what string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !slices.Contains(env.stored(t), e.Key().String()) {
+			t.Fatalf("%s: %s is gone from the backend", what, e.Key())
+		}
+	}
+}
+
+// goneWithin waits until etcd no longer stores e, and fails after bound.
+func goneWithin(t *testing.T, env *etcdEnv, e endpoint.Endpoint, bound time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	eventually(t, bound, what, func() bool { return !slices.Contains(env.stored(t), e.Key().String()) })
+	return time.Since(start)
+}
+
+// An agent that never refreshes keeps its entry past the entry's TTL while its
+// stream is open, and past its registrar's SIGKILL: it re-homes to the other
+// replica, which takes the entry over before the dead one's hold runs out. (With
+// the replicas holding nothing, as before liveness was held, the entry expires
+// after its TTL.)
+func TestLiveAgentsEntrySurvivesItsRegistrarsDeath(t *testing.T) {
+	env := newEtcd(t)
+	a, b := heldReplica(t, env), heldReplica(t, env)
+	c := heldClient(t, a.addr, b.addr)
+	e := heldEndpoint("10.0.0.1")
+	apply(t, c, registry.Register(e))
+	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	stays(t, env, e, 2*heldTTL, "before the replica's death, with no refresh")
+
+	a.kill()
+	// Past the dead replica's hold and the entry's TTL, twice over.
+	stays(t, env, e, 2*(replicaHold+heldTTL), "after the replica the agent wrote through was killed")
+	if got := keysOf(list(t, c, endpoint.Filter{})); !slices.Equal(got, []string{e.Key().String()}) {
+		t.Fatalf("the agent's cache holds %v", got)
+	}
+}
+
+// An agent that dies (its stream ends) has its entries removed within their TTL
+// plus the replica's sweep, although it kept them past their TTL while alive.
+func TestDeadAgentsEntryExpiresWithinTheBound(t *testing.T) {
+	env := newEtcd(t)
+	a := heldReplica(t, env)
+	c := heldClient(t, a.addr)
+	e := heldEndpoint("10.0.0.2")
+	apply(t, c, registry.Register(e))
+	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	stays(t, env, e, 2*heldTTL, "while the agent lives, with no refresh")
+
+	c.Close()
+	// The bound: the entry's TTL after the stream ends, plus one sweep (1 s) and the
+	// removal's round trip.
+	took := goneWithin(t, env, e, heldTTL+3*time.Second, "the dead agent's entry is removed")
+	if took < heldTTL-200*time.Millisecond {
+		t.Fatalf("the dead agent's entry went %s after its stream ended, before its TTL (%s)", took, heldTTL)
+	}
+	t.Logf("the dead agent's entry went %s after its stream ended (TTL %s)", took, heldTTL)
+}
+
+// An agent that dies with its registrar leaves entries nobody takes over: they go
+// when the dead replica's hold runs out.
+func TestEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold(t *testing.T) {
+	env := newEtcd(t)
+	a := heldReplica(t, env)
+	c := heldClient(t, a.addr)
+	e := heldEndpoint("10.0.0.3")
+	apply(t, c, registry.Register(e))
+	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	a.kill()
+	c.Close()
+	took := goneWithin(t, env, e, replicaHold+3*time.Second, "the orphan entry goes with the dead replica's hold")
+	t.Logf("the orphan entry went %s after its replica's SIGKILL (hold %s)", took, replicaHold)
+}
+
+// Refreshes of a held entry reach neither the registrar nor the backend: etcd's
+// revision does not move while the agent registers it again and again.
+func TestRefreshesOfAHeldEntryWriteNothing(t *testing.T) {
+	env := newEtcd(t)
+	a := heldReplica(t, env)
+	c := heldClient(t, a.addr)
+	e := heldEndpoint("10.0.0.4")
+	apply(t, c, registry.Register(e))
+	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	time.Sleep(500 * time.Millisecond) // the registrar's answer marked it held
+	before := revision(t, env)
+	for range 5 { // each a batch of its own, were it sent (the batch interval is 20 ms)
+		apply(t, c, registry.Register(e))
+		time.Sleep(100 * time.Millisecond)
+	}
+	changed := e
+	changed.Weight = 7
+	apply(t, c, registry.Register(changed))
+	eventually(t, 10*time.Second, "the change is stored", func() bool { return revision(t, env) > before })
+	if got := revision(t, env); got != before+1 {
+		t.Fatalf("etcd's revision moved from %d to %d: refreshes were written (want one write, the change)", before, got)
+	}
+}
+
+// revision is etcd's current revision.
+func revision(t *testing.T, env *etcdEnv) int64 {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: env.cluster.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "revision-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
