@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/registrar/internal/hub"
 	"github.com/switchboard-mesh/switchboard/registrar/token"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -31,6 +32,9 @@ type liveness struct {
 	hold     registry.HoldID // empty: this replica holds nothing (yet, or at all)
 	sessions map[string]*session
 	keys     map[endpoint.Key]*heldEntry
+	// streams maps each open watch stream with a session to it (kept here, not on
+	// the watcher: an idle watcher's size is what 10,000 of them cost).
+	streams map[*hub.Watcher]string
 }
 
 // A session is one agent's: the streams it has open here and the entries it holds.
@@ -46,7 +50,7 @@ type heldEntry struct {
 }
 
 func newLiveness() *liveness {
-	return &liveness{sessions: map[string]*session{}, keys: map[endpoint.Key]*heldEntry{}}
+	return &liveness{sessions: map[string]*session{}, keys: map[endpoint.Key]*heldEntry{}, streams: map[*hub.Watcher]string{}}
 }
 
 // maxSessionLen bounds a session ID; see WatchEndpointsRequest.session.
@@ -65,11 +69,12 @@ func validSession(s string) error {
 	return nil
 }
 
-// opened counts a watch stream of session id (a key the caller's identity is part
-// of, so that no other caller can keep its entries alive).
-func (l *liveness) opened(id string) {
+// opened counts w, a watch stream of session id (a key the caller's identity is
+// part of, so that no other caller can keep its entries alive).
+func (l *liveness) opened(id string, w *hub.Watcher) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.streams[w] = id
 	s := l.sessions[id]
 	if s == nil {
 		s = &session{keys: map[endpoint.Key]struct{}{}}
@@ -79,10 +84,16 @@ func (l *liveness) opened(id string) {
 	s.lost = time.Time{}
 }
 
-// closed uncounts a stream of session id; its last starts the entries' countdown.
-func (l *liveness) closed(id string, now time.Time) {
+// closed uncounts w if it is a stream of a session; the session's last starts its
+// entries' countdown.
+func (l *liveness) closed(w *hub.Watcher, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	id, ok := l.streams[w]
+	if !ok {
+		return
+	}
+	delete(l.streams, w)
 	s := l.sessions[id]
 	if s == nil {
 		return

@@ -130,10 +130,8 @@ func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &hub.Watcher{Stream: stream, Ctx: stream.Context(), Exact: exact}
 	opened, err := r.hub.Serve(w)
 	if opened { // undo what openStream counted
-		if w.Session != "" {
-			r.live.closed(w.Session, time.Now())
-		}
-		r.noteClose(w) // inspect.go
+		r.live.closed(w, time.Now()) // liveness.go
+		r.noteClose(w)               // inspect.go
 		r.m.connected.Dec()
 		r.watchers.Add(-1)
 	}
@@ -229,8 +227,8 @@ func (r *Registrar) openStream(w *hub.Watcher) error {
 	}
 	// The session's stream counts before anything is sent on it: a client takes
 	// its first message to mean that its writes are held from then on.
-	if w.Session = r.sessionKey(ctx, req.GetSession()); w.Session != "" {
-		r.live.opened(w.Session) // liveness.go
+	if session := r.sessionKey(ctx, req.GetSession()); session != "" {
+		r.live.opened(session, w) // liveness.go
 	}
 	r.openWatcher(w, req.GetLastVersion(), req.GetClusterName())
 	return nil

@@ -31,9 +31,6 @@ type Watcher struct {
 	Ctx  context.Context
 	Peer net.Addr // nil if unknown
 	Node string
-	// Session is the caller's liveness session, if it sent one: the registrar's
-	// (it counts the session's open streams); the hub does not read it.
-	Session string
 	Scope
 	// Rescope delivers a scoped stream's new sets of services; nil when the stream
 	// cannot change its set.
