@@ -99,7 +99,8 @@ func (f *fleet) startRegistrars() error {
 	return startAll(f.o.clusters*f.o.registrars, func(i int) error {
 		c, r := i/f.o.registrars, i%f.o.registrars
 		p, err := startProc(fmt.Sprintf("registrar-%s-%d", clusterName(c), r), f.logDir, 2*time.Minute, nil, "registrar",
-			"-backend", f.o.backend, "-backend-url", urls, "-replicas", strconv.Itoa(backendMembers), "-cluster", clusterName(c))
+			"-backend", f.o.backend, "-backend-url", urls, "-replicas", strconv.Itoa(backendMembers), "-cluster", clusterName(c),
+			"-liveness-ttl", f.o.livenessTTL.String())
 		f.registrars[c][r] = p
 		return err
 	})

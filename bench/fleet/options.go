@@ -31,6 +31,7 @@ type options struct {
 	out          string
 	timeout      time.Duration
 	keep         bool
+	livenessTTL  time.Duration
 }
 
 var allPhases = []string{"steady", "propagation", "replica", "member"}
@@ -55,6 +56,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated, in this order: "+strings.Join(allPhases, ", "))
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "deadline of the whole run; children are killed when it passes")
+	fs.DurationVar(&o.livenessTTL, "liveness-ttl", 20*time.Second, "registrars keep their agents' entries alive while the agents' streams are open, writing each once (etcd only); 0: every refresh reaches the backend, as before")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (children's logs, data) instead of removing it")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: fleet [flags]\n\nMeasures a fleet of registrar clusters on one shared backend (see the package comment).\n\n")

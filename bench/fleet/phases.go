@@ -88,11 +88,16 @@ func (f *fleet) steady(ctx context.Context) ([]row, error) {
 		rows = append(rows, row{figure: "backend writes/s (revisions)", value: fmt.Sprintf("%.1f", rate(float64(c1.writes-c0.writes), dt)),
 			how: "etcd revision delta over the window: one per committed transaction (a batch of puts is one)"})
 		puts := "n/a (no member served /metrics)"
+		var ok *bool
 		if c0.puts >= 0 && c1.puts >= 0 {
-			puts = fmt.Sprintf("%.0f", rate(c1.puts-c0.puts, dt))
+			r := rate(c1.puts-c0.puts, dt)
+			puts = fmt.Sprintf("%.1f", r)
+			if f.o.livenessTTL > 0 { // held entries: at most one write per replica per second
+				ok = goal(r <= float64(f.o.clusters*f.o.registrars))
+			}
 		}
-		rows = append(rows, row{figure: "backend key writes/s (puts)", value: puts,
-			how: "etcd_mvcc_put_total delta on one member's /metrics: one per key written"})
+		rows = append(rows, row{figure: "backend key writes/s (puts)", value: puts, ok: ok,
+			how: "etcd_mvcc_put_total delta on one member's /metrics: one per key written; held by the registrars (liveness TTL on), the goal is at most one per replica per second"})
 	} else {
 		rows = append(rows, row{figure: "backend writes/s (stream messages)", value: fmt.Sprintf("%.0f", rate(float64(c1.writes-c0.writes), dt)),
 			how: "delta of the registry stream's last sequence (stream info): one per stored message"})
