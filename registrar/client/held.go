@@ -28,7 +28,7 @@ type held struct {
 
 type heldWrite struct {
 	ep  endpoint.Endpoint
-	gen uint64 // the stream it was held on
+	gen uint64 // the stream it was held on; 0: none yet
 }
 
 func newHeld() *held {
@@ -76,23 +76,30 @@ func (h *held) absorbed(ops []registry.Op) (send []registry.Op) {
 }
 
 // wrote records a write the registrar accepted while generation gen was current:
-// registrations it holds are held on gen if that stream is still the open one;
-// anything else is no longer held.
+// registrations it holds are held on gen if that stream is still the open one.
+// Registrations with a TTL made while no stream was open (an agent's first writes
+// may come before its stream's first message) are remembered as held on none
+// (generation 0), so that the next stream to open hands them over at once rather
+// than at the agent's next refresh. Anything else is forgotten: a registrar that
+// does not hold what it was sent on an open stream is not sent it again.
 func (h *held) wrote(ops []registry.Op, isHeld bool, gen uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	keep := isHeld && gen == h.gen && gen%2 == 1
 	for _, op := range ops {
 		k := op.Endpoint.Key()
-		if keep && op.Kind == registry.OpRegister {
+		switch {
+		case op.Kind == registry.OpRegister && keep:
 			h.own[k] = heldWrite{ep: op.Endpoint, gen: gen}
-		} else {
+		case op.Kind == registry.OpRegister && gen%2 == 0 && op.Endpoint.TTL.Duration() > 0:
+			h.own[k] = heldWrite{ep: op.Endpoint}
+		default:
 			delete(h.own, k)
 		}
 	}
 }
 
-// stale returns the held registrations not yet held on the open stream.
+// stale returns the registrations not yet held on the open stream.
 func (h *held) stale() []registry.Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -105,7 +112,7 @@ func (h *held) stale() []registry.Op {
 	return out
 }
 
-// rehold sends the held registrations again on a stream that just opened, so that
+// rehold sends the registrations not held on a stream that just opened, so that
 // the replica it reaches holds them; it retries until each is held there, the
 // stream ends or the client closes. It takes the write lock for each attempt, as a
 // re-send does, so that a newer write of the agent is never overtaken.
