@@ -42,6 +42,17 @@ func heldEndpoint(addr string) endpoint.Endpoint {
 	return e
 }
 
+// registerHeld has a client of the replicas at addrs register one entry at addr,
+// and waits until etcd stores it.
+func registerHeld(t *testing.T, env *etcdEnv, addr string, addrs ...string) (*client.Client, endpoint.Endpoint) {
+	t.Helper()
+	c := heldClient(t, addrs...)
+	e := heldEndpoint(addr)
+	apply(t, c, registry.Register(e))
+	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	return c, e
+}
+
 // stays fails the test if what etcd stores ever lacks e during d, sampled often.
 func stays(t *testing.T, env *etcdEnv, e endpoint.Endpoint, d time.Duration, what string) {
 	t.Helper()
@@ -68,10 +79,7 @@ func goneWithin(t *testing.T, env *etcdEnv, e endpoint.Endpoint, bound time.Dura
 func TestLiveAgentsEntrySurvivesItsRegistrarsDeath(t *testing.T) {
 	env := newEtcd(t)
 	a, b := heldReplica(t, env), heldReplica(t, env)
-	c := heldClient(t, a.addr, b.addr)
-	e := heldEndpoint("10.0.0.1")
-	apply(t, c, registry.Register(e))
-	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	c, e := registerHeld(t, env, "10.0.0.1", a.addr, b.addr)
 	stays(t, env, e, 2*heldTTL, "before the replica's death, with no refresh")
 
 	a.kill()
@@ -87,10 +95,7 @@ func TestLiveAgentsEntrySurvivesItsRegistrarsDeath(t *testing.T) {
 func TestDeadAgentsEntryExpiresWithinTheBound(t *testing.T) {
 	env := newEtcd(t)
 	a := heldReplica(t, env)
-	c := heldClient(t, a.addr)
-	e := heldEndpoint("10.0.0.2")
-	apply(t, c, registry.Register(e))
-	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	c, e := registerHeld(t, env, "10.0.0.2", a.addr)
 	stays(t, env, e, 2*heldTTL, "while the agent lives, with no refresh")
 
 	c.Close()
@@ -108,10 +113,7 @@ func TestDeadAgentsEntryExpiresWithinTheBound(t *testing.T) {
 func TestEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold(t *testing.T) {
 	env := newEtcd(t)
 	a := heldReplica(t, env)
-	c := heldClient(t, a.addr)
-	e := heldEndpoint("10.0.0.3")
-	apply(t, c, registry.Register(e))
-	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	c, e := registerHeld(t, env, "10.0.0.3", a.addr)
 	a.kill()
 	c.Close()
 	took := goneWithin(t, env, e, replicaHold+3*time.Second, "the orphan entry goes with the dead replica's hold")
@@ -123,10 +125,7 @@ func TestEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold(t *testing.T) {
 func TestRefreshesOfAHeldEntryWriteNothing(t *testing.T) {
 	env := newEtcd(t)
 	a := heldReplica(t, env)
-	c := heldClient(t, a.addr)
-	e := heldEndpoint("10.0.0.4")
-	apply(t, c, registry.Register(e))
-	eventually(t, 10*time.Second, "the entry is stored", func() bool { return slices.Contains(env.stored(t), e.Key().String()) })
+	c, e := registerHeld(t, env, "10.0.0.4", a.addr)
 	time.Sleep(500 * time.Millisecond) // the registrar's answer marked it held
 	before := revision(t, env)
 	for range 5 { // each a batch of its own, were it sent (the batch interval is 20 ms)
