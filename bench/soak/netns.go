@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // network puts the soak's children in network namespaces of their own, each joined
@@ -213,7 +214,27 @@ func (n *network) setLink(name, state string) error {
 		return err
 	}
 	nd.down = state == "down"
+	if state == "up" {
+		return waitOperUp(nd.veth, 3*time.Second)
+	}
 	return nil
+}
+
+// waitOperUp waits until link's operational state is up: "ip link set up" returns
+// before the veth has its carrier, and a datagram sent in between is dropped (the
+// heal would not be one yet).
+func waitOperUp(link string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		b, err := os.ReadFile("/sys/class/net/" + link + "/operstate")
+		if err == nil && strings.TrimSpace(string(b)) == "up" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s not up %s after it was set up (operstate %q, %v)", link, limit, strings.TrimSpace(string(b)), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // healAll removes every cut and brings every link up.
