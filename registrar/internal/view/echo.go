@@ -71,6 +71,9 @@ func (s *View) superseded(ev registry.Event) bool {
 		if !echoes(ev, l[i].op) {
 			continue
 		}
+		if l[i].confirmed == 0 { // the feed is ahead of the writer (backendDone)
+			s.echoed[k] = max(s.echoed[k], l[i].id)
+		}
 		l = l[i+1:]
 		s.setEchoes(k, l)
 		return len(l) > 0
@@ -119,5 +122,24 @@ func (s *View) SetFeedLive(live bool) {
 	s.feedLive = live
 	if !live {
 		clear(s.echoes)
+		clear(s.echoed)
+	}
+}
+
+// backendDone records in the backend view a write of ours, id, that the backend
+// took, unless the feed delivered its echo first (or a later write's of ours): the
+// backend view then holds it already, and whatever the feed said of the key since,
+// which is newer.
+func (s *View) backendDone(k endpoint.Key, op registry.Op, id uint64) {
+	if e, ok := s.echoed[k]; ok && e >= id {
+		if e == id {
+			delete(s.echoed, k)
+		}
+		return
+	}
+	if op.Kind == registry.OpRegister {
+		s.backend[k] = op.Endpoint
+	} else {
+		delete(s.backend, k)
 	}
 }

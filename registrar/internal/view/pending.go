@@ -202,11 +202,7 @@ func (s *View) BatchDone(batch []BatchOp, failed map[endpoint.Key]bool, permanen
 		s.gen++
 		s.stamps[k] = s.gen
 		s.echoConfirmed(k, b.ID, s.gen)
-		if b.Op.Kind == registry.OpRegister {
-			s.backend[k] = b.Op.Endpoint
-		} else {
-			delete(s.backend, k)
-		}
+		s.backendDone(k, b.Op, b.ID) // echo.go
 		switch {
 		case current:
 			delete(s.pending, k)

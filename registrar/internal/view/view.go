@@ -71,6 +71,10 @@ type View struct {
 	// yet, per key, oldest first (echo.go).
 	echoes   map[endpoint.Key][]echo
 	feedLive bool
+	// echoed holds, per key, the last write of ours whose echo the feed delivered
+	// before the backend's Apply of it returned: its confirmation must not undo
+	// what the feed said since (echo.go).
+	echoed map[endpoint.Key]uint64
 
 	pending map[endpoint.Key]*pend
 	// accepted orders the pending keys by the version they are protected from;
@@ -148,6 +152,7 @@ func New(cfg Config) *View {
 		stamps:    map[endpoint.Key]uint64{},
 		syncs:     map[uint64]int{},
 		echoes:    map[endpoint.Key][]echo{},
+		echoed:    map[endpoint.Key]uint64{},
 		pending:   map[endpoint.Key]*pend{},
 		parts:     newPartition(cfg.WrapPart),
 		ring:      make([]Event, cfg.History),

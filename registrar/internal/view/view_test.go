@@ -152,3 +152,26 @@ func checkServiceIndex(t *testing.T, s *View, want int) {
 		t.Fatalf("index holds %d entries and the state %d, want %d", n, len(s.entries), want)
 	}
 }
+
+// The change feed can deliver a write's echo, and then another writer's change to
+// the same key, before the backend's Apply of the write has returned to the writer.
+// The write's confirmation then must not put back what the feed has since removed:
+// the view would show an endpoint the backend no longer has, until the next full read.
+func TestConfirmationAfterTheFeedMovedOnKeepsTheFeedsState(t *testing.T) {
+	s, _ := newTestView(t)
+	s.SetFeedLive(true)
+	a := ep("east", "web", "10.0.0.1", 80)
+	if _, err := s.Accept([]registry.Op{registry.Register(a)}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	batch := s.TakeBatch()
+	s.Apply(registry.Event{Type: registry.Added, Endpoint: a})   // our write's echo
+	s.Apply(registry.Event{Type: registry.Removed, Endpoint: a}) // another writer removes it
+	s.BatchDone(batch, nil, false)                               // the Apply returns only now
+	if e := s.entries[a.Key()]; e != nil {
+		t.Fatalf("the view shows %v, which the backend's feed reported removed after our write", e.ep)
+	}
+	if len(s.echoed) != 0 {
+		t.Fatalf("bookkeeping leaks: %d keys remembered as echoed", len(s.echoed))
+	}
+}
