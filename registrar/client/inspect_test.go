@@ -33,8 +33,9 @@ func TestConnectionFollowsTheStream(t *testing.T) {
 		t.Errorf("version %q, want the cache's token %q", conn.Version, client.Token(c))
 	}
 
-	h.stop()
+	// The stream may end while stop is under way: the cut begins when stop is called.
 	cut := time.Now()
+	h.stop()
 	eventually(t, 10*time.Second, "disconnected with a reason", func() bool {
 		conn = c.Connection()
 		return !conn.Connected && conn.LastError != ""
