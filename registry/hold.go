@@ -38,6 +38,25 @@ type Holder interface {
 	Hold(ctx context.Context, ttl time.Duration) (HoldID, error)
 }
 
+// HoldRefresher is implemented by drivers whose held entries also expire on their
+// own, after a long time, so that a reader that knows nothing of holds (one of
+// another project, reading the same store) still sees a dead writer's entries go. A
+// writer that holds must register each of its held entries again, under its hold,
+// at least once per HoldRefresh; a driver without it (or returning 0) keeps held
+// entries for as long as their hold lives.
+type HoldRefresher interface {
+	HoldRefresh() time.Duration
+}
+
+// HoldRefresh is how often a held entry must be registered again (see
+// HoldRefresher); 0 is never.
+func (f *Front) HoldRefresh() time.Duration {
+	if h, ok := f.d.(HoldRefresher); ok {
+		return h.HoldRefresh()
+	}
+	return 0
+}
+
 // MinHoldTTL is the shortest hold accepted: etcd's leases and NATS's message TTLs
 // have one-second granularity, and a renewal must fit in the time left.
 const MinHoldTTL = 3 * time.Second
