@@ -47,6 +47,10 @@ type session struct {
 type heldEntry struct {
 	session *session
 	ep      endpoint.Endpoint
+	// written is when the entry was last written under the hold, Unix seconds: a
+	// backend whose held entries also expire on their own (registry.HoldRefresher)
+	// needs each written again before then.
+	written int64
 }
 
 func newLiveness() *liveness {
@@ -147,12 +151,13 @@ func (l *liveness) took(id string, ops []registry.Op) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.sessions[id]
+	now := time.Now().Unix()
 	for _, op := range ops {
 		k := op.Endpoint.Key()
 		l.drop(k)
 		if op.Hold != "" && s != nil {
 			s.keys[k] = struct{}{}
-			l.keys[k] = &heldEntry{session: s, ep: op.Endpoint}
+			l.keys[k] = &heldEntry{session: s, ep: op.Endpoint, written: now}
 		}
 	}
 }
@@ -213,6 +218,36 @@ func (l *liveness) live() []registry.Op {
 		}
 	}
 	return out
+}
+
+// due returns, under the hold, the registrations of at most limit entries of live
+// sessions last written before the Unix second before: a backend whose held
+// entries also expire on their own needs each written again now and then
+// (registry.HoldRefresher). wrote notes them written once they are accepted.
+func (l *liveness) due(before int64, limit int) []registry.Op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []registry.Op
+	for _, e := range l.keys {
+		if len(out) == limit {
+			break
+		}
+		if e.session.streams > 0 && e.written < before {
+			out = append(out, registry.Op{Kind: registry.OpRegister, Endpoint: e.ep, Hold: l.hold})
+		}
+	}
+	return out
+}
+
+// wrote notes the held entries of ops written at the Unix second at.
+func (l *liveness) wrote(ops []registry.Op, at int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, op := range ops {
+		if e := l.keys[op.Endpoint.Key()]; e != nil {
+			e.written = at
+		}
+	}
 }
 
 // notHeld returns the ops whose keys this replica does not hold now.

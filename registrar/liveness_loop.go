@@ -62,8 +62,8 @@ func (r *Registrar) livenessLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		retry = r.expire(ctx, append(retry, r.live.expired(time.Now())...))
-		if n%5 == 0 {
-			r.restore()
+		if n%restoreEvery == 0 {
+			r.restore(f.HoldRefresh())
 		}
 	}
 }
@@ -87,11 +87,15 @@ func (r *Registrar) expire(ctx context.Context, ops []registry.Op) []registry.Op
 	return nil
 }
 
+// restoreEvery is how many of the loop's seconds pass between two restores.
+const restoreEvery = 5
+
 // restore registers again, under the hold, the entries of live sessions that the
 // snapshot no longer shows as they were registered: the backend lost them (the
 // hold ran out in a partition) or another writer removed or changed them, which an
-// agent's next refresh would have undone before liveness was held.
-func (r *Registrar) restore() {
+// agent's next refresh would have undone before liveness was held. On a backend
+// whose held entries also expire on their own it writes again those due (refresh).
+func (r *Registrar) restore(refresh time.Duration) {
 	var missing []registry.Op
 	held := r.live.live()
 	if len(held) == 0 {
@@ -104,15 +108,36 @@ func (r *Registrar) restore() {
 			}
 		}
 	})
-	if len(missing) == 0 {
+	now := time.Now()
+	due := r.live.due(refreshDue(refresh, len(held), now))
+	if len(missing)+len(due) == 0 {
 		return
 	}
-	if _, err := r.view.Accept(missing, nil, nil); err != nil {
-		r.log.Warn("registering again entries of live sessions failed; will retry", "entries", len(missing), "err", err)
+	if _, err := r.view.Accept(append(missing, due...), nil, nil); err != nil {
+		r.log.Warn("registering again entries of live sessions failed; will retry", "entries", len(missing), "refreshed", len(due), "err", err)
 		return
 	}
-	r.m.livenessRestored.Add(float64(len(missing)))
-	r.log.Info("registered again entries of live sessions the registry lost", "entries", len(missing))
+	r.live.wrote(due, now.Unix())
+	r.m.livenessRefreshed.Add(float64(len(due)))
+	if len(missing) > 0 {
+		r.m.livenessRestored.Add(float64(len(missing)))
+		r.log.Info("registered again entries of live sessions the registry lost", "entries", len(missing))
+	}
+}
+
+// refreshDue returns due's arguments for a backend whose held entries must be
+// written again once per refresh (0: never), with n entries held: those written
+// more than three quarters of refresh ago, as many a restore as spreads all n over
+// a quarter of refresh. Entries written at once (a replica's start) come due at
+// once and are then written over that quarter, each within refresh: each entry
+// about once per 3/4 refresh, and never more than 4n per refresh in a second.
+func refreshDue(refresh time.Duration, n int, now time.Time) (before int64, limit int) {
+	if refresh <= 0 {
+		return 0, 0
+	}
+	quarter := refresh / 4
+	limit = int((int64(n)*int64(restoreEvery*time.Second) + int64(quarter) - 1) / int64(quarter))
+	return now.Add(-3 * quarter).Unix(), limit
 }
 
 // livenessMetrics are the series of held entries.
@@ -127,6 +152,6 @@ func (r *Registrar) livenessMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "registrar_held_sessions", Help: "Agent sessions with entries held by this replica, or a stream open to it.",
 		}, func() float64 { _, n := r.live.count(); return float64(n) }),
-		r.m.livenessExpired, r.m.livenessRestored,
+		r.m.livenessExpired, r.m.livenessRestored, r.m.livenessRefreshed,
 	)
 }

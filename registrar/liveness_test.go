@@ -1,6 +1,7 @@
 package registrar
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -137,4 +138,64 @@ func TestHeldEntryTheBackendLostIsRegisteredAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the lost entry is registered again", func() bool { return len(backendKeys(t, b)) == 1 })
+}
+
+// On a backend whose held entries also expire on their own (registry.HoldRefresher),
+// every held entry is written again within the refresh period: entries all written
+// at once (a replica's start) never wait longer than the period, each pass writes
+// no more than spreads them over a quarter of it, and on average each entry is
+// written once per 3/4 period.
+func TestHeldEntriesAreWrittenAgainWithinTheRefreshPeriod(t *testing.T) {
+	const n, refresh = 1000, time.Hour
+	l := newLiveness()
+	l.setHold("h")
+	l.opened("s", nil)
+	ops := make([]registry.Op, n)
+	for i := range ops {
+		e := ttlEndpoint(fmt.Sprintf("10.0.%d.%d", i/256, i%256), time.Minute)
+		ops[i] = registry.Op{Kind: registry.OpRegister, Endpoint: e, Hold: "h"}
+	}
+	t0 := time.Unix(1_000_000, 0)
+	l.took("s", ops)
+	l.wrote(ops, t0.Unix())
+	last := map[endpoint.Key]int64{}
+	for _, op := range ops {
+		last[op.Endpoint.Key()] = t0.Unix()
+	}
+	var longest int64
+	writes, maxPass := 0, 0
+	for now := t0; now.Before(t0.Add(10 * refresh)); now = now.Add(restoreEvery * time.Second) {
+		due := l.due(refreshDue(refresh, n, now))
+		for _, op := range due {
+			k := op.Endpoint.Key()
+			longest = max(longest, now.Unix()-last[k])
+			last[k] = now.Unix()
+			if op.Hold != "h" {
+				t.Fatalf("refresh of %s not under the hold: %+v", k, op)
+			}
+		}
+		l.wrote(due, now.Unix())
+		if now.After(t0.Add(refresh)) {
+			writes += len(due)
+		}
+		maxPass = max(maxPass, len(due))
+	}
+	for k, at := range last {
+		longest = max(longest, t0.Add(10*refresh).Unix()-at)
+		_ = k
+	}
+	if longest > int64(refresh/time.Second) {
+		t.Errorf("an entry went %ds without a write; the backend expires it after %s", longest, refresh)
+	}
+	// After the first period: about n per 3/4 refresh, so over nine periods 12n.
+	if want := 12 * n; writes > want*11/10 || writes < want*9/10 {
+		t.Errorf("%d writes over the nine periods after the first, want about %d", writes, want)
+	}
+	if limit := n * restoreEvery * 4 / int(refresh/time.Second); maxPass > limit+1 {
+		t.Errorf("a pass wrote %d entries, more than the %d that spread them over a quarter period", maxPass, limit+1)
+	}
+	// A backend without the need: nothing is written again.
+	if due := l.due(refreshDue(0, n, t0.Add(10*refresh))); len(due) != 0 {
+		t.Errorf("refresh 0: %d entries written again", len(due))
+	}
 }

@@ -24,9 +24,9 @@ type metrics struct {
 	batches      *prometheus.CounterVec
 	resyncs      prometheus.Counter
 	denied       *prometheus.CounterVec
-	// livenessExpired and livenessRestored are registered with the held entries'
-	// gauges (liveness_loop.go).
-	livenessExpired, livenessRestored prometheus.Counter
+	// livenessExpired, livenessRestored and livenessRefreshed are registered with
+	// the held entries' gauges (liveness_loop.go).
+	livenessExpired, livenessRestored, livenessRefreshed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -69,6 +69,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		livenessRestored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "registrar_liveness_restored_total", Help: "Held entries of live sessions registered again after the registry lost or changed them.",
+		}),
+		livenessRefreshed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "registrar_liveness_refreshed_total", Help: "Held entries written again because the backend also expires held entries on their own, after a long time.",
 		}),
 	}
 	bc := prometheus.NewCounterVec(prometheus.CounterOpts{
