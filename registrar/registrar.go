@@ -75,6 +75,15 @@ type Config struct {
 	// entry lives by its TTL, each refresh written through. Only backends with holds
 	// (etcd, memory) can; with others it is ignored.
 	LivenessTTL time.Duration
+	// Hold is what this replica keeps in its snapshot: HoldAll (the default), every
+	// cluster's endpoints; or HoldDemanded, its own cluster's and, of the other
+	// clusters, only the services its scoped watchers ask for (demand.go). A full
+	// watch then sees what is held; ListAllEndpoints reads the backend for what is
+	// not.
+	Hold string
+	// HoldGrace is how long a demanded service stays held after its last watcher
+	// (DefaultHoldGrace when zero).
+	HoldGrace time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -105,6 +114,13 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.BackendTimeout, 10*time.Second)
 	def(&c.DrainTimeout, 10*time.Second)
 	def(&c.ProgressInterval, time.Second)
+	def(&c.HoldGrace, DefaultHoldGrace)
+	if c.Hold == "" {
+		c.Hold = HoldAll
+	}
+	if err := validHold(c.Hold); err != nil {
+		return c, err
+	}
 	for _, p := range []struct {
 		v   *int
 		def int
@@ -133,6 +149,9 @@ type Registrar struct {
 	m         *metrics
 	ids       atomic.Uint64
 	watchers  atomic.Int64
+	// demand holds the services of other clusters watchers ask for (--hold
+	// demanded); nil when every cluster's endpoints are held.
+	demand *demand
 	// insp and syncer are what Status reports (inspect.go).
 	insp   inspector
 	syncer atomic.Pointer[syncer]
@@ -160,13 +179,17 @@ func New(cfg Config) (*Registrar, error) {
 	epoch := binary.BigEndian.Uint64(b[:])
 	r := &Registrar{cfg: cfg, m: m, log: cfg.Logger.With("cluster", cfg.Cluster), closing: make(chan struct{}), live: newLiveness()}
 	r.livenessMetrics(cfg.Metrics)
+	if cfg.Hold == HoldDemanded {
+		r.demand = newDemand(r)
+		r.demand.metrics(cfg.Metrics)
+	}
 	r.view = view.New(view.Config{Epoch: epoch, History: cfg.History, MaxQueue: cfg.MaxQueue, EventCap: hub.TrackedCap,
 		WrapEvent: wrapEvent, WrapPart: wrapPart, WrapSnapshot: wrapSnapshot,
 		Changed: r.signalAll, Count: m.endpointCount, QueueDepth: m.queueDepth})
 	r.hub = hub.New(hub.Config{View: r.view, ProgressInterval: cfg.ProgressInterval, Closing: r.closing, ErrClosing: errShuttingDown,
 		Log: r.log, Broadcast: m.broadcast[:], Resyncs: m.resyncs,
 		Encoded: func(msg []byte) any { return encoded(msg) }, Message: message, Raw: eventBytes,
-		Open: r.openStream, Rescoped: r.noteScope})
+		Open: r.openStream, Rescoped: r.rescoped})
 	return r, nil
 }
 
@@ -179,8 +202,16 @@ func (r *Registrar) Run(ctx context.Context) error {
 	if !first {
 		return errors.New("registrar: Run called twice")
 	}
-	y := &syncer{view: r.view, backend: r.cfg.Backend, interval: r.cfg.SyncInterval, backstop: r.cfg.BackstopInterval, timeout: r.cfg.BackendTimeout, log: r.log, m: r.m,
-		noFeed: make(chan struct{})}
+	y := r.newSyncer(endpoint.Filter{}, nil, true)
+	loops := []func(context.Context){y.pollLoop, y.watchLoop}
+	if d := r.demand; d != nil {
+		own := r.cfg.Cluster
+		y.filter, y.scope = endpoint.Filter{Cluster: own}, func(k endpoint.Key) bool { return k.Cluster == own }
+		d.mu.Lock()
+		d.ctx = ctx
+		d.mu.Unlock()
+		loops = append(loops, d.loop)
+	}
 	r.syncer.Store(y)
 	w := &writer{view: r.view, backend: r.cfg.Backend, interval: r.cfg.BatchInterval, size: r.cfg.BatchSize,
 		timeout: r.cfg.BackendTimeout, log: r.log, m: r.m, backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
@@ -188,7 +219,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 		r.takeHold(ctx, f) // liveness_loop.go; livenessLoop retries
 	}
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){y.pollLoop, y.watchLoop, w.run, r.progressLoop, r.senderLoop, r.livenessLoop} {
+	for _, loop := range append(loops, w.run, r.progressLoop, r.senderLoop, r.livenessLoop) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -196,7 +227,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 		}()
 	}
 	r.log.Info("registrar running", "epoch", fmt.Sprintf("%016x", r.view.Epoch()), "sync_interval", r.cfg.SyncInterval, "backstop_interval", r.cfg.BackstopInterval,
-		"batch_interval", r.cfg.BatchInterval, "batch_size", r.cfg.BatchSize)
+		"batch_interval", r.cfg.BatchInterval, "batch_size", r.cfg.BatchSize, "hold", r.cfg.Hold)
 	<-ctx.Done()
 	r.close()
 	wg.Wait()
@@ -212,6 +243,14 @@ func (r *Registrar) Run(ctx context.Context) error {
 	}
 	r.log.Info("registrar stopped; every accepted write is persisted")
 	return nil
+}
+
+// newSyncer returns a syncer of the part of the backend filter reads (its keys
+// those in scope; nil: all); main is the registrar's own part's.
+func (r *Registrar) newSyncer(filter endpoint.Filter, scope func(endpoint.Key) bool, main bool) *syncer {
+	return &syncer{view: r.view, filter: filter, scope: scope, main: main, loaded: make(chan struct{}),
+		backend: r.cfg.Backend, interval: r.cfg.SyncInterval, backstop: r.cfg.BackstopInterval, timeout: r.cfg.BackendTimeout,
+		log: r.log, m: r.m, noFeed: make(chan struct{})}
 }
 
 // progressLoop announces the persisted frontier on a quiet registrar (View.Announce).

@@ -88,7 +88,27 @@ func (g grpcService) ListAllEndpoints(ctx context.Context, req *registrarv1.List
 	if err := g.r.readyErr(); err != nil {
 		return nil, err
 	}
+	if d := g.r.demand; d != nil && !d.holds(f) {
+		return g.r.listBackend(ctx, f)
+	}
 	return listResponse(g.r.view.ListAll(f)), nil
+}
+
+// listBackend answers a listing of what this replica does not hold (--hold
+// demanded) from the backend, at the snapshot's version.
+func (r *Registrar) listBackend(ctx context.Context, f endpoint.Filter) (*registrarv1.ListAllEndpointsResponse, error) {
+	at := r.view.Current()
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.BackendTimeout)
+	defer cancel()
+	eps, err := r.cfg.Backend.List(lctx, f)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "reading the registry: %v", err)
+	}
+	out := make([]*registryv1.Endpoint, len(eps))
+	for i, e := range eps {
+		out[i] = e.ToProto()
+	}
+	return &registrarv1.ListAllEndpointsResponse{Endpoints: out, Version: at.String()}, nil
 }
 
 // listResponse wraps a listing's wire form in a message: as unknown fields, which
@@ -129,6 +149,9 @@ func watchScopedHandler(srv any, stream grpc.ServerStream) error {
 func (r *Registrar) watchStream(stream grpc.ServerStream, exact bool) error {
 	w := &hub.Watcher{Stream: stream, Ctx: stream.Context(), Exact: exact}
 	opened, err := r.hub.Serve(w)
+	if r.demand != nil {
+		r.demand.closed(w) // demand.go
+	}
 	if opened { // undo what openStream counted
 		r.live.closed(w, time.Now()) // liveness.go
 		r.noteClose(w)               // inspect.go
@@ -224,6 +247,11 @@ func (r *Registrar) openStream(w *hub.Watcher) error {
 		w.Ctx, cancel = context.WithCancelCause(ctx)
 		w.Rescope = make(chan hub.Scope, 1)
 		go readScopes(w, cancel)
+	}
+	if r.demand != nil && w.Services != nil {
+		if err := r.demand.want(ctx, w, w.Services); err != nil { // demand.go
+			return err
+		}
 	}
 	// The session's stream counts before anything is sent on it: a client takes
 	// its first message to mean that its writes are held from then on.

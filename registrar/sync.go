@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,9 +19,20 @@ import (
 // and the backend's native watch when it has one (registry/follow). While the watch
 // is live the List runs every backstop instead: it only repairs anything the watch
 // missed. Every cluster's endpoints are taken, which is how agents learn of other
-// clusters (docs/registrar.md, "What it does": Sync).
+// clusters (docs/registrar.md, "What it does": Sync); with --hold demanded, one
+// syncer takes the registrar's own cluster and one more each service its watchers
+// ask for (demand.go).
 type syncer struct {
-	view     *view.View
+	view *view.View
+	// filter is the part of the backend read, scope the keys it covers (nil: all).
+	filter endpoint.Filter
+	scope  func(endpoint.Key) bool
+	// main is the syncer of the registrar's own part: its first read makes the
+	// registrar ready, and its feed's state is the registrar's. Another one's
+	// first read closes loaded.
+	main     bool
+	loaded   chan struct{}
+	loadOnce sync.Once
 	backend  registry.Registry
 	interval time.Duration
 	backstop time.Duration
@@ -63,7 +75,7 @@ func (y *syncer) firstReadByFeed(ctx context.Context) bool {
 	t := time.NewTimer(y.interval)
 	defer t.Stop()
 	select {
-	case <-y.view.Ready():
+	case <-y.readyCh():
 		return true
 	case <-y.noFeed:
 	case <-t.C:
@@ -76,8 +88,36 @@ func (y *syncer) firstReadByFeed(ctx context.Context) bool {
 // (registrar_change_feed_live).
 func (y *syncer) setLive(live bool) {
 	y.live.Store(live)
-	y.view.SetFeedLive(live)
-	y.m.feedLive.Set(map[bool]float64{true: 1}[live])
+	if y.main {
+		y.view.SetFeedLive(live)
+		y.m.feedLive.Set(map[bool]float64{true: 1}[live])
+	}
+}
+
+// readyCh is closed once the syncer's part has been read in full.
+func (y *syncer) readyCh() <-chan struct{} {
+	if y.main {
+		return y.view.Ready()
+	}
+	return y.loaded
+}
+
+// markReady notes the syncer's first full read of its part.
+func (y *syncer) markReady() {
+	if y.main {
+		y.view.MarkReady()
+		return
+	}
+	y.loadOnce.Do(func() { close(y.loaded) })
+}
+
+// apply takes one change of the feed, if it is of the syncer's part (a backend's
+// feed of one service also carries the registrar's own cluster's, which the main
+// syncer takes).
+func (y *syncer) apply(ev registry.Event) {
+	if y.scope == nil || y.scope(ev.Endpoint.Key()) {
+		y.view.Apply(ev)
+	}
 }
 
 // poll reads the whole backend once.
@@ -85,7 +125,7 @@ func (y *syncer) poll(ctx context.Context) {
 	start := y.view.BeginFull()
 	began := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, y.timeout)
-	eps, err := y.backend.List(pctx, endpoint.Filter{})
+	eps, err := y.backend.List(pctx, y.filter)
 	cancel()
 	y.m.syncDuration.Observe(time.Since(began).Seconds())
 	if err != nil {
@@ -97,9 +137,9 @@ func (y *syncer) poll(ctx context.Context) {
 		}
 		return
 	}
-	y.view.EndFull(start, eps)
+	y.view.EndFullIn(start, eps, y.scope)
 	y.lastFull.Store(time.Now().UnixNano())
-	y.view.MarkReady()
+	y.markReady()
 }
 
 // watchLoop follows the backend's change feed, re-opening it with backoff when it
@@ -112,7 +152,7 @@ func (y *syncer) watchLoop(ctx context.Context) {
 	}
 	var start uint64
 	var began time.Time
-	err := follow.Run(ctx, w, endpoint.Filter{}, backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}, follow.Handler{
+	err := follow.Run(ctx, w, y.filter, backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}, follow.Handler{
 		Open: func() { start, began = y.view.BeginFull(), time.Now() },
 		Synced: func(state map[endpoint.Key]endpoint.Endpoint) {
 			y.m.syncDuration.Observe(time.Since(began).Seconds())
@@ -120,12 +160,12 @@ func (y *syncer) watchLoop(ctx context.Context) {
 			for _, e := range state {
 				eps = append(eps, e)
 			}
-			y.view.EndFull(start, eps)
+			y.view.EndFullIn(start, eps, y.scope)
 			y.lastFull.Store(time.Now().UnixNano())
 			y.setLive(true)
-			y.view.MarkReady()
+			y.markReady()
 		},
-		Changed: y.view.Apply,
+		Changed: y.apply,
 		Ended: func(err error, synced bool, wait time.Duration) {
 			y.setLive(false) // poll every interval until it is back
 			if !synced {

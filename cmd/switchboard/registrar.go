@@ -29,6 +29,7 @@ type registrarFlags struct {
 	history       int
 	drainTimeout  time.Duration
 	livenessTTL   time.Duration
+	hold          string
 	listen        string
 	healthListen  string
 	debugMemory   bool
@@ -79,6 +80,9 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.DurationVar(&f.livenessTTL, "liveness-ttl", 20*time.Second,
 		"keep agents' entries alive while their watch stream is open, writing each to the backend once instead of at every refresh (etcd, memory); "+
 			"the time a dead replica's agents have to re-home before its entries go. 0: agents' refreshes reach the backend")
+	fl.StringVar(&f.hold, "hold", registrar.HoldAll,
+		"what this replica keeps in memory: all (every cluster's endpoints) or demanded (its own cluster's, and of the others only the services "+
+			"its agents' scoped watches ask for; the first watcher of such a service waits for one backend read, full watches see only what is held)")
 	fl.StringVar(&f.listen, "listen", ":9443", "gRPC listen address; without TLS, 127.0.0.1 unless --insecure")
 	fl.StringVar(&f.healthListen, "health-listen", "127.0.0.1:8081", `HTTP address for /healthz, /readyz, /metrics and the web page /ui ("" disables)`)
 	fl.BoolVar(&f.ui, "ui", true, "serve the read-only web page at /ui on the health address: endpoints, watchers and their lag, the backend's sync (docs/registrar.md, \"Web page\")")
@@ -164,7 +168,7 @@ func runRegistrar(ctx context.Context, a *app, bf *backendFlags, f registrarFlag
 		Registrar: registrar.Config{
 			Cluster: f.cluster, AlsoAccept: f.alsoAccept, Backend: backend,
 			SyncInterval: f.syncInterval, BackstopInterval: f.backstop, BatchInterval: f.batchInterval, BatchSize: f.batchSize,
-			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, LivenessTTL: f.livenessTTL, Logger: log, Authorizer: authz,
+			MaxQueue: f.maxQueue, History: f.history, DrainTimeout: f.drainTimeout, LivenessTTL: f.livenessTTL, Hold: f.hold, Logger: log, Authorizer: authz,
 		},
 	})
 	if err != nil {

@@ -102,8 +102,11 @@ func (s *View) setEchoes(k endpoint.Key, l []echo) {
 
 // dropEchoesBefore forgets the writes confirmed before a full read that began at
 // gen start: it holds them, or what replaced them.
-func (s *View) dropEchoesBefore(start uint64) {
+func (s *View) dropEchoesBefore(start uint64, scope func(endpoint.Key) bool) {
 	for k, l := range s.echoes {
+		if scope != nil && !scope(k) {
+			continue // not in the read: it says nothing of this key's writes
+		}
 		kept := l[:0]
 		for _, e := range l {
 			if e.confirmed == 0 || e.confirmed > start {

@@ -24,15 +24,25 @@ func (s *View) AbortFull(start uint64) {
 // EndFull replaces the backend view with a full read that began at gen start. Keys
 // changed since start (by a watch event or a confirmed write) keep their newer value;
 // pending writes stay overlaid, so nothing flaps.
-func (s *View) EndFull(start uint64, eps []endpoint.Endpoint) {
+func (s *View) EndFull(start uint64, eps []endpoint.Endpoint) { s.EndFullIn(start, eps, nil) }
+
+// EndFullIn is EndFull for a read of part of the backend: the keys in scope (all of
+// them when scope is nil). Keys outside it are left as they are, so that reads of
+// several parts (a cluster, a service) each keep their own.
+func (s *View) EndFullIn(start uint64, eps []endpoint.Endpoint, scope func(endpoint.Key) bool) {
 	fresh := make(map[endpoint.Key]endpoint.Endpoint, len(eps))
 	for _, e := range eps {
-		fresh[e.Key()] = e
+		if k := e.Key(); scope == nil || scope(k) {
+			fresh[k] = e
+		}
 	}
 	s.mu.Lock()
 	defer s.unlock()
-	s.dropEchoesBefore(start)
+	s.dropEchoesBefore(start, scope)
 	for k := range s.backend {
+		if scope != nil && !scope(k) {
+			continue
+		}
 		if _, ok := fresh[k]; !ok && s.stamps[k] <= start {
 			delete(s.backend, k)
 			s.recompute(k)

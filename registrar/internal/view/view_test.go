@@ -175,3 +175,25 @@ func TestConfirmationAfterTheFeedMovedOnKeepsTheFeedsState(t *testing.T) {
 		t.Fatalf("bookkeeping leaks: %d keys remembered as echoed", len(s.echoed))
 	}
 }
+
+// A read of part of the backend (one cluster, one service) replaces only that part:
+// the entries of other parts stay, and an entry of the part that the read lacks goes.
+func TestReadOfAPartLeavesTheOtherParts(t *testing.T) {
+	s, _ := newTestView(t)
+	own, remote, gone := ep("east", "web", "10.0.0.1", 80), ep("west", "db", "10.0.1.1", 80), ep("west", "db", "10.0.1.2", 80)
+	s.EndFull(s.BeginFull(), []endpoint.Endpoint{own, remote, gone})
+	east := func(k endpoint.Key) bool { return k.Cluster == "east" }
+	db := func(k endpoint.Key) bool { return k.Service == "db" && k.Cluster != "east" }
+	s.EndFullIn(s.BeginFull(), []endpoint.Endpoint{own, remote}, east) // a read of east that also lists a west entry
+	if s.entries[remote.Key()] == nil || s.entries[gone.Key()] == nil || s.entries[own.Key()] == nil {
+		t.Fatalf("a read of east changed entries of west: %v", s.entries)
+	}
+	s.EndFullIn(s.BeginFull(), []endpoint.Endpoint{remote}, db)
+	if s.entries[gone.Key()] != nil || s.entries[remote.Key()] == nil || s.entries[own.Key()] == nil {
+		t.Fatalf("a read of db without %s: entries %v", gone.Key(), s.entries)
+	}
+	s.EndFullIn(s.BeginFull(), nil, db) // the part is let go: its entries go, the rest stays
+	if len(s.entries) != 1 || s.entries[own.Key()] == nil {
+		t.Fatalf("after dropping db: entries %v", s.entries)
+	}
+}
