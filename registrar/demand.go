@@ -56,16 +56,15 @@ func newDemand(r *Registrar) *demand {
 }
 
 // scope is the keys a demanded service's syncer covers: the service's in other
-// clusters (the own cluster's are the main syncer's).
+// clusters (those the replica accepts writes for are the main syncer's).
 func (d *demand) scope(service string) func(endpoint.Key) bool {
-	own := d.r.cfg.Cluster
-	return func(k endpoint.Key) bool { return k.Service == service && k.Cluster != own }
+	return func(k endpoint.Key) bool { return k.Service == service && !d.r.cfg.accepts(k.Cluster) }
 }
 
-// holds reports whether f reads only what the replica holds: its own cluster, or
-// a demanded service.
+// holds reports whether f reads only what the replica holds: a cluster it accepts
+// writes for, or a demanded service.
 func (d *demand) holds(f endpoint.Filter) bool {
-	if f.Cluster == d.r.cfg.Cluster {
+	if !endpoint.Any(f.Cluster) && d.r.cfg.accepts(f.Cluster) {
 		return true
 	}
 	if endpoint.Any(f.Service) {

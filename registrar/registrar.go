@@ -205,8 +205,12 @@ func (r *Registrar) Run(ctx context.Context) error {
 	y := r.newSyncer(endpoint.Filter{}, nil, true)
 	loops := []func(context.Context){y.pollLoop, y.watchLoop}
 	if d := r.demand; d != nil {
-		own := r.cfg.Cluster
-		y.filter, y.scope = endpoint.Filter{Cluster: own}, func(k endpoint.Key) bool { return k.Cluster == own }
+		// The clusters this replica accepts writes for are its own part; read with
+		// a filter on the cluster when that is its own alone.
+		y.scope = func(k endpoint.Key) bool { return r.cfg.accepts(k.Cluster) }
+		if len(r.cfg.AlsoAccept) == 0 {
+			y.filter = endpoint.Filter{Cluster: r.cfg.Cluster}
+		}
 		d.mu.Lock()
 		d.ctx = ctx
 		d.mu.Unlock()
