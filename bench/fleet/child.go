@@ -37,6 +37,7 @@ type childFlags struct {
 	cluster, listen     string
 	replicas            int
 	livenessTTL         time.Duration
+	hold                string
 	agents              agentsConfig
 }
 
@@ -58,6 +59,7 @@ func childMain(args []string) int {
 	fs.StringVar(&f.cluster, "cluster", "", "the cluster the registrar serves (registrar, agents)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "gRPC address (registrar)")
 	fs.DurationVar(&f.livenessTTL, "liveness-ttl", 0, "keep agents' entries alive by their sessions, 0: off (registrar)")
+	fs.StringVar(&f.hold, "hold", "all", "what the registrar keeps: all or demanded (registrar)")
 	f.agents.flags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -215,7 +217,7 @@ func runRegistrar(ctx context.Context, log *slog.Logger, f childFlags) error {
 	}
 	defer reg.Close()
 	srv, err := registrar.NewServer(registrar.ServerConfig{Listen: f.listen, Registrar: registrar.Config{
-		Cluster: f.cluster, Backend: reg, LivenessTTL: f.livenessTTL, Logger: log.With("component", "registrar"),
+		Cluster: f.cluster, Backend: reg, LivenessTTL: f.livenessTTL, Hold: f.hold, Logger: log.With("component", "registrar"),
 	}})
 	if err != nil {
 		return err

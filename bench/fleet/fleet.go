@@ -100,7 +100,7 @@ func (f *fleet) startRegistrars() error {
 		c, r := i/f.o.registrars, i%f.o.registrars
 		p, err := startProc(fmt.Sprintf("registrar-%s-%d", clusterName(c), r), f.logDir, 2*time.Minute, nil, "registrar",
 			"-backend", f.o.backend, "-backend-url", urls, "-replicas", strconv.Itoa(backendMembers), "-cluster", clusterName(c),
-			"-liveness-ttl", f.o.livenessTTL.String())
+			"-liveness-ttl", f.o.livenessTTL.String(), "-hold", f.o.hold)
 		f.registrars[c][r] = p
 		return err
 	})

@@ -23,11 +23,14 @@ func clusterName(i int) string { return "c" + strconv.Itoa(i+1) }
 // fleetEndpoint is endpoint i of cluster c, held by agent i/perAgent.
 func fleetEndpoint(c, i, perAgent int, ttl time.Duration) endpoint.Endpoint {
 	return endpoint.Endpoint{
-		Cluster: clusterName(c), Service: fmt.Sprintf("%s-app%d", clusterName(c), i%services), Protocol: "http",
+		Cluster: clusterName(c), Service: serviceName(c, i%services), Protocol: "http",
 		Address: fmt.Sprintf("10.%d.%d.%d", (i>>16)&255, (i>>8)&255, i&255), Port: 8080,
 		Node: fmt.Sprintf("node-%d", i/perAgent), Priority: 1, TTL: endpoint.TTL(ttl),
 	}
 }
+
+// serviceName is cluster c's service s (of services).
+func serviceName(c, s int) string { return fmt.Sprintf("%s-app%d", clusterName(c), s) }
 
 // probeEndpoint is cluster c's probe entry, carrying change id.
 func probeEndpoint(c int, id string, ttl time.Duration) endpoint.Endpoint {

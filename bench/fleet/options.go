@@ -32,6 +32,7 @@ type options struct {
 	timeout      time.Duration
 	keep         bool
 	livenessTTL  time.Duration
+	hold         string
 }
 
 var allPhases = []string{"steady", "propagation", "replica", "member"}
@@ -56,7 +57,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated, in this order: "+strings.Join(allPhases, ", "))
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "deadline of the whole run; children are killed when it passes")
-	fs.DurationVar(&o.livenessTTL, "liveness-ttl", 20*time.Second, "registrars keep their agents' entries alive while the agents' streams are open, writing each once (etcd only); 0: every refresh reaches the backend, as before")
+	fs.DurationVar(&o.livenessTTL, "liveness-ttl", 20*time.Second, "registrars keep their agents' entries alive while the agents' streams are open, writing each once (on backends with holds); 0: every refresh reaches the backend, as before")
+	fs.StringVar(&o.hold, "hold", "all", "what each registrar keeps: all (every cluster's endpoints) or demanded (its cluster's and the services its watchers ask for)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (children's logs, data) instead of removing it")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: fleet [flags]\n\nMeasures a fleet of registrar clusters on one shared backend (see the package comment).\n\n")
@@ -112,6 +114,8 @@ func (o options) withDefaults() (options, error) {
 		return o, fmt.Errorf("-ttl %s: at least 3s (the backends keep TTLs in seconds)", o.ttl)
 	case o.member != "leader" && o.member != "follower":
 		return o, fmt.Errorf("-member %q: want leader or follower", o.member)
+	case o.hold != "all" && o.hold != "demanded":
+		return o, fmt.Errorf("-hold %q: want all or demanded", o.hold)
 	case o.duration <= 0 || o.timeout <= 0:
 		return o, errors.New("-duration and -timeout must be positive")
 	}

@@ -147,12 +147,18 @@ func (f *fleet) registrarRSS() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	held := float64(f.o.clusters * f.o.endpoints)
+	held, what := float64(f.o.clusters*f.o.endpoints), "the endpoints in the shared registry, all of which each registrar's view holds"
+	if f.o.hold == "demanded" {
+		// Its own cluster's, the watched cluster's services (the loss watcher's) and
+		// every cluster's probe.
+		held = float64(min(f.o.clusters, 2)*f.o.endpoints + f.o.clusters)
+		what = "the endpoints each registrar's view holds: its cluster's, the cluster its agents watch, and every cluster's probe"
+	}
 	return []row{
 		{figure: "registrar RSS", value: fmt.Sprintf("mean %.0f MiB (min %.0f, max %.0f, %d processes; %.0f MiB before any registration)", mean, lo, hi, n, f.emptyRSS),
 			how: "VmRSS of /proc/<pid>/status of each registrar process, at the end of the window"},
 		{figure: "registrar RSS per 100,000 endpoints", value: fmt.Sprintf("%.0f MiB whole, %.0f MiB above empty", mean*100000/held, (mean-f.emptyRSS)*100000/held),
-			how: fmt.Sprintf("mean RSS (whole, or less the mean before registration) × 100,000 / %.0f, the endpoints in the shared registry, all of which each registrar's view holds", held)},
+			how: fmt.Sprintf("mean RSS (whole, or less the mean before registration) × 100,000 / %.0f, %s", held, what)},
 	}, nil
 }
 

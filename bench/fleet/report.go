@@ -47,8 +47,8 @@ func writeReport(o options, rows []row, before, after string) (bool, error) {
 }
 
 func report(w io.Writer, o options, rows []row, before, after string) bool {
-	fmt.Fprintf(w, "### bench/fleet: %s, %d clusters × %d registrars × %d endpoints, TTL %s, liveness TTL %s\n\n",
-		o.backend, o.clusters, o.registrars, o.endpoints, o.ttl, o.livenessTTL)
+	fmt.Fprintf(w, "### bench/fleet: %s, %d clusters × %d registrars × %d endpoints, TTL %s, liveness TTL %s, hold %s\n\n",
+		o.backend, o.clusters, o.registrars, o.endpoints, o.ttl, o.livenessTTL, o.hold)
 	fmt.Fprintf(w, "| Phase | Figure | Value | Goal met | How it is counted | Load avg |\n|---|---|---|---|---|---|\n")
 	allMet := true
 	for _, r := range rows {
@@ -59,8 +59,8 @@ func report(w io.Writer, o options, rows []row, before, after string) bool {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.phase, r.figure, r.value, met, r.how, r.load)
 	}
-	fmt.Fprintf(w, "\nRun: `go run ./bench/fleet -backend %s -clusters %d -registrars %d -endpoints %d -per-agent %d -conns %d -ttl %s -liveness-ttl %s -settle %s -duration %s -changes %d -loss-window %s -member %s -phases %s` on %d CPUs, %s, %s.\n",
-		o.backend, o.clusters, o.registrars, o.endpoints, o.perAgent, o.conns, o.ttl, o.livenessTTL, o.settle, o.duration, o.changes, o.lossWindow, o.member,
+	fmt.Fprintf(w, "\nRun: `go run ./bench/fleet -backend %s -clusters %d -registrars %d -endpoints %d -per-agent %d -conns %d -ttl %s -liveness-ttl %s -hold %s -settle %s -duration %s -changes %d -loss-window %s -member %s -phases %s` on %d CPUs, %s, %s.\n",
+		o.backend, o.clusters, o.registrars, o.endpoints, o.perAgent, o.conns, o.ttl, o.livenessTTL, o.hold, o.settle, o.duration, o.changes, o.lossWindow, o.member,
 		strings.Join(o.phases, ","), runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "Loss windows: %s after a replica's kill, %s after a member's.\n", o.lossWindow, o.memberWindow)
 	fmt.Fprintf(w, "Host before: %s; after: %s.\n", before, after)

@@ -20,7 +20,7 @@ type lossWatch struct {
 	mu       sync.Mutex
 	visible  map[string]bool
 	vanished map[string]bool
-	synced   bool
+	synced   map[int]bool // the watches (one per service) that have had their initial state
 }
 
 func (w *lossWatch) mark() {
@@ -29,7 +29,8 @@ func (w *lossWatch) mark() {
 	w.vanished = map[string]bool{}
 }
 
-func (w *lossWatch) apply(ev registry.Event) {
+// apply takes an event of watch i.
+func (w *lossWatch) apply(i int, ev registry.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := ev.Endpoint.Key().String()
@@ -40,7 +41,7 @@ func (w *lossWatch) apply(ev registry.Event) {
 		delete(w.visible, k)
 		w.vanished[k] = true
 	case registry.Synced:
-		w.synced = true
+		w.synced[i] = true
 	}
 }
 
@@ -90,22 +91,28 @@ func (f *fleetAgents) startWatchers(ctx context.Context) error {
 	f.watcher = c
 	wc := f.cfg.watched()
 	f.loss = &lossWatch{cluster: wc, expected: expectedKeys(wc, f.cfg.endpoints, f.cfg.perAgent),
-		visible: map[string]bool{}, vanished: map[string]bool{}}
-	lossCh, err := c.Watch(ctx, endpoint.Filter{Cluster: clusterName(wc)})
-	if err != nil {
-		return err
+		visible: map[string]bool{}, vanished: map[string]bool{}, synced: map[int]bool{}}
+	// One watch per service of the watched cluster, as a scoped agent asks: a
+	// registrar that holds only what is demanded serves them.
+	var lossChs []<-chan registry.Event
+	for s := range services {
+		ch, err := c.Watch(ctx, endpoint.Filter{Cluster: clusterName(wc), Service: serviceName(wc, s)})
+		if err != nil {
+			return err
+		}
+		lossChs = append(lossChs, ch)
 	}
 	probeCh, err := c.Watch(ctx, endpoint.Filter{Service: probeService})
 	if err != nil {
 		return err
 	}
-	go func() {
-		for ev := range lossCh {
-			if ev.Endpoint.Service != probeService {
-				f.loss.apply(ev)
+	for i, ch := range lossChs {
+		go func() {
+			for ev := range ch {
+				f.loss.apply(i, ev)
 			}
-		}
-	}()
+		}()
+	}
 	go f.watchProbes(probeCh)
 	return f.waitWatched(ctx)
 }
@@ -117,9 +124,9 @@ func (f *fleetAgents) waitWatched(ctx context.Context) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		f.loss.mu.Lock()
-		synced := f.loss.synced
+		synced := len(f.loss.synced)
 		f.loss.mu.Unlock()
-		if synced {
+		if synced == services {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
