@@ -7,26 +7,85 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
+	"github.com/switchboard-mesh/switchboard/internal/embednats"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
 	"github.com/switchboard-mesh/switchboard/registry"
+	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
 
 // Liveness held by the registrar: an agent keeps its entries alive by keeping its
 // watch stream open, not by registering them again. Replicas run as processes of
-// their own on a real etcd; none of these agents ever refreshes.
+// their own on a real etcd or nats-server; none of these agents ever refreshes.
 
 const (
 	heldTTL     = 2 * time.Second // the entries' TTL
 	replicaHold = 4 * time.Second // each replica's --liveness-ttl
 )
 
-func heldReplica(t *testing.T, env *etcdEnv) *replicaProc {
+// heldBackend is the registry the replicas of a liveness test share: each replica
+// is a process of its own on it.
+type heldBackend interface {
+	replica() childConfig // the backend's part of a replica's configuration
+	stored(t *testing.T) []string
+}
+
+func (e *etcdEnv) replica() childConfig {
+	return childConfig{etcd: strings.Join(e.cluster.Endpoints(), ","), prefix: e.prefix}
+}
+
+// natsEnv is a nats-server with JetStream, the registry stream created by the
+// first replica.
+type natsEnv struct{ url string }
+
+func newNATS(t *testing.T) *natsEnv {
 	t.Helper()
-	return startReplica(t, childConfig{etcd: strings.Join(env.cluster.Endpoints(), ","), prefix: env.prefix, cluster: "east",
-		batchInterval: 20 * time.Millisecond, batchSize: 50, livenessTTL: replicaHold})
+	ns, err := embednats.Start(testCtx(t), embednats.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return &natsEnv{url: ns.ClientURL()}
+}
+
+func (e *natsEnv) replica() childConfig { return childConfig{nats: e.url} }
+
+// stored reads what the stream holds, through a connection of its own.
+func (e *natsEnv) stored(t *testing.T) []string {
+	t.Helper()
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := sbjs.New(ctx, nc, sbjs.Options{CreateStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	eps, err := r.List(ctx, endpoint.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keysOf(eps)
+}
+
+// onHeldBackends runs test on etcd and on JetStream, the backends that hold.
+func onHeldBackends(t *testing.T, test func(t *testing.T, env heldBackend)) {
+	t.Run("etcd", func(t *testing.T) { test(t, newEtcd(t)) })
+	t.Run("jetstream", func(t *testing.T) { test(t, newNATS(t)) })
+}
+
+func heldReplica(t *testing.T, env heldBackend) *replicaProc {
+	t.Helper()
+	cfg := env.replica()
+	cfg.cluster, cfg.batchInterval, cfg.batchSize, cfg.livenessTTL = "east", 20*time.Millisecond, 50, replicaHold
+	return startReplica(t, cfg)
 }
 
 func heldClient(t *testing.T, addrs ...string) *client.Client {
@@ -43,8 +102,8 @@ func heldEndpoint(addr string) endpoint.Endpoint {
 }
 
 // registerHeld has a client of the replicas at addrs register one entry at addr,
-// and waits until etcd stores it.
-func registerHeld(t *testing.T, env *etcdEnv, addr string, addrs ...string) (*client.Client, endpoint.Endpoint) {
+// and waits until the backend stores it.
+func registerHeld(t *testing.T, env heldBackend, addr string, addrs ...string) (*client.Client, endpoint.Endpoint) {
 	t.Helper()
 	c := heldClient(t, addrs...)
 	e := heldEndpoint(addr)
@@ -53,8 +112,9 @@ func registerHeld(t *testing.T, env *etcdEnv, addr string, addrs ...string) (*cl
 	return c, e
 }
 
-// stays fails the test if what etcd stores ever lacks e during d, sampled often.
-func stays(t *testing.T, env *etcdEnv, e endpoint.Endpoint, d time.Duration, what string) {
+// stays fails the test if what the backend stores ever lacks e during d, sampled
+// often.
+func stays(t *testing.T, env heldBackend, e endpoint.Endpoint, d time.Duration, what string) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if !slices.Contains(env.stored(t), e.Key().String()) {
@@ -63,8 +123,8 @@ func stays(t *testing.T, env *etcdEnv, e endpoint.Endpoint, d time.Duration, wha
 	}
 }
 
-// goneWithin waits until etcd no longer stores e, and fails after bound.
-func goneWithin(t *testing.T, env *etcdEnv, e endpoint.Endpoint, bound time.Duration, what string) time.Duration {
+// goneWithin waits until the backend no longer stores e, and fails after bound.
+func goneWithin(t *testing.T, env heldBackend, e endpoint.Endpoint, bound time.Duration, what string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	eventually(t, bound, what, func() bool { return !slices.Contains(env.stored(t), e.Key().String()) })
@@ -77,7 +137,10 @@ func goneWithin(t *testing.T, env *etcdEnv, e endpoint.Endpoint, bound time.Dura
 // the replicas holding nothing, as before liveness was held, the entry expires
 // after its TTL.)
 func TestLiveAgentsEntrySurvivesItsRegistrarsDeath(t *testing.T) {
-	env := newEtcd(t)
+	onHeldBackends(t, testLiveAgentsEntrySurvivesItsRegistrarsDeath)
+}
+
+func testLiveAgentsEntrySurvivesItsRegistrarsDeath(t *testing.T, env heldBackend) {
 	a, b := heldReplica(t, env), heldReplica(t, env)
 	c, e := registerHeld(t, env, "10.0.0.1", a.addr, b.addr)
 	stays(t, env, e, 2*heldTTL, "before the replica's death, with no refresh")
@@ -93,7 +156,10 @@ func TestLiveAgentsEntrySurvivesItsRegistrarsDeath(t *testing.T) {
 // An agent that dies (its stream ends) has its entries removed within their TTL
 // plus the replica's sweep, although it kept them past their TTL while alive.
 func TestDeadAgentsEntryExpiresWithinTheBound(t *testing.T) {
-	env := newEtcd(t)
+	onHeldBackends(t, testDeadAgentsEntryExpiresWithinTheBound)
+}
+
+func testDeadAgentsEntryExpiresWithinTheBound(t *testing.T, env heldBackend) {
 	a := heldReplica(t, env)
 	c, e := registerHeld(t, env, "10.0.0.2", a.addr)
 	stays(t, env, e, 2*heldTTL, "while the agent lives, with no refresh")
@@ -109,10 +175,17 @@ func TestDeadAgentsEntryExpiresWithinTheBound(t *testing.T) {
 }
 
 // An agent that dies with its registrar leaves entries nobody takes over: they go
-// when the dead replica's hold runs out.
+// when the dead replica's hold runs out (on JetStream, removed by a replica that
+// lives on).
 func TestEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold(t *testing.T) {
-	env := newEtcd(t)
+	onHeldBackends(t, testEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold)
+}
+
+func testEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold(t *testing.T, env heldBackend) {
 	a := heldReplica(t, env)
+	// Another replica lives on: on JetStream it is a holding replica that removes
+	// the entries of a hold gone (a stream has no leases of its own).
+	_ = heldReplica(t, env)
 	c, e := registerHeld(t, env, "10.0.0.3", a.addr)
 	a.kill()
 	c.Close()

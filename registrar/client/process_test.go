@@ -13,19 +13,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/switchboard-mesh/switchboard/registrar"
+	"github.com/switchboard-mesh/switchboard/registry"
 	"github.com/switchboard-mesh/switchboard/registry/etcd"
+	sbjs "github.com/switchboard-mesh/switchboard/registry/jetstream"
 )
 
 // Registrar replicas that a test must SIGKILL run as processes of their own: the
 // test binary re-executes itself with childEnv set, and the child serves one
-// registrar on the etcd the parent embeds, until it is killed.
+// registrar on the etcd (or the nats-server) the parent embeds, until it is killed.
 
 const childEnv = "SWITCHBOARD_TEST_REGISTRAR_CHILD"
 
 // childConfig is what the parent tells a registrar process, in its environment.
 type childConfig struct {
 	etcd          string // comma-separated endpoints
+	nats          string // a NATS URL: the JetStream backend instead of etcd
 	prefix        string
 	cluster       string
 	batchInterval time.Duration
@@ -37,6 +42,7 @@ func (c childConfig) env() []string {
 	return []string{
 		childEnv + "=1",
 		"SB_CHILD_ETCD=" + c.etcd,
+		"SB_CHILD_NATS=" + c.nats,
 		"SB_CHILD_PREFIX=" + c.prefix,
 		"SB_CHILD_CLUSTER=" + c.cluster,
 		"SB_CHILD_BATCH_INTERVAL=" + c.batchInterval.String(),
@@ -66,8 +72,7 @@ func runRegistrarChild() int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	backend, err := etcd.New(ctx, etcd.Options{Endpoints: strings.Split(os.Getenv("SB_CHILD_ETCD"), ","),
-		Prefix: os.Getenv("SB_CHILD_PREFIX"), DialTimeout: 5 * time.Second})
+	backend, err := openChildBackend(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -90,6 +95,24 @@ func runRegistrarChild() int {
 		return fail(err)
 	}
 	return 0
+}
+
+// openChildBackend opens the child's backend: JetStream when SB_CHILD_NATS names a
+// server, else etcd.
+func openChildBackend(ctx context.Context) (*registry.Front, error) {
+	if url := os.Getenv("SB_CHILD_NATS"); url != "" {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		if err != nil {
+			return nil, err
+		}
+		r, err := sbjs.New(ctx, nc, sbjs.Options{CreateStream: true})
+		if err != nil {
+			nc.Close()
+		}
+		return r, err
+	}
+	return etcd.New(ctx, etcd.Options{Endpoints: strings.Split(os.Getenv("SB_CHILD_ETCD"), ","),
+		Prefix: os.Getenv("SB_CHILD_PREFIX"), DialTimeout: 5 * time.Second})
 }
 
 // replicaProc is a registrar replica running as a child process.
