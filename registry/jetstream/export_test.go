@@ -53,3 +53,9 @@ func CachedPayloads(r *registry.Front) int {
 	defer c.mu.Unlock()
 	return len(c.m)
 }
+
+// Reaped is how many held entries r's reaper removed.
+func Reaped(r *registry.Front) uint64 { return drv(r).Reaped() }
+
+// LivenessSubject is the subject of hold id's liveness messages in r's stream.
+func LivenessSubject(r *registry.Front, id registry.HoldID) string { return drv(r).subj.liveness(id) }

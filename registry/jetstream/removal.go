@@ -93,7 +93,10 @@ type removalPlan struct {
 	life    lifetime
 	lastSeq uint64
 	live    bool // the subject holds an entry, not a removal or nothing
-	err     error
+	// owner is the hold the entry names (HoldHeader), if any: a held Unregister
+	// removes it only while it is its own.
+	owner registry.HoldID
+	err   error
 }
 
 // maxSizingRequests bounds the concurrent reads one Apply makes to size its removals.
@@ -130,16 +133,27 @@ func (r *driver) planRemoval(ctx context.Context, subject string) removalPlan {
 	case err != nil:
 		return removalPlan{err: fmt.Errorf("read %s to size its removal: %w", subject, err)}
 	}
-	life := lifetimeOf(m.header)
-	if marker.longer(life) {
+	return r.sizeRemoval(m.header, m.seq)
+}
+
+// sizeRemoval is the plan of a removal replacing the message with headers h at
+// subject sequence seq.
+func (r *driver) sizeRemoval(h nats.Header, seq uint64) removalPlan {
+	life := lifetimeOf(h)
+	if marker := (lifetime{ttl: r.cfg.MarkerTTL}); marker.longer(life) {
 		life = marker
 	}
-	return removalPlan{life: life, lastSeq: m.seq, live: !isRemoval(m.header)}
+	owner, _ := ownerOf(h)
+	return removalPlan{life: life, lastSeq: seq, live: !isRemoval(h), owner: owner}
 }
+
+// heldBy reports whether the subject holds a live entry under hold id.
+func (p *removalPlan) heldBy(id registry.HoldID) bool { return p.live && p.owner == id }
 
 type storedMsg struct {
 	seq    uint64
 	header nats.Header
+	data   []byte
 }
 
 // lastMsg reads subject's last message from the stream leader. It asks the stream API
@@ -160,6 +174,7 @@ func (r *driver) lastMsg(ctx context.Context, subject string) (storedMsg, error)
 		Message *struct {
 			Seq     uint64 `json:"seq"`
 			Headers []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
@@ -173,7 +188,7 @@ func (r *driver) lastMsg(ctx context.Context, subject string) (storedMsg, error)
 	case resp.Message == nil:
 		return storedMsg{}, jetstream.ErrInvalidJetStreamResponse
 	}
-	m := storedMsg{seq: resp.Message.Seq}
+	m := storedMsg{seq: resp.Message.Seq, data: resp.Message.Data}
 	if len(resp.Message.Headers) > 0 {
 		if m.header, err = nats.DecodeHeadersMsg(resp.Message.Headers); err != nil {
 			return storedMsg{}, fmt.Errorf("message %d headers: %w", m.seq, err)
