@@ -22,7 +22,8 @@ import (
 // It follows the liveness subjects (headers only) and reaps when one's delete
 // marker arrives (its liveness message expired), once when it starts, and again each
 // time it has to reopen its feed (markers may have come and gone meanwhile). A reap
-// reads which holds are live, then every entry naming a hold that is not, confirms
+// reads which holds are live, then every entry naming a hold that is not (the
+// stream's headers, then the payloads of those entries only), confirms
 // with the stream leader that each such hold's liveness is gone (it may have been
 // made after the first read), and removes each of its entries only if the entry is
 // still the one read (Nats-Expected-Last-Subject-Sequence): an entry another hold
@@ -111,29 +112,51 @@ type reapable struct {
 	data    []byte
 }
 
-// reap removes the entries of every hold whose liveness is gone.
+// reap removes the entries of every hold whose liveness is gone. Most reaps find
+// nothing (a replica that stopped after its entries were taken over, a reaper that
+// starts), so the stream is first read without payloads, and read again with them
+// only when there is something to remove, whose key a removal names.
 func (r *driver) reap(ctx context.Context) error {
 	live, err := r.liveHolds(ctx)
 	if err != nil {
 		return fmt.Errorf("read liveness subjects: %w", err)
 	}
-	byOwner := map[registry.HoldID][]reapable{}
-	err = r.readFeed(ctx, []string{r.subj.All()}, false, func(subject string, seq uint64, h nats.Header, data []byte) {
-		owner, ok := ownerOf(h)
-		if !ok || live[owner] || isRemoval(h) || !r.subj.entryShaped(subject) {
-			return
-		}
-		byOwner[owner] = append(byOwner[owner], reapable{subject, seq, h, data})
-	}, nil)
-	if err != nil {
-		return fmt.Errorf("read held entries: %w", err)
+	found, err := r.orphans(ctx, live, true, nil)
+	if err != nil || len(found) == 0 {
+		return err
 	}
-	for owner, entries := range byOwner {
+	subjects := map[string]bool{}
+	for _, entries := range found {
+		for _, e := range entries {
+			subjects[e.subject] = true
+		}
+	}
+	if found, err = r.orphans(ctx, live, false, subjects); err != nil {
+		return err
+	}
+	for owner, entries := range found {
 		if err := r.reapHold(ctx, owner, entries); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// orphans reads the live entries whose owner is not among live, by owner; with
+// only set, those on its subjects.
+func (r *driver) orphans(ctx context.Context, live map[registry.HoldID]bool, headersOnly bool, only map[string]bool) (map[registry.HoldID][]reapable, error) {
+	byOwner := map[registry.HoldID][]reapable{}
+	err := r.readFeed(ctx, []string{r.subj.All()}, headersOnly, func(subject string, seq uint64, h nats.Header, data []byte) {
+		owner, ok := ownerOf(h)
+		if !ok || live[owner] || isRemoval(h) || (only != nil && !only[subject]) || !r.subj.entryShaped(subject) {
+			return
+		}
+		byOwner[owner] = append(byOwner[owner], reapable{subject, seq, h, data})
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read held entries: %w", err)
+	}
+	return byOwner, nil
 }
 
 // liveHolds reads which holds have a live liveness message.
