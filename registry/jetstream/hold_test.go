@@ -160,7 +160,8 @@ func TestReaperAtStart(t *testing.T) {
 }
 
 // TestHeldUnregister: a held unregister removes the hold's own entry, and leaves
-// one another hold took over and one registered without a hold; an op under a hold
+// one another hold took over and one registered without a hold; a reaper's removal
+// of an entry written since it read it is refused; an op under a hold
 // the driver never gave out is refused with ErrNoHold and writes nothing.
 func TestHeldUnregister(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
@@ -185,6 +186,16 @@ func TestHeldUnregister(t *testing.T) {
 	m := lastMsg(t, ctx, js, cfg.Name, subjects.For(own.Key()))
 	if m == nil || m.Header.Get(sbjs.OpHeader) != sbjs.OpUnregister {
 		t.Fatalf("A's own entry holds %+v, want a removal", m)
+	}
+
+	// The reaper's removal, too, is refused once the entry changed since it read it.
+	m = lastMsg(t, ctx, js, cfg.Name, subjects.For(taken.Key()))
+	mustApply(t, ctx, b, held(taken, idB))
+	if n, err := sbjs.ReapIfStill(ctx, b, subjects.For(taken.Key()), m.Sequence); n != 0 || err != nil {
+		t.Fatalf("a reap of an entry written since it was read removed %d (%v), want none, no error", n, err)
+	}
+	if got := mustList(t, ctx, a, endpoint.Filter{}); len(got) != 2 {
+		t.Fatalf("a stale reap removed an entry: List = %s", addresses(got))
 	}
 
 	err := a.Apply(ctx, []registry.Op{held(ep("prod", "web", "http", "10.0.0.9", 80), "0123456789abcdef0123456789abcdef")})
