@@ -68,9 +68,13 @@ func LivenessSubject(r *registry.Front, id registry.HoldID) string { return drv(
 // subject's last sequence to be seq, and returns how many entries it removed.
 func ReapIfStill(ctx context.Context, r *registry.Front, subject string, seq uint64) (int, error) {
 	d := drv(r)
-	m, err := d.lastMsg(ctx, subject)
+	s, err := d.js.Stream(ctx, d.cfg.Name)
 	if err != nil {
 		return 0, err
 	}
-	return d.removeHeld(ctx, []reapable{{subject: subject, seq: seq, h: m.header, data: m.data}})
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return 0, err
+	}
+	return d.removeHeld(ctx, []reapable{{subject: subject, seq: seq, h: m.Header, data: m.Data}})
 }

@@ -153,7 +153,6 @@ func (p *removalPlan) heldBy(id registry.HoldID) bool { return p.live && p.owner
 type storedMsg struct {
 	seq    uint64
 	header nats.Header
-	data   []byte
 }
 
 // lastMsg reads subject's last message from the stream leader. It asks the stream API
@@ -174,7 +173,6 @@ func (r *driver) lastMsg(ctx context.Context, subject string) (storedMsg, error)
 		Message *struct {
 			Seq     uint64 `json:"seq"`
 			Headers []byte `json:"hdrs"`
-			Data    []byte `json:"data"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
@@ -188,7 +186,7 @@ func (r *driver) lastMsg(ctx context.Context, subject string) (storedMsg, error)
 	case resp.Message == nil:
 		return storedMsg{}, jetstream.ErrInvalidJetStreamResponse
 	}
-	m := storedMsg{seq: resp.Message.Seq, data: resp.Message.Data}
+	m := storedMsg{seq: resp.Message.Seq}
 	if len(resp.Message.Headers) > 0 {
 		if m.header, err = nats.DecodeHeadersMsg(resp.Message.Headers); err != nil {
 			return storedMsg{}, fmt.Errorf("message %d headers: %w", m.seq, err)
