@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/ccmref"
@@ -70,7 +72,8 @@ func TestDeadHoldReapedByAnotherDriver(t *testing.T) {
 	ncA, ncB := connect(t, srv.ClientURL()), connect(t, srv.ClientURL())
 	cfg := freshStream()
 	a := openRegistry(t, ncA, sbjs.Options{Stream: cfg, Logger: testLogger(t)})
-	b := openRegistry(t, ncB, sbjs.Options{Stream: cfg, Logger: testLogger(t)})
+	reaped := prometheus.NewCounter(prometheus.CounterOpts{Name: "reaped"})
+	b := openRegistry(t, ncB, sbjs.Options{Stream: cfg, Logger: testLogger(t), Reaped: reaped})
 	idB := mustHold(t, ctx, b)
 	ctxA, endA := context.WithCancel(ctx)
 	defer endA()
@@ -120,8 +123,8 @@ func TestDeadHoldReapedByAnotherDriver(t *testing.T) {
 	if got := strings.Join(ccmLookup(t, ncB, cfg), ","); got != "10.0.0.3" {
 		t.Fatalf("CCM's lookup after the reap = %s, want only 10.0.0.3", got)
 	}
-	if n := sbjs.Reaped(b); n != 2 {
-		t.Errorf("Reaped() = %d, want 2", n)
+	if n, m := sbjs.Reaped(b), testutil.ToFloat64(reaped); n != 2 || m != 2 {
+		t.Errorf("Reaped() = %d, the metric %v, want 2", n, m)
 	}
 	expectQuiet(t, ch, time.Second)
 }
