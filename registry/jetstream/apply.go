@@ -31,7 +31,15 @@ const (
 // Apply publishes every op asynchronously and waits for all acks. Ops whose ack
 // failed are reported in a *registry.ApplyError; the others are written. A batch is
 // not atomic: JetStream has no multi-subject transaction here.
+//
+// Ops under a hold (hold.go): a registration names the hold in HoldHeader and has no
+// Nats-TTL; an unregistration removes the entry only while its subject's last
+// message names that hold, and leaves it otherwise, or if anything is written to the
+// subject between the read and the removal.
 func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
+	if err := r.checkHolds(ops); err != nil {
+		return err
+	}
 	before := r.nc.LastError()
 	router, err := r.acks()
 	if err != nil {
@@ -53,6 +61,8 @@ func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
 			b.fail(i, b.ctx.Err())
 		case plans[i] != nil && plans[i].err != nil:
 			b.fail(i, plans[i].err)
+		case plans[i] != nil && op.Hold != "" && !plans[i].heldBy(op.Hold):
+			// Not this hold's entry (any more): taken over, removed, never written.
 		default:
 			b.publish(i, r.message(op, &h, plans[i], &mem))
 		}
@@ -77,7 +87,8 @@ func (r *driver) removeOtherForms(b *batch, ops []registry.Op, plans []*removalP
 	spelled := r.otherSpellings(b, ops)
 	var late []lateRemoval
 	for i, op := range ops {
-		if op.Kind != registry.OpUnregister || b.errs[i] != nil {
+		// A held entry is on its key's own subject, where this backend wrote it.
+		if op.Kind != registry.OpUnregister || op.Hold != "" || b.errs[i] != nil {
 			continue
 		}
 		for _, subject := range append(r.subj.Forms(op.Endpoint.Key())[1:], spelled[i]...) {
@@ -154,6 +165,12 @@ func (r *driver) retryRemovals(b *batch, ops []registry.Op, h *headers) {
 		if ops[i].Kind != registry.OpUnregister || !isWrongLastSeq(b.errs[i]) {
 			continue
 		}
+		if ops[i].Hold != "" {
+			// Written meanwhile, by a takeover or the hold's own registration: the
+			// removal was meant for what was read, so the entry stays.
+			b.succeed(i)
+			continue
+		}
 		for attempt := 1; attempt < maxRemovalAttempts && isWrongLastSeq(b.errs[i]) && b.ctx.Err() == nil; attempt++ {
 			p := r.planRemoval(b.ctx, r.subj.For(ops[i].Endpoint.Key()))
 			if p.err != nil {
@@ -190,7 +207,11 @@ func (r *driver) message(op registry.Op, h *headers, p *removalPlan, mem *slab) 
 		m.Data = appendJSON(nil, k.Endpoint())
 		return m
 	}
-	m.Header = h.register(op.Endpoint.TTL)
+	if op.Hold != "" {
+		m.Header = h.held(op.Hold)
+	} else {
+		m.Header = h.register(op.Endpoint.TTL)
+	}
 	m.Data = mem.payload(op.Endpoint)
 	return m
 }
@@ -238,8 +259,9 @@ func (s *slab) payload(e endpoint.Endpoint) []byte {
 // share one map: nats.go only reads it, and a batch needs a handful of distinct sets.
 // Each removal has its own: it names the subject sequence it replaces.
 type headers struct {
-	r     *driver
-	byTTL map[endpoint.TTL]nats.Header
+	r      *driver
+	byTTL  map[endpoint.TTL]nats.Header
+	byHold map[registry.HoldID]nats.Header
 }
 
 func (h *headers) base() nats.Header {
@@ -260,6 +282,23 @@ func (h *headers) register(ttl endpoint.TTL) nats.Header {
 		h.byTTL = map[endpoint.TTL]nats.Header{}
 	}
 	h.byTTL[ttl] = hd
+	return hd
+}
+
+// held returns the headers of a registration under hold id: the owner, and no
+// Nats-TTL, so that the entry lives while its hold does (the reaper removes it after)
+// or, for readers that know nothing of holds, until the stream's MaxAge. Its TTL
+// stays in the payload, as registered.
+func (h *headers) held(id registry.HoldID) nats.Header {
+	if hd, ok := h.byHold[id]; ok {
+		return hd
+	}
+	hd := h.base()
+	hd[HoldHeader] = []string{string(id)}
+	if h.byHold == nil {
+		h.byHold = map[registry.HoldID]nats.Header{}
+	}
+	h.byHold[id] = hd
 	return hd
 }
 

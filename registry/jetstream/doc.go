@@ -18,6 +18,10 @@
 // (the compatibility contract), the removal sizing and its cost. That format is CCM's,
 // which has no region, zone or health: they travel as annotations under the reserved
 // prefix endpoint.switchboard.dev/, lifted back into the fields on read (locality.go).
+// A registrar keeps its entries alive by a hold (registry.Holder): a liveness subject
+// of its own, <prefix>._hold.<id>, republished with a short Nats-TTL, entries that
+// name it in a header and live until MaxAge, and a reaper in every holding process
+// that removes them once that liveness has expired (hold.go, reaper.go).
 //
 // Two backends are registered: "jetstream" (New) and "nats", a best-effort
 // destination (NewPublisher): core NATS publishes without TTL or rollup headers and

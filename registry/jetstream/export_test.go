@@ -1,6 +1,10 @@
 package jetstream
 
-import "github.com/switchboard-mesh/switchboard/registry"
+import (
+	"context"
+
+	"github.com/switchboard-mesh/switchboard/registry"
+)
 
 // drv is the driver behind a registry the package opened.
 func drv(r *registry.Front) *driver { return r.Driver().(*driver) }
@@ -52,4 +56,25 @@ func CachedPayloads(r *registry.Front) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
+}
+
+// Reaped is how many held entries r's reaper removed.
+func Reaped(r *registry.Front) uint64 { return drv(r).Reaped() }
+
+// LivenessSubject is the subject of hold id's liveness messages in r's stream.
+func LivenessSubject(r *registry.Front, id registry.HoldID) string { return drv(r).subj.liveness(id) }
+
+// ReapIfStill removes the held entry on subject as the reaper does, expecting the
+// subject's last sequence to be seq, and returns how many entries it removed.
+func ReapIfStill(ctx context.Context, r *registry.Front, subject string, seq uint64) (int, error) {
+	d := drv(r)
+	s, err := d.js.Stream(ctx, d.cfg.Name)
+	if err != nil {
+		return 0, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return 0, err
+	}
+	return d.removeHeld(ctx, []reapable{{subject: subject, seq: seq, h: m.Header, data: m.Data}})
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// Undecodable, when set, counts messages that could not be read as entries, in
 	// addition to the driver's Undecodable.
 	Undecodable prometheus.Counter
+	// Reaped, when set, counts the held entries this registry's reaper removed
+	// because their hold's liveness ended (reaper.go), in addition to the driver's
+	// Reaped.
+	Reaped prometheus.Counter
 }
 
 // driver is the JetStream backend's driver, used through a registry.Front: a stream
@@ -91,6 +95,17 @@ type driver struct {
 	// Tests set these to drive one read path, or short multi_last pages.
 	forcePath         readPath
 	multiLastMaxBytes int
+
+	// holds are the liveness subjects this driver keeps (hold.go).
+	holds holds
+	// life ends when the driver closes: it stops the holds' renewals and the reaper,
+	// which tasks counts.
+	life        context.Context
+	endLife     context.CancelFunc
+	tasks       sync.WaitGroup
+	reaperOnce  sync.Once
+	reaped      atomic.Uint64
+	reapedCount prometheus.Counter
 
 	mu sync.Mutex
 	// replicas is the stream's replica count as read at replicasAt (readConsistent).
@@ -144,8 +159,9 @@ func newDriver(ctx context.Context, nc *nats.Conn, o Options) (*driver, error) {
 	r := &driver{
 		nc: nc, js: js, subj: subj, cfg: cfg, lookup: o.Lookup, rescan: rescan,
 		log: log.With("stream", cfg.Name), metric: o.Undecodable,
-		replicas: got.Replicas, replicasAt: time.Now(), maxAge: got.MaxAge,
+		replicas: got.Replicas, replicasAt: time.Now(), maxAge: got.MaxAge, reapedCount: o.Reaped,
 	}
+	r.life, r.endLife = context.WithCancel(context.Background())
 	r.allowDirect.Store(got.AllowDirect)
 	return r, nil
 }
@@ -166,10 +182,15 @@ func (r *driver) noteBad(d decoded) {
 	r.log.Debug("skipping undecodable registration message", "subject", d.subject, "error", d.err)
 }
 
-// Close releases what Apply and the reads left: the ack subscription, the async
-// publisher, consumer deletions still under way; and the connection, when the
+// Close releases what Apply and the reads left: the holds' renewals (their liveness
+// then expires on its own), the reaper, the ack subscription, the async publisher,
+// consumer deletions still under way; and the connection, when the
 // registry opened it. The Front has ended every call and watch before.
 func (r *driver) Close() error {
+	// The holds' renewals and the reaper first: the reaper's feed counts its
+	// consumer's deletion in bg as it stops.
+	r.endLife()
+	r.tasks.Wait()
 	r.bg.Wait()
 	r.mu.Lock()
 	router := r.router

@@ -93,7 +93,10 @@ type removalPlan struct {
 	life    lifetime
 	lastSeq uint64
 	live    bool // the subject holds an entry, not a removal or nothing
-	err     error
+	// owner is the hold the entry names (HoldHeader), if any: a held Unregister
+	// removes it only while it is its own.
+	owner registry.HoldID
+	err   error
 }
 
 // maxSizingRequests bounds the concurrent reads one Apply makes to size its removals.
@@ -130,12 +133,22 @@ func (r *driver) planRemoval(ctx context.Context, subject string) removalPlan {
 	case err != nil:
 		return removalPlan{err: fmt.Errorf("read %s to size its removal: %w", subject, err)}
 	}
-	life := lifetimeOf(m.header)
-	if marker.longer(life) {
+	return r.sizeRemoval(m.header, m.seq)
+}
+
+// sizeRemoval is the plan of a removal replacing the message with headers h at
+// subject sequence seq.
+func (r *driver) sizeRemoval(h nats.Header, seq uint64) removalPlan {
+	life := lifetimeOf(h)
+	if marker := (lifetime{ttl: r.cfg.MarkerTTL}); marker.longer(life) {
 		life = marker
 	}
-	return removalPlan{life: life, lastSeq: m.seq, live: !isRemoval(m.header)}
+	owner, _ := ownerOf(h)
+	return removalPlan{life: life, lastSeq: seq, live: !isRemoval(h), owner: owner}
 }
+
+// heldBy reports whether the subject holds a live entry under hold id.
+func (p *removalPlan) heldBy(id registry.HoldID) bool { return p.live && p.owner == id }
 
 type storedMsg struct {
 	seq    uint64

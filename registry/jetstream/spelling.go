@@ -33,7 +33,7 @@ import (
 func (r *driver) otherSpellings(b *batch, ops []registry.Op) map[int][]string {
 	scopes := map[string][]int{} // a service's subject filter: the unregisters in it
 	for i, op := range ops {
-		if op.Kind != registry.OpUnregister || b.errs[i] != nil || !strings.Contains(op.Endpoint.Address, ":") {
+		if op.Kind != registry.OpUnregister || op.Hold != "" || b.errs[i] != nil || !strings.Contains(op.Endpoint.Address, ":") {
 			continue
 		}
 		k := op.Endpoint.Key()
