@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -86,9 +87,18 @@ type driver struct {
 	log          *slog.Logger
 	conns        *conns
 	now          func() time.Time
+
+	holds holds
+	// stop ends the holds' renewals at Close; wg counts them.
+	stop     context.Context
+	stopHold context.CancelFunc
+	wg       sync.WaitGroup
 }
 
-var _ registry.Driver = (*driver)(nil)
+var (
+	_ registry.Driver = (*driver)(nil)
+	_ registry.Holder = (*driver)(nil)
+)
 
 // Open connects to the table, creating it first if cfg.CreateTable is set.
 func Open(ctx context.Context, cfg Config) (*registry.Front, error) {
@@ -129,6 +139,7 @@ func open(ctx context.Context, cfg Config) (*driver, error) {
 		client: client, table: cfg.Table, pageSize: cfg.PageSize, log: cfg.Logger,
 		conns: conns, now: time.Now,
 	}
+	r.stop, r.stopHold = context.WithCancel(context.Background())
 	if r.clusterIndex, err = r.prepareTable(ctx, cfg.CreateTable); err != nil {
 		_ = r.Close()
 		return nil, err
@@ -136,8 +147,12 @@ func open(ctx context.Context, cfg Config) (*driver, error) {
 	return r, nil
 }
 
-// Close closes the connections. The Front has ended and waited for every call.
+// Close ends the holds' renewals (their heartbeats then expire, as when their
+// contexts end) and closes the connections. The Front has ended and waited for
+// every call.
 func (r *driver) Close() error {
+	r.stopHold()
+	r.wg.Wait()
 	r.conns.closeAll()
 	return nil
 }
