@@ -34,9 +34,10 @@ type hold struct {
 	ttl time.Duration
 	gen atomic.Int64 // the current incarnation; read by Apply, moved by keepHold only
 	// written says whether the current incarnation's heartbeat has been written once,
-	// so that a renewal can require it to be still alive.
-	written bool
-	expMs   atomic.Int64 // expiry of the last heartbeat written, epoch ms
+	// so that a renewal can require it to be still alive; lapsed, that it expired and
+	// the next incarnation's is still to be written. Both are keepHold's alone.
+	written, lapsed bool
+	expMs           atomic.Int64 // expiry of the last heartbeat written, epoch ms
 }
 
 // owner is the value held entries of the current incarnation carry in attrOwner.
@@ -92,6 +93,7 @@ func (r *driver) Hold(ctx context.Context, ttl time.Duration) (registry.HoldID, 
 		return "", fmt.Errorf("dynamodb: hold: first heartbeat on table %s within %s: %w", r.table, ttl, err)
 	}
 	r.holds.put(h)
+	r.startReaper()
 	// The renewals stop with ctx or with Close, whichever comes first.
 	kctx, stop := context.WithCancel(ctx)
 	unhook := context.AfterFunc(r.stop, stop)
@@ -150,28 +152,36 @@ func (r *driver) beatUntilDone(ctx context.Context, h *hold) error {
 
 // beat writes the current incarnation's heartbeat once. A renewal must find the
 // heartbeat still alive; if it lapsed, the hold moves to a new incarnation, whose
-// first heartbeat is written at once.
+// first heartbeat is written at once. Ops use the new owner only once its heartbeat
+// exists: an entry is never written under an owner readers would find missing.
 func (r *driver) beat(ctx context.Context, h *hold) error {
-	err := r.putHeartbeat(ctx, h)
-	var lapsed *types.ConditionalCheckFailedException
-	if !errors.As(err, &lapsed) {
+	if !h.lapsed {
+		err := r.putHeartbeat(ctx, h, h.gen.Load(), h.written)
+		var lapsed *types.ConditionalCheckFailedException
+		if !errors.As(err, &lapsed) {
+			return err
+		}
+		h.lapsed = true
+		r.log.Warn("dynamodb: hold heartbeat had expired; its entries are gone for readers and must be registered again",
+			"table", r.table, "hold", h.id, "expired", h.owner())
+	}
+	gen := h.gen.Load() + 1
+	if err := r.putHeartbeat(ctx, h, gen, false); err != nil {
 		return err
 	}
-	old := h.owner()
-	h.gen.Add(1)
-	h.written = false
-	r.log.Warn("dynamodb: hold heartbeat had expired; its entries are gone for readers and must be registered again",
-		"table", r.table, "hold", h.id, "expired", old, "now", h.owner())
-	return r.putHeartbeat(ctx, h)
+	h.gen.Store(gen)
+	h.lapsed = false
+	r.log.Info("dynamodb: hold started over", "table", r.table, "hold", h.id, "owner", h.owner())
+	return nil
 }
 
-// putHeartbeat writes the heartbeat item with a new expiry, requiring, for a renewal,
-// that the one it replaces has not expired.
-func (r *driver) putHeartbeat(ctx context.Context, h *hold) error {
+// putHeartbeat writes incarnation gen's heartbeat with a new expiry, requiring, for a
+// renewal, that the one it replaces has not expired.
+func (r *driver) putHeartbeat(ctx context.Context, h *hold, gen int64, renew bool) error {
 	now := r.now()
 	expMs := now.Add(h.ttl).UnixMilli()
-	in := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: encodeHeartbeat(h.owner(), expMs)}
-	if h.written {
+	in := &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: encodeHeartbeat(ownerName(h.id, gen), expMs)}
+	if renew {
 		in.ConditionExpression = aws.String("#exp > :now")
 		in.ExpressionAttributeNames = map[string]string{"#exp": attrExpiresMs}
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":now": num(now.UnixMilli())}
@@ -196,28 +206,28 @@ func (r *driver) heldOwner(id registry.HoldID) (string, error) {
 // maxBatchGet is DynamoDB's limit on the keys of one BatchGetItem call.
 const maxBatchGet = 100
 
-// liveOwners returns which of owners have a heartbeat that has not expired at nowMs:
+// heartbeats returns the expiry (epoch ms) of each of owners' heartbeats that exists:
 // one strongly consistent BatchGetItem per 100 owners, whatever the number of
 // entries they hold.
-func (r *driver) liveOwners(ctx context.Context, owners map[string]bool, nowMs int64) (map[string]bool, error) {
-	live := make(map[string]bool, len(owners))
+func (r *driver) heartbeats(ctx context.Context, owners map[string]bool) (map[string]int64, error) {
+	exp := make(map[string]int64, len(owners))
 	var keys []map[string]types.AttributeValue
 	for o := range owners {
 		keys = append(keys, heartbeatKey(o))
 	}
 	for len(keys) > 0 {
 		n := min(len(keys), maxBatchGet)
-		if err := r.readHeartbeats(ctx, keys[:n], nowMs, live); err != nil {
+		if err := r.readHeartbeats(ctx, keys[:n], exp); err != nil {
 			return nil, err
 		}
 		keys = keys[n:]
 	}
-	return live, nil
+	return exp, nil
 }
 
-// readHeartbeats reads one batch of heartbeat keys into live, asking again for the
-// keys DynamoDB left unprocessed.
-func (r *driver) readHeartbeats(ctx context.Context, keys []map[string]types.AttributeValue, nowMs int64, live map[string]bool) error {
+// readHeartbeats reads one batch of heartbeat keys into exp, asking again for the
+// keys DynamoDB left unprocessed. An unreadable heartbeat counts as missing.
+func (r *driver) readHeartbeats(ctx context.Context, keys []map[string]types.AttributeValue, exp map[string]int64) error {
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 500 * time.Millisecond}
 	for len(keys) > 0 {
 		out, err := r.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
@@ -227,13 +237,13 @@ func (r *driver) readHeartbeats(ctx context.Context, keys []map[string]types.Att
 			return err
 		}
 		for _, item := range out.Responses[r.table] {
-			owner, exp, err := decodeHeartbeat(item)
+			owner, ms, err := decodeHeartbeat(item)
 			if err != nil {
 				r.log.Warn("dynamodb: unreadable hold heartbeat; its entries are hidden",
 					"table", r.table, "sk", attrString(item, attrSK), "err", err)
 				continue
 			}
-			live[owner] = exp > nowMs
+			exp[owner] = ms
 		}
 		keys = out.UnprocessedKeys[r.table].Keys
 		if len(keys) > 0 && !b.Wait(ctx) {

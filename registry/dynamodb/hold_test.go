@@ -366,3 +366,47 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return strings.TrimSpace(s.b.String())
 }
+
+// TestReaperDeletesDeadOwnersEntries: a driver that holds deletes the entries of a
+// dead hold that its reads meet, one that does not hold only hides them, and the
+// deletion leaves an entry another hold took over.
+func TestReaperDeletesDeadOwnersEntries(t *testing.T) {
+	srv := dynamotest.Start(t)
+	a := openTest(t, srv)
+	b := openTest(t, srv, sameTable(a))
+	reader := openTest(t, srv, sameTable(a))
+	b.reapAfter, reader.reapAfter = 0, 0
+	actx, endA := context.WithCancel(testCtx(t))
+	defer endA()
+	idA, idB := takeHold(t, a, actx), takeHold(t, b, testCtx(t))
+	x, y := ep("prod", "web", "http", "10.0.0.1", 80), ep("prod", "web", "http", "10.0.0.2", 80)
+	mustApply(t, a, heldReg(x, idA), heldReg(y, idA))
+	mustApply(t, b, heldReg(y, idB))
+	endA()
+	deadline := time.Now().Add(testHoldTTL + 2*time.Second)
+	for _, ok := listed(t, reader, endpoint.Filter{})[x.Key()]; ok; _, ok = listed(t, reader, endpoint.Filter{})[x.Key()] {
+		if time.Now().After(deadline) {
+			t.Fatal("x still listed after its hold ended")
+		}
+		time.Sleep(pollEvery)
+	}
+	time.Sleep(pollEvery)
+	if rawItem(t, srv, a.table, itemKey(x.Key())) == nil {
+		t.Fatal("a driver that does not hold deleted an entry")
+	}
+	// The deletion is conditional on the dead owner: y, taken over, stays.
+	b.reapOne(testCtx(t), reapItem{key: y.Key(), owner: ownerName(idA, 1)})
+	if rawItem(t, srv, a.table, itemKey(y.Key())) == nil {
+		t.Fatal("reaping under the dead owner deleted an entry another hold took over")
+	}
+	listed(t, b, endpoint.Filter{})
+	for rawItem(t, srv, a.table, itemKey(x.Key())) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the holding driver did not delete the dead hold's entry it read")
+		}
+		time.Sleep(pollEvery)
+	}
+	if got := listed(t, b, endpoint.Filter{}); len(got) != 1 || !endpoint.Equal(got[y.Key()], y) {
+		t.Errorf("after reaping B lists %v, want y only", keysOf(values(got)))
+	}
+}

@@ -28,14 +28,18 @@ func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoi
 	if len(owners) == 0 {
 		return endpointsOf(eps), nil
 	}
-	live, err := r.liveOwners(ctx, owners, now)
+	beats, err := r.heartbeats(ctx, owners)
 	if err != nil {
 		return nil, r.readError(fmt.Errorf("read hold heartbeats: %w", err))
 	}
 	out := eps[:0]
 	for _, o := range eps {
-		if o.owner == "" || live[o.owner] {
+		exp, ok := beats[o.owner]
+		switch {
+		case o.owner == "" || (ok && exp > now):
 			out = append(out, o)
+		case !ok || exp <= now-r.reapAfter.Milliseconds():
+			r.toReap(o.Key(), o.owner)
 		}
 	}
 	return endpointsOf(out), nil

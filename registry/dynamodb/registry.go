@@ -88,7 +88,10 @@ type driver struct {
 	conns        *conns
 	now          func() time.Time
 
-	holds holds
+	holds  holds
+	reaper reaper
+	// reapAfter is how long past its owner's expiry an entry is deleted (reap.go).
+	reapAfter time.Duration
 	// stop ends the holds' renewals at Close; wg counts them.
 	stop     context.Context
 	stopHold context.CancelFunc
@@ -137,7 +140,7 @@ func open(ctx context.Context, cfg Config) (*driver, error) {
 	})
 	r := &driver{
 		client: client, table: cfg.Table, pageSize: cfg.PageSize, log: cfg.Logger,
-		conns: conns, now: time.Now,
+		conns: conns, now: time.Now, reapAfter: defaultReapAfter,
 	}
 	r.stop, r.stopHold = context.WithCancel(context.Background())
 	if r.clusterIndex, err = r.prepareTable(ctx, cfg.CreateTable); err != nil {
