@@ -25,7 +25,14 @@ const (
 // Apply writes the batch (one op per key) in transactions of at most 100 items; see
 // the package documentation.
 func (r *driver) Apply(ctx context.Context, ops []registry.Op) error {
-	chunks := r.chunks(ops, r.now())
+	chunks, err := r.chunks(ops, r.now())
+	if err != nil {
+		failed := make([]endpoint.Key, len(ops))
+		for i, op := range ops {
+			failed[i] = op.Endpoint.Key()
+		}
+		return &registry.ApplyError{Failed: failed, Err: err}
+	}
 	for i, c := range chunks {
 		if err := r.write(ctx, c); err != nil {
 			var failed []endpoint.Key
@@ -45,56 +52,116 @@ type chunk struct {
 	keys  []endpoint.Key
 }
 
-// chunks turns coalesced ops into transactions within DynamoDB's limits.
-func (r *driver) chunks(ops []registry.Op, now time.Time) []chunk {
+// chunks turns coalesced ops into transactions within DynamoDB's limits. It fails,
+// before anything is written, if an op names a hold this driver does not know.
+func (r *driver) chunks(ops []registry.Op, now time.Time) ([]chunk, error) {
 	var (
 		out   []chunk
 		cur   chunk
 		bytes int
 	)
 	for _, op := range ops {
-		k := op.Endpoint.Key()
-		var (
-			item types.TransactWriteItem
-			size int
-		)
-		if op.Kind == registry.OpRegister {
-			attrs := encode(op.Endpoint, now)
-			item.Put = &types.Put{TableName: aws.String(r.table), Item: attrs}
-			size = itemSize(attrs)
-		} else {
-			key := itemKey(k)
-			item.Delete = &types.Delete{TableName: aws.String(r.table), Key: key}
-			size = itemSize(key)
+		item, size, err := r.txnItem(op, now)
+		if err != nil {
+			return nil, err
 		}
 		if len(cur.items) == maxTxnItems || (len(cur.items) > 0 && bytes+size > maxTxnBytes) {
 			out = append(out, cur)
 			cur, bytes = chunk{}, 0
 		}
 		cur.items = append(cur.items, item)
-		cur.keys = append(cur.keys, k)
+		cur.keys = append(cur.keys, op.Endpoint.Key())
 		bytes += size
 	}
 	if len(cur.items) > 0 {
 		out = append(out, cur)
 	}
-	return out
+	return out, nil
 }
 
-// write runs one transaction; the SDK's retryer retries what is transient.
+// txnItem is op's transaction item and its estimated size: a Put or a Delete, and
+// under a hold a Put naming the owner or a Delete only while the item still names it.
+func (r *driver) txnItem(op registry.Op, now time.Time) (types.TransactWriteItem, int, error) {
+	var owner string
+	if op.Hold != "" {
+		var err error
+		if owner, err = r.heldOwner(op.Hold); err != nil {
+			return types.TransactWriteItem{}, 0, err
+		}
+	}
+	if op.Kind == registry.OpRegister {
+		attrs := encode(op.Endpoint, now)
+		if owner != "" {
+			attrs = encodeHeld(op.Endpoint, owner, now)
+		}
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(r.table), Item: attrs}}, itemSize(attrs), nil
+	}
+	key := itemKey(op.Endpoint.Key())
+	del := &types.Delete{TableName: aws.String(r.table), Key: key}
+	if owner != "" {
+		del.ConditionExpression = aws.String("#owner = :owner")
+		del.ExpressionAttributeNames = map[string]string{"#owner": attrOwner}
+		del.ExpressionAttributeValues = map[string]types.AttributeValue{":owner": str(owner)}
+	}
+	return types.TransactWriteItem{Delete: del}, itemSize(key) + len(owner), nil
+}
+
+// write runs one transaction; the SDK's retryer retries what is transient. A held
+// removal whose entry another hold has taken over (or that is gone) cancels the
+// transaction: that is its intended outcome, not a failure, so the transaction is
+// written again without it.
 func (r *driver) write(ctx context.Context, c chunk) error {
-	_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: c.items})
-	if err == nil {
-		return nil
+	for len(c.items) > 0 {
+		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: c.items})
+		if err == nil {
+			return nil
+		}
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) {
+			if rest, ok := withoutTakenOver(tce, c); ok {
+				r.log.Debug("dynamodb: held removals left entries another hold took over",
+					"table", r.table, "left", len(c.items)-len(rest.items))
+				c = rest
+				continue
+			}
+			err = fmt.Errorf("%s: %w", cancelReasons(tce, c.keys), err)
+		}
+		if unavailable(err) {
+			return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
+		}
+		return err
 	}
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		err = fmt.Errorf("%s: %w", cancelReasons(tce, c.keys), err)
+	return nil
+}
+
+// withoutTakenOver returns c without its held removals whose condition failed, when
+// those are all that cancelled it.
+func withoutTakenOver(tce *types.TransactionCanceledException, c chunk) (chunk, bool) {
+	drop := map[int]bool{}
+	for i, reason := range tce.CancellationReasons {
+		switch code := aws.ToString(reason.Code); {
+		case code == "" || code == "None":
+		case code == "ConditionalCheckFailed" && i < len(c.items) && isHeldDelete(c.items[i]):
+			drop[i] = true
+		default:
+			return chunk{}, false
+		}
 	}
-	if unavailable(err) {
-		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
+	if len(drop) == 0 {
+		return chunk{}, false
 	}
-	return err
+	var rest chunk
+	for i := range c.items {
+		if !drop[i] {
+			rest.items = append(rest.items, c.items[i])
+			rest.keys = append(rest.keys, c.keys[i])
+		}
+	}
+	return rest, true
+}
+
+func isHeldDelete(item types.TransactWriteItem) bool {
+	return item.Delete != nil && item.Delete.ConditionExpression != nil
 }
 
 // cancelReasons names each key whose item cancelled the transaction, and why.

@@ -98,7 +98,10 @@ func TestChunksRespectByteLimit(t *testing.T) {
 		ops = append(ops, registry.Register(e))
 	}
 	ops = append(ops, registry.Unregister(ep("prod", "web", "http", "10.9.9.9", 80)))
-	chunks := r.chunks(ops, time.Now())
+	chunks, err := r.chunks(ops, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(chunks) < 2 {
 		t.Fatalf("30 endpoints of ~270 kB went into %d transaction(s), want a split at 4 MB", len(chunks))
 	}

@@ -3,7 +3,10 @@
 // "dynamodb"). It registers itself as the "dynamodb" backend; like every backend it is
 // a driver behind a registry.Front. DynamoDB has no change feed this backend could
 // follow (Streams are not used), so Watch fails with registry.ErrNoWatch: the
-// registrar polls it.
+// registrar polls it. It can hold (registry.Holder): a hold is a heartbeat item its
+// writer renews every ttl/3, entries registered under it name it as their owner
+// instead of expiring, and readers drop the entries of an owner whose heartbeat has
+// expired (docs/backends.md, "Holds").
 //
 // # Table schema
 //
@@ -24,6 +27,12 @@
 //	expires_at  N  epoch seconds, the table's DynamoDB TTL attribute, rounded up so
 //	               DynamoDB never deletes an item before it has expired for readers
 //	expires_ms  N  epoch milliseconds, what reads compare against
+//	owner       S  on an entry under a hold only, which then has no expires_at or
+//	               expires_ms: the hold incarnation whose heartbeat keeps it alive
+//
+// A hold's heartbeat is an item of its own: pk "#hold" (never a service name, so
+// never an endpoint's partition), sk the owner value, expires_ms and expires_at. It
+// has no cluster, so the GSI never holds it; scans skip it.
 //
 // Billing is on demand; the GSI projects all attributes. With dynamodb-create-table the
 // backend creates the table in this shape (it waits for ACTIVE by polling DescribeTable,

@@ -31,9 +31,15 @@ const (
 	attrHealth      = "health"
 	attrExpiresAt   = "expires_at"
 	attrExpiresMs   = "expires_ms"
+	attrOwner       = "owner"
 
 	clusterIndex = "cluster-index"
 	sep          = "#"
+
+	// heartbeatPK is the partition of the holds' heartbeat items. Service names never
+	// contain '#', so it is never an endpoint's partition, and its items have no
+	// cluster attribute, so they are not in the cluster index either.
+	heartbeatPK = sep + "hold"
 )
 
 func sortKey(k endpoint.Key) string {
@@ -89,6 +95,60 @@ func encode(e endpoint.Endpoint, now time.Time) map[string]types.AttributeValue 
 		item[attrExpiresAt] = num((ms + 999) / 1000)
 	}
 	return item
+}
+
+// encodeHeld returns e's item under a hold: it names its owner and has no expiry of
+// its own (its TTL stays, as a value, so the endpoint reads back as registered).
+func encodeHeld(e endpoint.Endpoint, owner string, now time.Time) map[string]types.AttributeValue {
+	item := encode(e, now)
+	delete(item, attrExpiresMs)
+	delete(item, attrExpiresAt)
+	item[attrOwner] = str(owner)
+	return item
+}
+
+func heartbeatKey(owner string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str(heartbeatPK), attrSK: str(owner)}
+}
+
+// encodeHeartbeat returns the heartbeat item of one hold incarnation, expiring at
+// expMs for readers and, rounded up, for DynamoDB's TTL deletion.
+func encodeHeartbeat(owner string, expMs int64) map[string]types.AttributeValue {
+	item := heartbeatKey(owner)
+	item[attrExpiresMs] = num(expMs)
+	item[attrExpiresAt] = num((expMs + 999) / 1000)
+	return item
+}
+
+// isHeartbeat reports whether item is a hold's heartbeat, which readers skip.
+func isHeartbeat(item map[string]types.AttributeValue) bool {
+	pk, ok := item[attrPK].(*types.AttributeValueMemberS)
+	return ok && pk.Value == heartbeatPK
+}
+
+// decodeHeartbeat returns the owner a heartbeat item stands for and its expiry in
+// epoch milliseconds.
+func decodeHeartbeat(item map[string]types.AttributeValue) (string, int64, error) {
+	var d decoder
+	owner := d.str(item, attrSK, true)
+	exp := d.num(item, attrExpiresMs, true)
+	if d.err == nil && owner == "" {
+		d.err = fmt.Errorf("attribute %s: empty", attrSK)
+	}
+	return owner, exp, d.err
+}
+
+// decodeOwner returns the hold incarnation an entry is held by, "" for an entry that
+// lives by its own expiry.
+func decodeOwner(item map[string]types.AttributeValue) (string, error) {
+	var d decoder
+	owner := d.str(item, attrOwner, false)
+	if d.err == nil && owner == "" {
+		if _, ok := item[attrOwner]; ok {
+			d.err = fmt.Errorf("attribute %s: empty", attrOwner)
+		}
+	}
+	return owner, d.err
 }
 
 // decode turns an item back into an endpoint and reports its expiry in epoch

@@ -15,31 +15,85 @@ import (
 )
 
 // List returns the live endpoints the filter's Query or Scan reads; see the package
-// documentation for which filters are served by Query. The registry.Front keeps
-// those f matches (guarding against a store that ignored the server-side filter)
-// and sorts them.
+// documentation for which filters are served by Query. An entry under a hold is live
+// while its owner's heartbeat is. The registry.Front keeps those f matches (guarding
+// against a store that ignored the server-side filter) and sorts them.
 func (r *driver) List(ctx context.Context, f endpoint.Filter) ([]endpoint.Endpoint, error) {
 	now := r.now().UnixMilli()
 	items, err := r.fetch(ctx, r.plan(f, now))
 	if err != nil {
-		if unavailable(err) {
-			err = fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
-		}
-		return nil, fmt.Errorf("list %s: %w", r.table, err)
+		return nil, r.readError(err)
 	}
-	out := make([]endpoint.Endpoint, 0, len(items))
+	eps, owners := r.decodeAll(items, now)
+	if len(owners) == 0 {
+		return endpointsOf(eps), nil
+	}
+	beats, err := r.heartbeats(ctx, owners)
+	if err != nil {
+		return nil, r.readError(fmt.Errorf("read hold heartbeats: %w", err))
+	}
+	out := eps[:0]
+	for _, o := range eps {
+		exp, ok := beats[o.owner]
+		switch {
+		case o.owner == "" || (ok && exp > now):
+			out = append(out, o)
+		case !ok || exp <= now-r.reapAfter.Milliseconds():
+			r.toReap(o.Key(), o.owner)
+		}
+	}
+	return endpointsOf(out), nil
+}
+
+func (r *driver) readError(err error) error {
+	if unavailable(err) {
+		err = fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
+	}
+	return fmt.Errorf("list %s: %w", r.table, err)
+}
+
+// owned is an endpoint read and the hold incarnation it is held by ("" for none).
+type owned struct {
+	endpoint.Endpoint
+	owner string
+}
+
+// decodeAll decodes the items that are unexpired endpoints, skipping heartbeats and
+// (with a warning) what is not an endpoint, and returns the owners they name.
+func (r *driver) decodeAll(items []map[string]types.AttributeValue, now int64) ([]owned, map[string]bool) {
+	out := make([]owned, 0, len(items))
+	owners := map[string]bool{}
 	for _, item := range items {
+		if isHeartbeat(item) {
+			continue
+		}
 		e, exp, err := decode(item)
+		var owner string
+		if err == nil {
+			owner, err = decodeOwner(item)
+		}
 		if err != nil {
 			r.log.Warn("dynamodb: skipping an item that is not an endpoint",
 				"table", r.table, "pk", attrString(item, attrPK), "sk", attrString(item, attrSK), "err", err)
 			continue
 		}
-		if exp == 0 || exp > now {
-			out = append(out, e)
+		if exp != 0 && exp <= now {
+			continue
 		}
+		if owner != "" {
+			owners[owner] = true
+		}
+		out = append(out, owned{Endpoint: e, owner: owner})
 	}
-	return out, nil
+	return out, owners
+}
+
+func endpointsOf(os []owned) []endpoint.Endpoint {
+	out := make([]endpoint.Endpoint, len(os))
+	for i, o := range os {
+		out[i] = o.Endpoint
+	}
+	return out
 }
 
 // plan is one Query (keyCond set) or Scan.

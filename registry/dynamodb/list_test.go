@@ -315,10 +315,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 // FuzzDecode feeds decode arbitrary attribute values: it must never panic, and what
 // it accepts must be a valid endpoint that encodes back to an equal one.
 func FuzzDecode(f *testing.F) {
-	f.Add("prod", "web", "http", "10.0.0.1", "80", "1", "", "", "30s", "")
-	f.Add("c", "s", "p", "2001:db8::1", "65535", "255", "65535", "n", "never", "1700000000000")
-	f.Add("", "9x", "p", "10.0.0.300", "-1", "0", "x", "", "10ms", "abc")
-	f.Fuzz(func(t *testing.T, cluster, service, protocol, address, port, priority, weight, node, ttl, exp string) {
+	f.Add("prod", "web", "http", "10.0.0.1", "80", "1", "", "", "30s", "", "")
+	f.Add("c", "s", "p", "2001:db8::1", "65535", "255", "65535", "n", "never", "1700000000000", "")
+	f.Add("", "9x", "p", "10.0.0.300", "-1", "0", "x", "", "10ms", "abc", "")
+	f.Add("prod", "web", "http", "10.0.0.1", "80", "1", "", "", "30s", "", "dynamodb-hold-00ff.1")
+	f.Fuzz(func(t *testing.T, cluster, service, protocol, address, port, priority, weight, node, ttl, exp, owner string) {
 		item := map[string]types.AttributeValue{
 			attrCluster: str(cluster), attrService: str(service), attrProtocol: str(protocol), attrAddress: str(address),
 			attrPort: &types.AttributeValueMemberN{Value: port}, attrPriority: &types.AttributeValueMemberN{Value: priority},
@@ -328,7 +329,7 @@ func FuzzDecode(f *testing.F) {
 				item[name] = &types.AttributeValueMemberN{Value: v}
 			}
 		}
-		for name, v := range map[string]string{attrNode: node, attrTTL: ttl} {
+		for name, v := range map[string]string{attrNode: node, attrTTL: ttl, attrOwner: owner} {
 			if v != "" {
 				item[name] = str(v)
 			}
@@ -343,6 +344,35 @@ func FuzzDecode(f *testing.F) {
 		again, _, err := decode(encode(e, time.Now()))
 		if err != nil || !endpoint.Equal(again, e) {
 			t.Fatalf("re-encoding %+v gave %+v, %v", e, again, err)
+		}
+		got, err := decodeOwner(item)
+		if err != nil || got == "" {
+			return
+		}
+		held := encodeHeld(e, got, time.Now())
+		again, heldExp, err := decode(held)
+		if back, oerr := decodeOwner(held); err != nil || oerr != nil || back != got || heldExp != 0 || !endpoint.Equal(again, e) {
+			t.Fatalf("re-encoding %+v held by %q gave %+v, owner %q, expiry %d, %v, %v", e, got, again, back, heldExp, err, oerr)
+		}
+	})
+}
+
+// FuzzDecodeHeartbeat: what decodeHeartbeat accepts encodes back to the same owner
+// and expiry, and it never panics.
+func FuzzDecodeHeartbeat(f *testing.F) {
+	f.Add("dynamodb-hold-00ff.1", "1700000000000")
+	f.Add("", "x")
+	f.Add("o", " 12 ")
+	f.Fuzz(func(t *testing.T, sk, exp string) {
+		item := map[string]types.AttributeValue{attrPK: str(heartbeatPK), attrSK: str(sk),
+			attrExpiresMs: &types.AttributeValueMemberN{Value: exp}}
+		owner, ms, err := decodeHeartbeat(item)
+		if err != nil {
+			return
+		}
+		o2, ms2, err := decodeHeartbeat(encodeHeartbeat(owner, ms))
+		if err != nil || o2 != owner || ms2 != ms || !isHeartbeat(item) {
+			t.Fatalf("heartbeat (%q, %d) re-encoded as (%q, %d), %v", owner, ms, o2, ms2, err)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -86,9 +87,21 @@ type driver struct {
 	log          *slog.Logger
 	conns        *conns
 	now          func() time.Time
+
+	holds  holds
+	reaper reaper
+	// reapAfter is how long past its owner's expiry an entry is deleted (reap.go).
+	reapAfter time.Duration
+	// stop ends the holds' renewals at Close; wg counts them.
+	stop     context.Context
+	stopHold context.CancelFunc
+	wg       sync.WaitGroup
 }
 
-var _ registry.Driver = (*driver)(nil)
+var (
+	_ registry.Driver = (*driver)(nil)
+	_ registry.Holder = (*driver)(nil)
+)
 
 // Open connects to the table, creating it first if cfg.CreateTable is set.
 func Open(ctx context.Context, cfg Config) (*registry.Front, error) {
@@ -127,8 +140,9 @@ func open(ctx context.Context, cfg Config) (*driver, error) {
 	})
 	r := &driver{
 		client: client, table: cfg.Table, pageSize: cfg.PageSize, log: cfg.Logger,
-		conns: conns, now: time.Now,
+		conns: conns, now: time.Now, reapAfter: defaultReapAfter,
 	}
+	r.stop, r.stopHold = context.WithCancel(context.Background())
 	if r.clusterIndex, err = r.prepareTable(ctx, cfg.CreateTable); err != nil {
 		_ = r.Close()
 		return nil, err
@@ -136,8 +150,12 @@ func open(ctx context.Context, cfg Config) (*driver, error) {
 	return r, nil
 }
 
-// Close closes the connections. The Front has ended and waited for every call.
+// Close ends the holds' renewals (their heartbeats then expire, as when their
+// contexts end) and closes the connections. The Front has ended and waited for
+// every call.
 func (r *driver) Close() error {
+	r.stopHold()
+	r.wg.Wait()
 	r.conns.closeAll()
 	return nil
 }
