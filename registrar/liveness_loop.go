@@ -127,8 +127,8 @@ func (r *Registrar) restore(refresh time.Duration) {
 
 // refreshDue returns due's arguments for a backend whose held entries must be
 // written again once per refresh (0: never), with n entries held: those written
-// more than three quarters of refresh ago, as many a restore as spreads all n over
-// a quarter of refresh. Entries written at once (a replica's start) come due at
+// more than three quarters of refresh ago (less one pass, so that a short refresh
+// is kept too), as many a restore as spreads all n over a quarter of refresh. Entries written at once (a replica's start) come due at
 // once and are then written over that quarter, each within refresh: each entry
 // about once per 3/4 refresh, and never more than 4n per refresh in a second.
 func refreshDue(refresh time.Duration, n int, now time.Time) (before int64, limit int) {
@@ -137,7 +137,7 @@ func refreshDue(refresh time.Duration, n int, now time.Time) (before int64, limi
 	}
 	quarter := refresh / 4
 	limit = int((int64(n)*int64(restoreEvery*time.Second) + int64(quarter) - 1) / int64(quarter))
-	return now.Add(-3 * quarter).Unix(), limit
+	return now.Add(-3*quarter + restoreEvery*time.Second).Unix(), limit
 }
 
 // livenessMetrics are the series of held entries.

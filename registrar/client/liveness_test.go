@@ -39,7 +39,10 @@ func (e *etcdEnv) replica() childConfig {
 
 // natsEnv is a nats-server with JetStream, the registry stream created by the
 // first replica.
-type natsEnv struct{ url string }
+type natsEnv struct {
+	url    string
+	maxAge time.Duration // the stream's; 0: the default
+}
 
 func newNATS(t *testing.T) *natsEnv {
 	t.Helper()
@@ -51,7 +54,7 @@ func newNATS(t *testing.T) *natsEnv {
 	return &natsEnv{url: ns.ClientURL()}
 }
 
-func (e *natsEnv) replica() childConfig { return childConfig{nats: e.url} }
+func (e *natsEnv) replica() childConfig { return childConfig{nats: e.url, maxAge: e.maxAge} }
 
 // stored reads what the stream holds, through a connection of its own.
 func (e *natsEnv) stored(t *testing.T) []string {
@@ -191,6 +194,17 @@ func testEntriesOfAnAgentDeadWithItsRegistrarGoWithTheHold(t *testing.T, env hel
 	c.Close()
 	took := goneWithin(t, env, e, replicaHold+3*time.Second, "the orphan entry goes with the dead replica's hold")
 	t.Logf("the orphan entry went %s after its replica's SIGKILL (hold %s)", took, replicaHold)
+}
+
+// On JetStream a held entry also expires on its own after the stream's MaxAge (for
+// readers that know nothing of holds): its replica writes it again in time, so it
+// lives on past several MaxAges while its agent, which never refreshes, lives.
+func TestHeldEntryOutlivesTheStreamsMaxAge(t *testing.T) {
+	env := newNATS(t)
+	env.maxAge = 8 * time.Second
+	a := heldReplica(t, env)
+	_, e := registerHeld(t, env, "10.0.0.5", a.addr)
+	stays(t, env, e, 3*env.maxAge, "past the stream's MaxAge, held")
 }
 
 // Refreshes of a held entry reach neither the registrar nor the backend: etcd's

@@ -29,8 +29,9 @@ const childEnv = "SWITCHBOARD_TEST_REGISTRAR_CHILD"
 
 // childConfig is what the parent tells a registrar process, in its environment.
 type childConfig struct {
-	etcd          string // comma-separated endpoints
-	nats          string // a NATS URL: the JetStream backend instead of etcd
+	etcd          string        // comma-separated endpoints
+	nats          string        // a NATS URL: the JetStream backend instead of etcd
+	maxAge        time.Duration // of the JetStream stream the child creates; 0: the default
 	prefix        string
 	cluster       string
 	batchInterval time.Duration
@@ -43,6 +44,7 @@ func (c childConfig) env() []string {
 		childEnv + "=1",
 		"SB_CHILD_ETCD=" + c.etcd,
 		"SB_CHILD_NATS=" + c.nats,
+		"SB_CHILD_MAX_AGE=" + c.maxAge.String(),
 		"SB_CHILD_PREFIX=" + c.prefix,
 		"SB_CHILD_CLUSTER=" + c.cluster,
 		"SB_CHILD_BATCH_INTERVAL=" + c.batchInterval.String(),
@@ -105,7 +107,12 @@ func openChildBackend(ctx context.Context) (*registry.Front, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := sbjs.New(ctx, nc, sbjs.Options{CreateStream: true})
+		maxAge, err := time.ParseDuration(os.Getenv("SB_CHILD_MAX_AGE"))
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		r, err := sbjs.New(ctx, nc, sbjs.Options{CreateStream: true, Stream: sbjs.StreamConfig{MaxAge: maxAge}})
 		if err != nil {
 			nc.Close()
 		}

@@ -176,10 +176,11 @@ func (r *driver) checkHolds(ops []registry.Op) error {
 	return nil
 }
 
-// HoldRefresh is how often a held entry must be registered again: two thirds of the
-// stream's MaxAge as opened, so that it never expires while its hold lives; 0 when
-// the stream has no MaxAge, and held entries never expire on their own.
-func (r *driver) HoldRefresh() time.Duration { return r.maxAge * 2 / 3 }
+// HoldRefresh is how often a held entry must be registered again: seven eighths of
+// the stream's MaxAge as opened (3 h to spare at the default 24 h), so that it never
+// expires while its hold lives; 0 when the stream has no MaxAge, and held entries
+// never expire on their own.
+func (r *driver) HoldRefresh() time.Duration { return r.maxAge * 7 / 8 }
 
 var (
 	_ registry.Holder        = (*driver)(nil)
