@@ -99,8 +99,13 @@ func (f *fleet) steady(ctx context.Context) ([]row, error) {
 		rows = append(rows, row{figure: "backend key writes/s (puts)", value: puts, ok: ok,
 			how: "etcd_mvcc_put_total delta on one member's /metrics: one per key written; held by the registrars (liveness TTL on), the goal is at most one per replica per second"})
 	} else {
-		rows = append(rows, row{figure: "backend writes/s (stream messages)", value: fmt.Sprintf("%.0f", rate(float64(c1.writes-c0.writes), dt)),
-			how: "delta of the registry stream's last sequence (stream info): one per stored message"})
+		r := rate(float64(c1.writes-c0.writes), dt)
+		var ok *bool
+		if f.o.livenessTTL > 0 { // held entries: at most one write per replica per second
+			ok = goal(r <= float64(f.o.clusters*f.o.registrars))
+		}
+		rows = append(rows, row{figure: "backend writes/s (stream messages)", value: fmt.Sprintf("%.1f", r), ok: ok,
+			how: "delta of the registry stream's last sequence (stream info): one per stored message, the replicas' liveness messages included; held by the registrars (liveness TTL on), the goal is at most one per replica per second"})
 	}
 	rss, err := f.registrarRSS()
 	if err != nil {
