@@ -15,7 +15,7 @@ import (
 // markAll opens a loss window in every agents process.
 func (f *fleet) markAll() error {
 	for _, p := range f.agents {
-		if _, err := p.call("mark", "marked", 10*time.Second); err != nil {
+		if _, err := p.call("mark", "marked", answerWithin); err != nil {
 			return err
 		}
 	}
@@ -35,7 +35,7 @@ type lossAccount struct {
 func (f *fleet) account(ctx context.Context) (lossAccount, error) {
 	var a lossAccount
 	for _, p := range f.agents {
-		rest, err := p.call("report", "report", 10*time.Second)
+		rest, err := p.call("report", "report", answerWithin)
 		if err != nil {
 			return a, err
 		}

@@ -30,6 +30,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// answerWithin bounds how long an agents process may take to answer the parent's
+// count, mark and report: at 500,000 endpoints on two cores, a process busy with
+// its watchers' snapshots answers in tens of seconds.
+const answerWithin = time.Minute
+
 // agentCount is an agents process's answer to "count".
 type agentCount struct{ Writes, Batches, Failures int }
 
@@ -37,7 +42,7 @@ type agentCount struct{ Writes, Batches, Failures int }
 func (f *fleet) agentWrites() (int, error) {
 	total := 0
 	for _, p := range f.agents {
-		rest, err := p.call("count", "count", 10*time.Second)
+		rest, err := p.call("count", "count", answerWithin)
 		if err != nil {
 			return 0, err
 		}
