@@ -73,7 +73,7 @@ type Config struct {
 	// (liveness.go). It is how long the replica's entries outlive it: the time its
 	// agents have to re-home to another replica, which takes them over. Zero: every
 	// entry lives by its TTL, each refresh written through. Only backends with holds
-	// (etcd, memory) can; with others it is ignored.
+	// (etcd, JetStream, DynamoDB, memory) can; with others it is ignored.
 	LivenessTTL time.Duration
 	// Hold is what this replica keeps in its snapshot: HoldAll (the default), every
 	// cluster's endpoints; or HoldDemanded, its own cluster's and, of the other

@@ -78,7 +78,7 @@ move to another replica) and persists every queued write before it exits.`,
 	fl.IntVar(&f.history, "history-size", 16384, "recent changes kept for resuming agents; one further behind gets a full snapshot")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown keeps trying to persist queued writes")
 	fl.DurationVar(&f.livenessTTL, "liveness-ttl", 20*time.Second,
-		"keep agents' entries alive while their watch stream is open, writing each to the backend once instead of at every refresh (etcd, memory); "+
+		"keep agents' entries alive while their watch stream is open, writing each to the backend once instead of at every refresh (etcd, JetStream, DynamoDB, memory); "+
 			"the time a dead replica's agents have to re-home before its entries go. 0: agents' refreshes reach the backend")
 	fl.StringVar(&f.hold, "hold", registrar.HoldAll,
 		"what this replica keeps in memory: all (every cluster's endpoints) or demanded (its own cluster's, and of the others only the services "+
