@@ -333,9 +333,8 @@ func (s *system) rehomeAccount(b *strings.Builder) []string {
 	for i, p := range s.registrars {
 		logs[i] = p.log
 	}
-	taken, refused := holdStatus(logs)
 	ts, maxHeld := s.held.account()
-	text, missing := rehomeReport(s.o.livenessTTL, ts, maxHeld, taken, refused)
+	text, missing := rehomeReport(s.o.livenessTTL, ts, maxHeld, scanHoldLogs(logs))
 	b.WriteString(text)
 	if len(missing) > 0 {
 		fmt.Fprintf(b, "acknowledged entries missing at a holding registrar's return (%d):\n    %s\n", len(missing), summarize(missing, 12))

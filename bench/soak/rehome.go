@@ -294,15 +294,27 @@ func (s *system) resolve(f fault) fault {
 	return f
 }
 
-// Lines of the registrar's log that say whether it holds (registrar/liveness_loop.go).
+// Lines of the registrars' logs (registrar/liveness_loop.go, registry/etcd/hold.go)
+// that tell what their holds did.
 const (
 	holdTakenLog = "holding agents' entries by their sessions"
 	cannotHold   = "the backend cannot hold entries by a replica's liveness"
+	holdLostLog  = "hold lease lost"
+	restoredLog  = "registered again entries of live sessions the registry lost"
+	expiredLog   = "removed entries of agents whose session ended"
 )
 
-// holdStatus counts, over the registrars' logs, the starts that took a hold and
-// those that said the backend cannot hold.
-func holdStatus(logs []string) (taken, refused int) {
+// holdLogs is what the registrars' logs say of their holds: starts that took one,
+// starts that found the backend cannot hold, holds the backend dropped (renewed
+// under the same ID), and the entries restored and removed by the liveness loop.
+type holdLogs struct {
+	taken, refused, dropped int
+	restored, expired       int
+}
+
+// scanHoldLogs reads the registrars' logs.
+func scanHoldLogs(logs []string) holdLogs {
+	var h holdLogs
 	for _, name := range logs {
 		f, err := os.Open(name)
 		if err != nil {
@@ -311,27 +323,50 @@ func holdStatus(logs []string) (taken, refused int) {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			switch l := sc.Text(); {
-			case strings.Contains(l, holdTakenLog):
-				taken++
-			case strings.Contains(l, cannotHold):
-				refused++
-			}
+			h.add(sc.Text())
 		}
 		_ = f.Close()
 	}
-	return taken, refused
+	return h
+}
+
+func (h *holdLogs) add(l string) {
+	switch {
+	case strings.Contains(l, holdTakenLog):
+		h.taken++
+	case strings.Contains(l, cannotHold):
+		h.refused++
+	case strings.Contains(l, holdLostLog):
+		h.dropped++
+	case strings.Contains(l, restoredLog):
+		h.restored += entriesOf(l)
+	case strings.Contains(l, expiredLog):
+		h.expired += entriesOf(l)
+	}
+}
+
+// entriesOf is the value of a log line's entries=N.
+func entriesOf(l string) int {
+	_, v, ok := strings.Cut(l, " entries=")
+	if !ok {
+		return 0
+	}
+	v, _, _ = strings.Cut(v, " ")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // rehomeReport is the report's account of re-homing, and whether the run shows
 // the path exercised: a holding registrar killed, and entries taken over.
-func rehomeReport(livenessTTL time.Duration, ts []takeover, maxHeld, taken, refused int) (string, []string) {
+func rehomeReport(livenessTTL time.Duration, ts []takeover, maxHeld int, hl holdLogs) (string, []string) {
 	var b strings.Builder
 	if livenessTTL <= 0 {
 		return "re-homing: liveness off (--liveness-ttl=0): the registrars hold nothing; entries live by their TTL\n", nil
 	}
 	fmt.Fprintf(&b, "re-homing (--liveness-ttl %s): registrar starts that took a hold: %d; that found the backend cannot hold: %d; most entries one replica held: %d\n",
-		livenessTTL, taken, refused, maxHeld)
+		livenessTTL, hl.taken, hl.refused, maxHeld)
+	fmt.Fprintf(&b, "  the registrars' logs: holds the backend dropped and renewed: %d; entries of live sessions registered again: %d; entries of ended sessions removed: %d\n",
+		hl.dropped, hl.restored, hl.expired)
 	var holding, total, kills, checked int
 	var missing []string
 	for _, t := range ts {
@@ -354,8 +389,8 @@ func rehomeReport(livenessTTL time.Duration, ts []takeover, maxHeld, taken, refu
 	fmt.Fprintf(&b, "entries taken over: %d, over %d registrar kills (%d of them %s, %d with entries held at the kill, %d checked at the return)\n",
 		total, len(ts), kills, killHolding, holding, checked)
 	switch {
-	case taken == 0:
-		fmt.Fprintf(&b, "re-homing NOT exercised: no registrar took a hold (their logs say the backend cannot hold %d times); agents kept their entries alive by refreshing them\n", refused)
+	case hl.taken == 0:
+		fmt.Fprintf(&b, "re-homing NOT exercised: no registrar took a hold (their logs say the backend cannot hold %d times); agents kept their entries alive by refreshing them\n", hl.refused)
 	case holding == 0 || total == 0:
 		fmt.Fprintf(&b, "re-homing NOT exercised: %d kills of a registrar holding entries, %d entries taken over\n", holding, total)
 	default:

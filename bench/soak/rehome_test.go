@@ -138,7 +138,7 @@ func TestTakeoverAccount(t *testing.T) {
 	if h.entries(0) != 0 || h.entries(2) != 0 {
 		t.Fatalf("after every registrar's kill: %d, %d", h.entries(0), h.entries(2))
 	}
-	text, missing := rehomeReport(5*time.Second, ts, maxHeld, 4, 0)
+	text, missing := rehomeReport(5*time.Second, ts, maxHeld, holdLogs{taken: 4})
 	if !strings.Contains(text, "entries taken over: 115") || !strings.Contains(text, "re-homing exercised: 1 kills") || len(missing) != 0 {
 		t.Fatalf("report:\n%s", text)
 	}
@@ -158,12 +158,12 @@ func TestRehomeReportSaysWhenNotExercised(t *testing.T) {
 		{"no kill", nil, 3, 0, "re-homing NOT exercised: 0 kills"},
 		{"nothing taken", []takeover{{kind: killHolding, victimHeld: 40, before: 10, peak: 10, checked: 40}}, 3, 0, "re-homing NOT exercised: 1 kills of a registrar holding entries, 0 entries taken over"},
 	} {
-		text, _ := rehomeReport(5*time.Second, c.ts, 0, c.taken, c.refused)
+		text, _ := rehomeReport(5*time.Second, c.ts, 0, holdLogs{taken: c.taken, refused: c.refused})
 		if !strings.Contains(text, c.want) {
 			t.Errorf("%s: report lacks %q:\n%s", c.name, c.want, text)
 		}
 	}
-	if text, _ := rehomeReport(0, nil, 0, 0, 0); !strings.Contains(text, "liveness off") {
+	if text, _ := rehomeReport(0, nil, 0, holdLogs{}); !strings.Contains(text, "liveness off") {
 		t.Errorf("liveness off: %s", text)
 	}
 }
@@ -206,5 +206,25 @@ func TestRefreshesDoNotMoveTheLastChange(t *testing.T) {
 	o.acked(0, opUnregister, registry.Unregister(e), 1)
 	if got := o.changesAt()[e.Key()]; !got.After(first) {
 		t.Fatal("an unregister did not move the last change")
+	}
+}
+
+// The registrars' own lines say whether they hold, and what their liveness loop
+// restored and removed.
+func TestHoldLogsCountTheRegistrarsLines(t *testing.T) {
+	var h holdLogs
+	for _, l := range []string{
+		`time=2026-12-06T01:22:34.256Z level=INFO msg="holding agents' entries by their sessions" component=registrar hold=etcd-lease-1 liveness_ttl=5s`,
+		`time=2026-12-06T01:22:34.256Z level=INFO msg="the backend cannot hold entries by a replica's liveness; agents keep theirs alive by refreshing them" component=registrar`,
+		`time=2026-12-06T01:22:35.000Z level=WARN msg="etcd: hold lease lost; granting a new one (the entries it held are gone)" hold=etcd-lease-1`,
+		`time=2026-12-06T01:22:36.000Z level=INFO msg="registered again entries of live sessions the registry lost" component=registrar entries=17`,
+		`time=2026-12-06T01:22:41.000Z level=INFO msg="registered again entries of live sessions the registry lost" component=registrar entries=3`,
+		`time=2026-12-06T01:22:42.000Z level=INFO msg="removed entries of agents whose session ended" component=registrar entries=40`,
+		`time=2026-12-06T01:22:42.000Z level=INFO msg="registrar ready" addr=127.0.0.1:1`,
+	} {
+		h.add(l)
+	}
+	if want := (holdLogs{taken: 1, refused: 1, dropped: 1, restored: 20, expired: 40}); h != want {
+		t.Fatalf("counted %+v, want %+v", h, want)
 	}
 }
