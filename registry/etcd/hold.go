@@ -2,13 +2,11 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchboard-mesh/switchboard/internal/backoff"
@@ -63,11 +61,8 @@ func (r *driver) grantHold(ctx context.Context, h *hold) (clientv3.LeaseID, erro
 }
 
 // keepHold renews the hold's lease until ctx ends. The client's KeepAlive retries
-// through lost connections by itself, but ends (its channel closes) when the lease is
-// gone and also when it heard nothing of it for the lease's TTL, though the server
-// may still have it: etcd extends every lease when a member becomes leader, as after
-// a restart. A lease the server still has is renewed again, so that its entries stay;
-// only a lease gone is replaced by a new one.
+// through lost connections by itself; its channel closes early only when the lease
+// is gone, and then a new lease is granted.
 //
 // The hold stays known after ctx ends: its lease lives ttl more, and writes still
 // under way (a registrar persisting its last writes at shutdown) may use it.
@@ -76,15 +71,11 @@ func (r *driver) keepHold(ctx context.Context, hid registry.HoldID, h *hold) {
 	for ctx.Err() == nil {
 		ch, err := r.client.KeepAlive(ctx, clientv3.LeaseID(h.lease.Load()))
 		if err == nil {
-			for range ch {
-				b.Reset()
+			for range ch { //nolint:revive // each answer is a renewal; only the close matters
 			}
 		}
 		if ctx.Err() != nil {
 			return
-		}
-		if r.leaseAlive(ctx, h, &b) {
-			continue
 		}
 		r.log.Warn("etcd: hold lease lost; granting a new one (the entries it held are gone)", "hold", hid, "err", err)
 		for ctx.Err() == nil {
@@ -95,26 +86,6 @@ func (r *driver) keepHold(ctx context.Context, hid registry.HoldID, h *hold) {
 			if !b.Wait(ctx) {
 				return
 			}
-		}
-	}
-}
-
-// leaseAlive asks the server whether the hold's lease still exists, until it
-// answers or ctx ends, waiting a step of b before it answers true (a keepalive that
-// ends at once again must not spin).
-func (r *driver) leaseAlive(ctx context.Context, h *hold, b *backoff.Backoff) bool {
-	for {
-		if !b.Wait(ctx) {
-			return false
-		}
-		tctx, cancel := context.WithTimeout(ctx, h.ttl)
-		resp, err := r.client.TimeToLive(tctx, clientv3.LeaseID(h.lease.Load()))
-		cancel()
-		switch {
-		case err == nil:
-			return resp.TTL > 0
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return false
 		}
 	}
 }
