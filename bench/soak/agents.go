@@ -49,6 +49,21 @@ func newAgent(id, keys int, ttl time.Duration, seed uint64, c *client.Client, o 
 	return a
 }
 
+// due returns the keepalive refreshes due, at most n: the slots whose last
+// acknowledged register is older than ttl/4.
+func (a *agent) due(n int) []slotOp {
+	if a.ttl <= 0 {
+		return nil
+	}
+	var out []slotOp
+	for slot, cur := range a.cur {
+		if time.Since(a.lastSeen[slot]) > a.ttl/4 && len(out) < n {
+			out = append(out, slotOp{slot, opRefresh, registry.Register(cur.Clone())})
+		}
+	}
+	return out
+}
+
 type slotOp struct {
 	slot int
 	kind opKind
@@ -60,16 +75,8 @@ type slotOp struct {
 // slots are due for a keepalive does: with a TTL, the op sequence is replayable only
 // approximately.
 func (a *agent) next() []slotOp {
-	if a.ttl > 0 {
-		var due []slotOp
-		for slot, cur := range a.cur {
-			if time.Since(a.lastSeen[slot]) > a.ttl/4 && len(due) < 3 {
-				due = append(due, slotOp{slot, opRefresh, registry.Register(cur.Clone())})
-			}
-		}
-		if len(due) > 0 {
-			return due
-		}
+	if due := a.due(3); len(due) > 0 {
+		return due
 	}
 	n := 1 + a.rng.IntN(3)
 	used := map[int]bool{}
@@ -108,12 +115,49 @@ func (a *agent) next() []slotOp {
 
 // run writes until stop ends, then finishes the batch in flight; a batch is retried
 // until every op of it is acknowledged, or until hard ends (then it is reported).
-func (a *agent) run(stop, hard context.Context) {
+// Then it calls wrote and keeps its entries alive until keep ends, as a live agent
+// does: with TTLs of a few seconds, entries nobody refreshes would be gone before
+// the final check ends.
+func (a *agent) run(stop, hard, keep context.Context, wrote func()) {
 	for stop.Err() == nil {
 		a.apply(hard, a.next())
 		select {
 		case <-stop.Done():
 		case <-time.After(time.Duration(10+a.rng.IntN(140)) * time.Millisecond):
+		}
+	}
+	wrote()
+	a.keepAlive(keep)
+}
+
+// keepAlive refreshes the entries due until ctx ends. A refresh that fails is due
+// still, and tried again at the next tick; none is given up on, or reported.
+func (a *agent) keepAlive(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		batch := a.due(len(a.keys))
+		if len(batch) == 0 {
+			continue
+		}
+		ops := make([]registry.Op, len(batch))
+		for i, s := range batch {
+			ops[i] = s.op
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.c.Apply(actx, ops)
+		cancel()
+		if err != nil {
+			continue // all retried: a refresh is idempotent
+		}
+		for _, s := range batch {
+			a.o.acked(a.id, s.kind, s.op, 1)
+			a.lastSeen[s.slot] = time.Now()
 		}
 	}
 }

@@ -48,6 +48,8 @@ func childMain(args []string) int {
 	replicas := fs.Int("replicas", 1, "stream replicas (registrar on jetstream)")
 	proxied := fs.Bool("proxied", false, "reach each backend address through a proxy of its own, poisoned on orders read from stdin (registrar)")
 	listen := fs.String("listen", "", "gRPC address (registrar)")
+	healthListen := fs.String("health-listen", "", "HTTP address of /metrics, which the soak reads the held entries from (registrar); empty: none")
+	livenessTTL := fs.Duration("liveness-ttl", 0, "hold agents' entries by their sessions, with this TTL (registrar); 0: off")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -83,7 +85,8 @@ func childMain(args []string) int {
 				break
 			}
 		}
-		err = runRegistrar(ctx, log, *backend, urls, *replicas, *listen)
+		err = runRegistrar(ctx, log, registrarChild{backend: *backend, urls: urls, replicas: *replicas,
+			listen: *listen, healthListen: *healthListen, livenessTTL: *livenessTTL})
 	default:
 		err = fmt.Errorf("unknown child %q", args[0])
 	}
@@ -178,25 +181,50 @@ func proxyAll(ps *proxies, urls []string) ([]string, error) {
 	return out, nil
 }
 
+// registrarChild is a registrar child's flags.
+type registrarChild struct {
+	backend              string
+	urls                 []string
+	replicas             int
+	listen, healthListen string
+	livenessTTL          time.Duration
+}
+
+// params are the registry backend's parameters for the child's backend.
+func (rc registrarChild) params() (map[string]string, error) {
+	params := map[string]string{}
+	switch rc.backend {
+	case "etcd":
+		params["etcd-endpoints"] = strings.Join(rc.urls, ",")
+		params["etcd-dial-timeout"] = "3s"
+	case "jetstream":
+		params["nats-url"] = strings.Join(rc.urls, ",")
+		params["replicas"] = strconv.Itoa(rc.replicas)
+	default:
+		return nil, fmt.Errorf("backend %q: want etcd or jetstream", rc.backend)
+	}
+	return params, nil
+}
+
+// serverConfig is the replica's configuration: the same a `switchboard registrar`
+// with --liveness-ttl and --health-listen builds, over reg.
+func (rc registrarChild) serverConfig(reg registry.Registry, log *slog.Logger) registrar.ServerConfig {
+	return registrar.ServerConfig{Listen: rc.listen, HealthListen: rc.healthListen, NoUI: true, Registrar: registrar.Config{
+		Cluster: "east", Backend: reg, Logger: log.With("component", "registrar"), LivenessTTL: rc.livenessTTL,
+	}}
+}
+
 // runRegistrar serves one registrar replica of cluster "east". Opening the backend is
 // retried: a replica restarted while the backend is down waits for it, as a pod
 // restarted by its orchestrator would keep trying.
-func runRegistrar(ctx context.Context, log *slog.Logger, backend string, urls []string, replicas int, listen string) error {
-	params := map[string]string{}
-	switch backend {
-	case "etcd":
-		params["etcd-endpoints"] = strings.Join(urls, ",")
-		params["etcd-dial-timeout"] = "3s"
-	case "jetstream":
-		params["nats-url"] = strings.Join(urls, ",")
-		params["replicas"] = strconv.Itoa(replicas)
-	default:
-		return fmt.Errorf("backend %q: want etcd or jetstream", backend)
+func runRegistrar(ctx context.Context, log *slog.Logger, rc registrarChild) error {
+	params, err := rc.params()
+	if err != nil {
+		return err
 	}
 	var reg registry.Registry
 	for {
-		var err error
-		if reg, err = registry.Open(ctx, backend, params, log.With("component", "backend")); err == nil {
+		if reg, err = registry.Open(ctx, rc.backend, params, log.With("component", "backend")); err == nil {
 			break
 		}
 		log.Warn("backend not available yet", "err", err)
@@ -207,9 +235,7 @@ func runRegistrar(ctx context.Context, log *slog.Logger, backend string, urls []
 		}
 	}
 	defer reg.Close()
-	srv, err := registrar.NewServer(registrar.ServerConfig{Listen: listen, Registrar: registrar.Config{
-		Cluster: "east", Backend: reg, Logger: log.With("component", "registrar"),
-	}})
+	srv, err := registrar.NewServer(rc.serverConfig(reg, log))
 	if err != nil {
 		return err
 	}

@@ -29,15 +29,19 @@ const (
 	killAllRegistrars faultKind = "kill-all-registrars"
 	killBackend       faultKind = "kill-backend"
 	killBoth          faultKind = "kill-backend+registrar" // the registrar restarts while the backend is still down
-	stallWatcher      faultKind = "stall-watcher"
-	freezeRegistrar   faultKind = "freeze-registrar" // SIGSTOP: a hung process, connections stay open
-	freezeBackend     faultKind = "freeze-backend"
-	calm              faultKind = "calm" // no fault: a quiet window for the mid-run sampler
-	restartCP         faultKind = "restart-controlplane"
-	duplicateNode     faultKind = "duplicate-node"
-	killDPNode        faultKind = "kill-dp-node"
-	killDPNodes       faultKind = "kill-dp-nodes"
-	crashed           faultKind = "unexpected-exit" // not injected: a child died by itself
+	// killHolding SIGKILLs the registrar holding the most agents' entries and keeps
+	// it down until its hold has run out: they live on only if the agents re-home
+	// and a surviving replica takes them over (rehome.go).
+	killHolding     faultKind = "kill-holding-registrar"
+	stallWatcher    faultKind = "stall-watcher"
+	freezeRegistrar faultKind = "freeze-registrar" // SIGSTOP: a hung process, connections stay open
+	freezeBackend   faultKind = "freeze-backend"
+	calm            faultKind = "calm" // no fault: a quiet window for the mid-run sampler
+	restartCP       faultKind = "restart-controlplane"
+	duplicateNode   faultKind = "duplicate-node"
+	killDPNode      faultKind = "kill-dp-node"
+	killDPNodes     faultKind = "kill-dp-nodes"
+	crashed         faultKind = "unexpected-exit" // not injected: a child died by itself
 )
 
 type fault struct {
@@ -67,7 +71,7 @@ type laneSpec struct {
 	maxCount map[faultKind]int // how many targets the kind takes at most
 }
 
-func lanes(network bool) []laneSpec {
+func lanes(network bool, livenessTTL time.Duration) []laneSpec {
 	ls := []laneSpec{
 		{
 			name:    "registry",
@@ -94,26 +98,48 @@ func lanes(network bool) []laneSpec {
 			maxCount: map[faultKind]int{killDPNodes: 3},
 		},
 	}
+	if livenessTTL > 0 {
+		ls[0] = withHoldingKills(ls[0], livenessTTL)
+	}
 	if network {
 		ls = append(ls, networkLane())
 	}
 	return ls
 }
 
+// withHoldingKills adds the kill of a holding registrar to the registry lane. It
+// stays down 2 to 6 s longer than its hold's TTL: etcd expires a lease within a
+// second of its TTL, so the hold has run out, and every entry it held is gone unless
+// another replica took it over, before the victim returns.
+func withHoldingKills(l laneSpec, livenessTTL time.Duration) laneSpec {
+	l.kinds = append(append([]faultKind(nil), l.kinds...), killHolding)
+	l.weights = append(append([]int(nil), l.weights...), 3)
+	holds := make(map[faultKind][2]time.Duration, len(l.holds)+1)
+	for k, h := range l.holds {
+		holds[k] = h
+	}
+	holds[killHolding] = [2]time.Duration{livenessTTL + 2*time.Second, livenessTTL + 6*time.Second}
+	l.holds = holds
+	return l
+}
+
 // shape is what a schedule is planned for: the counts of registrar replicas, backend
-// members and data-plane nodes, and whether the network nemesis runs.
+// members and data-plane nodes, whether the network nemesis runs, and the
+// registrars' liveness TTL (0: they hold nothing, and no holding registrar is killed).
 type shape struct {
 	replicas, members, nodes int
 	network                  bool
+	livenessTTL              time.Duration
 }
 
 // plan draws every lane's schedule for duration from seed; gapScale stretches (> 1)
 // or shrinks (< 1) the gaps between faults. It depends on nothing but its arguments,
-// and without the network nemesis it draws what it drew before there was one.
+// and without the network nemesis and liveness it draws what it drew before either
+// was there.
 func plan(seed uint64, duration time.Duration, sh shape, gapScale float64) [][]fault {
 	replicas, nodes := sh.replicas, sh.nodes
 	var out [][]fault
-	for i, l := range lanes(sh.network) {
+	for i, l := range lanes(sh.network, sh.livenessTTL) {
 		l.gap[0] = time.Duration(float64(l.gap[0]) * gapScale)
 		l.gap[1] = time.Duration(float64(l.gap[1]) * gapScale)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
@@ -123,7 +149,9 @@ func plan(seed uint64, duration time.Duration, sh shape, gapScale float64) [][]f
 			k := pick(rng, l.kinds, l.weights)
 			f := fault{lane: l.name, kind: k, at: t, hold: between(l.holds[k])}
 			switch k {
-			case killRegistrar, killBoth, freezeRegistrar:
+			case killRegistrar, killBoth, freezeRegistrar, killHolding:
+				// killHolding's target is only a fallback: the victim is chosen when
+				// it strikes, as the replica holding the most entries then.
 				f.targets = []int{rng.IntN(replicas)}
 			case duplicateNode, killDPNode:
 				f.targets = []int{rng.IntN(nodes)}
@@ -225,6 +253,7 @@ func (in *injector) runLane(stop context.Context, fs []fault) {
 		if !in.settle(stop, f) {
 			return
 		}
+		f = in.s.resolve(f)
 		r := faultRecord{fault: f, target: in.s.describe(f), start: time.Since(in.start)}
 		in.log.Info("fault", "lane", f.lane, "kind", f.kind, "target", r.target, "hold", f.hold.Round(time.Millisecond))
 		registry := (f.lane == "registry" || f.lane == "network") && f.kind != calm

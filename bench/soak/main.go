@@ -11,6 +11,11 @@
 // schedule drawn from the seed. When the time is up the faults stop, everything is
 // healed, and every reader must agree with the oracle within --check-timeout.
 //
+// With --liveness-ttl (on by default) the registrars hold their agents' entries by
+// the agents' sessions, and a fault kills the replica holding the most of them for
+// longer than its hold lives: the entries survive only if their agents re-home and
+// a surviving replica takes them over (rehome.go).
+//
 //	go run ./bench/soak --duration 1m --backend etcd
 //	go run ./bench/soak --duration 10m --backend both --seed 42
 package main
@@ -41,6 +46,7 @@ type options struct {
 	edges        int
 	perGroup     int
 	ttl          time.Duration
+	livenessTTL  time.Duration // the registrars' --liveness-ttl; 0: off
 	checkTimeout time.Duration
 	keep         bool
 	network      bool // the network nemesis: namespaces, three backend members, cuts and toxic links
@@ -66,7 +72,8 @@ func main() {
 	flag.IntVar(&o.edges, "edge-groups", 5, "edge groups around the hub group")
 	flag.IntVar(&o.perGroup, "nodes-per-group", 4, "data-plane nodes per group")
 	flag.DurationVar(&o.checkTimeout, "check-timeout", 10*time.Second, "how long the final state may take to agree once the faults are healed")
-	flag.DurationVar(&o.ttl, "ttl", time.Minute, "TTL of every registration (whole seconds; 0: none); agents refresh each key every ttl/4")
+	flag.DurationVar(&o.ttl, "ttl", 0, "TTL of every registration (whole seconds); agents refresh each key every ttl/4 (default: 4s with --liveness-ttl, shorter than a holding registrar's kill, so that only a takeover keeps its entries; 1m without)")
+	flag.DurationVar(&o.livenessTTL, "liveness-ttl", 5*time.Second, "the registrars' --liveness-ttl: they hold agents' entries by their sessions, and a holding one is killed for longer than this (0: off; else at least 3s)")
 	flag.BoolVar(&o.sabotage, "sabotage", false, "check the checker: behind everyone's back, delete one expected endpoint from the backend and add a stray connection to a datapath before the final check; the run must FAIL")
 	flag.Float64Var(&o.gapScale, "fault-gap-scale", 1, "multiplies the gaps between the faults of a lane (0.25: four times as many faults)")
 	flag.StringVar(&nemesisFlag, "nemesis", "crash", "crash: processes killed, frozen and restarted; network: that, and each process in a network namespace of its own with three backend members, partitions, one-way cuts and slow or lossy links (needs root, ip and iptables)")
@@ -104,6 +111,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "need --registrars >= 2, --agents, --keys, --watchers, --edge-groups, --nodes-per-group >= 1 and a positive --duration and --fault-gap-scale")
 		os.Exit(2)
 	}
+	if err := o.ttlDefaults(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	if seed == 0 {
 		seed = time.Now().UnixNano() & (1<<53 - 1)
 	}
@@ -134,6 +145,30 @@ func main() {
 	}
 }
 
+// ttlDefaults sets the registrations' TTL when --ttl was not given, and checks both.
+// With liveness held, the TTL is shorter than a holding registrar stays down (its
+// hold's TTL and 2 s at least), so that its entries would be gone by its return
+// were they kept by their TTL: they live only if a surviving replica takes them over.
+func (o *options) ttlDefaults() error {
+	if o.livenessTTL != 0 && o.livenessTTL < 3*time.Second {
+		return fmt.Errorf("--liveness-ttl %s: want 0 (off) or at least 3s", o.livenessTTL)
+	}
+	if o.ttl == 0 {
+		o.ttl = time.Minute
+		if o.livenessTTL > 0 {
+			o.ttl = 4 * time.Second
+		}
+	}
+	if o.ttl < time.Second || o.ttl%time.Second != 0 {
+		return fmt.Errorf("--ttl %s: want whole seconds, at least 1s", o.ttl)
+	}
+	if o.livenessTTL > 0 && o.ttl >= o.livenessTTL+2*time.Second {
+		slog.Warn("--ttl is not shorter than a holding registrar's kill: its entries could outlive it on their own TTL, and survive without a takeover",
+			"ttl", o.ttl, "kill_at_least", o.livenessTTL+2*time.Second)
+	}
+	return nil
+}
+
 // runOne soaks one backend and prints its report; it reports whether it passed.
 func runOne(ctx context.Context, o options, backend string) (bool, error) {
 	log := slog.Default().With("backend", backend)
@@ -151,7 +186,7 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 			fmt.Printf("data and logs kept in %s\n", s.dir)
 		}
 	}()
-	schedule := plan(o.seed, o.duration, shape{replicas: o.replicas, members: len(s.members), nodes: len(s.fleet.nodes), network: o.network}, o.gapScale)
+	schedule := plan(o.seed, o.duration, shape{replicas: o.replicas, members: len(s.members), nodes: len(s.fleet.nodes), network: o.network, livenessTTL: o.livenessTTL}, o.gapScale)
 	s.start = time.Now()
 	q := &quiet{since: s.start}
 	in := &injector{s: s, start: s.start, log: log, q: q}
@@ -165,12 +200,14 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	defer stopWatching()
 
-	var agents, lanes, watchers sync.WaitGroup
+	var agents, wrote, lanes, watchers sync.WaitGroup
 	for _, w := range s.watchers {
 		watchers.Go(func() { w.run(watchCtx) })
 	}
+	watchers.Go(func() { s.held.run(watchCtx) })
 	for _, a := range s.agents {
-		agents.Go(func() { a.run(stop, hard) })
+		wrote.Add(1)
+		agents.Go(func() { a.run(stop, hard, watchCtx, wrote.Done) })
 	}
 	for _, fs := range schedule {
 		lanes.Go(func() { in.runLane(stop, fs) })
@@ -191,7 +228,7 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 	stoppedAt := time.Since(in.start)
 	log.Info("faults stopped; healing", "at", stoppedAt.Round(time.Millisecond))
 	healErr := s.healAll()
-	agents.Wait()
+	wrote.Wait()
 	if ctx.Err() != nil {
 		return false, fmt.Errorf("interrupted")
 	}
@@ -201,18 +238,25 @@ func runOne(ctx context.Context, o options, backend string) (bool, error) {
 			return false, fmt.Errorf("sabotage: %w", err)
 		}
 	}
-	v := s.check(o.checkTimeout)
+	v := s.check(o.checkTimeout, o.steadyFor())
 	stopWatching()
 	watchers.Wait()
+	agents.Wait()
 
-	pass = v.ok() && healErr == nil && s.oracle.unacked.Load() == 0 && len(sm.lost) == 0
 	faults := in.sorted()
-	report(o, backend, s, faults, stoppedAt, v, healErr, sm)
+	pass = report(o, backend, s, faults, stoppedAt, v, healErr, sm)
 	if o.network && cutPackets(faults) == 0 {
 		pass = false
 		return false, fmt.Errorf("setup error: the network nemesis never cut a pair (no cut dropped a packet); the run tested nothing it is for")
 	}
 	return pass, nil
+}
+
+// steadyFor is how long the backend must hold still after the final agreement: past
+// an entry's TTL or a dead hold's (what a removal of a gone session's entries or an
+// expired hold would take), and a replica's restore round (5 s) and sweep (1 s).
+func (o options) steadyFor() time.Duration {
+	return max(o.ttl, o.livenessTTL) + 6*time.Second
 }
 
 // cutPackets is how many packets the run's cuts dropped.
@@ -226,11 +270,12 @@ func cutPackets(faults []faultRecord) int64 {
 	return n
 }
 
-func report(o options, backend string, s *system, faults []faultRecord, stoppedAt time.Duration, v verdict, healErr error, sm *sampler) {
+// report prints the run's account and returns whether it passed.
+func report(o options, backend string, s *system, faults []faultRecord, stoppedAt time.Duration, v verdict, healErr error, sm *sampler) bool {
 	or := s.oracle
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n==== soak: backend %s, seed %d, duration %s, %d registrars, %d agents × %d keys, %d watchers, %d DP nodes; %s, GOMAXPROCS %d\n",
-		backend, o.seed, o.duration, o.replicas, o.agents, o.keys, o.watchers, len(s.fleet.nodes), runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&b, "\n==== soak: backend %s, seed %d, duration %s, %d registrars, %d agents × %d keys (ttl %s), %d watchers, %d DP nodes; %s, GOMAXPROCS %d\n",
+		backend, o.seed, o.duration, o.replicas, o.agents, o.keys, o.ttl, o.watchers, len(s.fleet.nodes), runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&b, "faults (%d; %s), stopped at %s:\n%s", len(faults), countFaults(faults), stoppedAt.Round(time.Millisecond), formatFaults(faults))
 	if o.network {
 		fmt.Fprintf(&b, "network nemesis: 3 backend members; cuts dropped %d packets in all\n", cutPackets(faults))
@@ -257,16 +302,42 @@ func report(o options, backend string, s *system, faults []faultRecord, stoppedA
 	if healErr != nil {
 		fmt.Fprintf(&b, "healing after the faults failed: %v\n", healErr)
 	}
-	fmt.Fprintf(&b, "mid-run samples of the backend (registry quiet ≥ %s): %d taken, %d failed to list; acknowledged writes lost mid-run: %d\n", quietNeeded, sm.samples, sm.errors, len(sm.lost))
-	if len(sm.lost) > 0 {
-		fmt.Fprintf(&b, "    %s\n", summarize(sm.lost, 12))
+	fmt.Fprintf(&b, "mid-run samples of the backend (registry quiet ≥ %s): %d taken, %d failed to list; acknowledged writes lost mid-run: %d; removed entries found again mid-run: %d\n",
+		quietNeeded, sm.samples, sm.errors, len(sm.lost), len(sm.resurrected))
+	if len(sm.lost)+len(sm.resurrected) > 0 {
+		fmt.Fprintf(&b, "    %s\n", summarize(append(append([]string(nil), sm.lost...), sm.resurrected...), 12))
 	}
-	fmt.Fprintf(&b, "acknowledged writes lost at the end (backend disagrees with the oracle): %d\n", v.lost)
+	missing := s.rehomeAccount(&b)
+	lost := v.lost + len(sm.lost) + len(missing)
+	resurrected := v.resurrected + len(sm.resurrected)
+	fmt.Fprintf(&b, "lost (acknowledged live entries missing: at the end %d, mid-run %d, at a holding registrar's return %d): %d\n", v.lost, len(sm.lost), len(missing), lost)
+	fmt.Fprintf(&b, "resurrected (entries their agent unregistered, found again: at the end %d, mid-run %d): %d\n", v.resurrected, len(sm.resurrected), resurrected)
+	if v.stray > 0 {
+		fmt.Fprintf(&b, "stray (entries no agent wrote, in the backend at the end): %d\n", v.stray)
+	}
+	pass := v.ok() && healErr == nil && or.unacked.Load() == 0 && lost == 0 && resurrected == 0
 	result := "PASS"
-	if !v.ok() || healErr != nil || or.unacked.Load() > 0 || len(sm.lost) > 0 {
+	if !pass {
 		result = "FAIL"
 	}
 	fmt.Fprintf(&b, "result: %s — %s\n", result, v)
 	fmt.Fprintf(&b, "replay: go run ./bench/soak --backend %s --seed %d%s\n", backend, o.seed, o.replayFlags)
 	fmt.Print(b.String())
+	return pass
+}
+
+// rehomeAccount writes the re-homing account into b and returns the acknowledged
+// entries found missing as holding registrars returned.
+func (s *system) rehomeAccount(b *strings.Builder) []string {
+	logs := make([]string, len(s.registrars))
+	for i, p := range s.registrars {
+		logs[i] = p.log
+	}
+	ts, maxHeld := s.held.account()
+	text, missing := rehomeReport(s.o.livenessTTL, ts, maxHeld, scanHoldLogs(logs))
+	b.WriteString(text)
+	if len(missing) > 0 {
+		fmt.Fprintf(b, "acknowledged entries missing at a holding registrar's return (%d):\n    %s\n", len(missing), summarize(missing, 12))
+	}
+	return missing
 }

@@ -64,6 +64,7 @@ const (
 	clientPort    = 4000
 	peerPort      = 4001
 	registrarPort = 4002
+	healthPort    = 4003 // a registrar's /metrics
 )
 
 // startInNamespaces starts the members and the registrars in namespaces of their
@@ -87,8 +88,9 @@ func (s *system) startInNamespaces() ([]string, error) {
 			return nil, err
 		}
 		listen := netip.AddrPortFrom(ip, registrarPort).String()
-		p := newProc(name, s.logDir, 3*time.Minute, "registrar", "-backend", s.backend, "-backend-url", s.backendURLs(),
-			"-replicas", "3", "-proxied", "-listen", listen)
+		args := append([]string{"registrar", "-backend", s.backend, "-backend-url", s.backendURLs(),
+			"-replicas", "3", "-proxied", "-listen", listen}, s.holdArgs(netip.AddrPortFrom(ip, healthPort).String())...)
+		p := newProc(name, s.logDir, 3*time.Minute, args...)
 		p.wrap = n.wrap(name)
 		s.registrars = append(s.registrars, p)
 		s.closers = append(s.closers, p.stop)

@@ -46,6 +46,12 @@ type ackRecord struct {
 	at    time.Time
 	agent int
 	tries int
+	// changed is when the key's state last changed: the last register of new
+	// content or unregister. A refresh (the same content again) changes nothing, and
+	// agents refresh every key every ttl/4, so the checks that wait for a write to
+	// settle wait from here.
+	changed time.Time
+	ep      endpoint.Endpoint // the op's
 }
 
 func newOracle() *oracle {
@@ -61,7 +67,12 @@ func (o *oracle) acked(agent int, kind opKind, op registry.Op, tries int) {
 	} else {
 		delete(o.want, k)
 	}
-	o.last[k] = ackRecord{kind: kind, at: time.Now(), agent: agent, tries: tries}
+	now := time.Now()
+	changed := now
+	if prev, ok := o.last[k]; ok && kind == opRefresh {
+		changed = prev.changed
+	}
+	o.last[k] = ackRecord{kind: kind, at: now, agent: agent, tries: tries, changed: changed, ep: op.Endpoint.Clone()}
 	o.acks.Add(1)
 	o.byKind[kind].Add(1)
 }
@@ -72,15 +83,42 @@ func (o *oracle) snapshot() map[endpoint.Key]endpoint.Endpoint {
 	return maps.Clone(o.want)
 }
 
-// acksAt is when each key's last acknowledged write was.
-func (o *oracle) acksAt() map[endpoint.Key]time.Time {
+// changesAt is when each key's state last changed (see ackRecord.changed).
+func (o *oracle) changesAt() map[endpoint.Key]time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make(map[endpoint.Key]time.Time, len(o.last))
 	for k, r := range o.last {
-		out[k] = r.at
+		out[k] = r.changed
 	}
 	return out
+}
+
+// written reports whether an agent ever had a write of k acknowledged.
+func (o *oracle) written(k endpoint.Key) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.last[k]
+	return ok
+}
+
+// expect makes the oracle expect e without anyone writing it (--sabotage).
+func (o *oracle) expect(e endpoint.Endpoint) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.want[e.Key()] = e
+}
+
+// removed returns an entry its agent unregistered, as it was, if there is one.
+func (o *oracle) removed() (endpoint.Endpoint, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, r := range o.last {
+		if _, live := o.want[k]; !live && r.kind == opUnregister {
+			return r.ep.Clone(), true
+		}
+	}
+	return endpoint.Endpoint{}, false
 }
 
 func (o *oracle) describe(k endpoint.Key, start time.Time) string {
@@ -90,13 +128,40 @@ func (o *oracle) describe(k endpoint.Key, start time.Time) string {
 	if !ok {
 		return "never written"
 	}
-	return fmt.Sprintf("last ack: %s by agent %d at +%s after %d tries", r.kind, r.agent, r.at.Sub(start).Round(time.Millisecond), r.tries)
+	return fmt.Sprintf("last ack: %s by agent %d at +%s after %d tries (last change at +%s)", r.kind, r.agent,
+		r.at.Sub(start).Round(time.Millisecond), r.tries, r.changed.Sub(start).Round(time.Millisecond))
 }
 
 // mismatch is one key on which a reader disagrees with the oracle.
 type mismatch struct {
 	key  endpoint.Key
+	kind mismatchKind
 	text string
+}
+
+type mismatchKind int
+
+const (
+	absent     mismatchKind = iota // an acknowledged live entry missing
+	stale                          // present with older content: an acknowledged update lost
+	unexpected                     // present, the oracle expecting it absent
+)
+
+// tally counts a reader's mismatches as the final report names them: lost (an
+// acknowledged live entry missing or stale), resurrected (an entry its agent
+// unregistered, found again) and stray (an entry no agent ever wrote).
+func tally(ms []mismatch, written func(endpoint.Key) bool) (lost, resurrected, stray int) {
+	for _, m := range ms {
+		switch {
+		case m.kind != unexpected:
+			lost++
+		case written(m.key):
+			resurrected++
+		default:
+			stray++
+		}
+	}
+	return lost, resurrected, stray
 }
 
 // diff compares what a reader holds with the oracle, sorted by text; the texts name
@@ -107,14 +172,14 @@ func diff(want map[endpoint.Key]endpoint.Endpoint, got map[endpoint.Key]endpoint
 		g, ok := got[k]
 		switch {
 		case !ok:
-			out = append(out, mismatch{k, fmt.Sprintf("missing %s (acknowledged register lost)", k)})
+			out = append(out, mismatch{k, absent, fmt.Sprintf("missing %s (acknowledged register lost)", k)})
 		case !endpoint.Equal(w, g):
-			out = append(out, mismatch{k, fmt.Sprintf("stale %s: have %s, want %s (acknowledged update lost)", k, brief(g), brief(w))})
+			out = append(out, mismatch{k, stale, fmt.Sprintf("stale %s: have %s, want %s (acknowledged update lost)", k, brief(g), brief(w))})
 		}
 	}
 	for k, g := range got {
 		if _, ok := want[k]; !ok {
-			out = append(out, mismatch{k, fmt.Sprintf("unexpected %s = %s (acknowledged unregister lost, or never written)", k, brief(g))})
+			out = append(out, mismatch{k, unexpected, fmt.Sprintf("unexpected %s = %s (acknowledged unregister lost, or never written)", k, brief(g))})
 		}
 	}
 	slices.SortFunc(out, func(a, b mismatch) int { return strings.Compare(a.text, b.text) })

@@ -12,12 +12,13 @@ import (
 )
 
 // The final check sees only each key's last write, and an agent's keepalive (the
-// identical re-register) repairs a lost registration within ttl/4: a write that is
+// identical re-register) repairs a lost registration within ttl/4 unless its
+// registrar holds the entry (then the client keeps the refresh): a write that is
 // lost and then repaired leaves no trace at the end. The sampler looks during the
 // run. Whenever the registry lane has been quiet for quietNeeded (no registry fault
 // active; the lane's "calm" entries make such windows), it lists the backend directly
-// and compares with the oracle every key whose last acknowledged write is older than
-// settle and that no write touched while it listed. A disagreement seen on two
+// and compares with the oracle every key whose state last changed (refreshes change
+// nothing) more than settle ago and that no write changed while it listed. A disagreement seen on two
 // samples in a row for the same acknowledged write is a lost write. The margins are
 // wide: a registrar persists within its batch interval (100 ms) when the backend is
 // up, and after an outage its writer retries within 5 s (its backoff's cap) of an
@@ -67,7 +68,10 @@ type sampler struct {
 	// suspects are last sample's disagreements, by key, with the ack they concern.
 	suspects map[endpoint.Key]time.Time
 	lost     []string // disagreements seen twice: acknowledged writes lost mid-run
-	reported map[endpoint.Key]time.Time
+	// resurrected are entries the oracle expects absent (their agent unregistered
+	// them), seen twice: a removal undone (a replica's restore or a takeover).
+	resurrected []string
+	reported    map[endpoint.Key]time.Time
 }
 
 func (sm *sampler) run(stop context.Context) {
@@ -97,7 +101,7 @@ func (sm *sampler) run(stop context.Context) {
 }
 
 func (sm *sampler) sample(ctx context.Context, direct registry.Registry) {
-	before := sm.s.oracle.acksAt()
+	before := sm.s.oracle.changesAt()
 	want := sm.s.oracle.snapshot()
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	eps, err := direct.List(lctx, endpoint.Filter{})
@@ -106,7 +110,7 @@ func (sm *sampler) sample(ctx context.Context, direct registry.Registry) {
 		sm.errors++
 		return
 	}
-	after := sm.s.oracle.acksAt()
+	after := sm.s.oracle.changesAt()
 	sm.samples++
 	got, _ := byKey(eps)
 	now := time.Now()
@@ -122,6 +126,11 @@ func (sm *sampler) sample(ctx context.Context, direct registry.Registry) {
 		if prev, seen := sm.suspects[m.key]; seen && prev.Equal(at) {
 			sm.reported[m.key] = at
 			line := fmt.Sprintf("at +%s: %s — %s", now.Sub(sm.s.start).Round(time.Second), m.text, sm.s.oracle.describe(m.key, sm.s.start))
+			if m.kind == unexpected {
+				sm.resurrected = append(sm.resurrected, line)
+				sm.log.Error("removed entry found again mid-run", "detail", line)
+				continue
+			}
 			sm.lost = append(sm.lost, line)
 			sm.log.Error("acknowledged write lost mid-run", "detail", line)
 			continue

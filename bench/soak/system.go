@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mesh/switchboard/internal/freeport"
 	"github.com/switchboard-mesh/switchboard/registrar/client"
+	"github.com/switchboard-mesh/switchboard/registry"
 )
 
 // system is everything one soak run holds: the backend and registrar processes, the
@@ -28,7 +29,11 @@ type system struct {
 
 	members    []*proc  // the registry backend: etcd or nats-server, one or three members
 	registrars []*proc  // replicas of cluster "east"
-	net        *nemesis // nil unless the soak runs with the network nemesis (nemesis.go)
+	metrics    []string // each registrar's /metrics URL, where its held entries are read
+	held       *heldWatch
+	directOnce sync.Once
+	direct     registry.Registry // the backend opened directly, for the checks at registrars' returns (rehome.go)
+	net        *nemesis          // nil unless the soak runs with the network nemesis (nemesis.go)
 	oracle     *oracle
 	agents     []*agent
 	watchers   []*watcher
@@ -60,6 +65,7 @@ func newSystem(o options, backend string, log *slog.Logger) (_ *system, err erro
 	if err != nil {
 		return nil, err
 	}
+	s.held = newHeldWatch(s.metrics, log)
 	clientLog := s.fileLogger("clients")
 	newClient := func(name string) (*client.Client, error) {
 		c, err := client.New(client.Options{Addresses: addrs, Node: name, Cluster: "east", Logger: clientLog.With("client", name)})
@@ -101,7 +107,7 @@ func newSystem(o options, backend string, log *slog.Logger) (_ *system, err erro
 // returns the registrars' addresses.
 func (s *system) startOnLoopback() ([]string, error) {
 	// Restarts reuse the ports, so each child keeps its address.
-	ports, err := freeport.On("127.0.0.1", 2+s.o.replicas)
+	ports, err := freeport.On("127.0.0.1", 2+2*s.o.replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +129,9 @@ func (s *system) startOnLoopback() ([]string, error) {
 	var addrs []string
 	for i := range s.o.replicas {
 		addr := "127.0.0.1:" + strconv.Itoa(ports[2+i])
-		p := newProc("registrar-"+strconv.Itoa(i), s.logDir, 90*time.Second, "registrar",
-			"-backend", s.backend, "-backend-url", store.addr, "-listen", addr)
+		health := "127.0.0.1:" + strconv.Itoa(ports[2+s.o.replicas+i])
+		args := append([]string{"registrar", "-backend", s.backend, "-backend-url", store.addr, "-listen", addr}, s.holdArgs(health)...)
+		p := newProc("registrar-"+strconv.Itoa(i), s.logDir, 90*time.Second, args...)
 		s.registrars = append(s.registrars, p)
 		s.closers = append(s.closers, p.stop)
 		if err := p.start(); err != nil {
@@ -133,6 +140,13 @@ func (s *system) startOnLoopback() ([]string, error) {
 		addrs = append(addrs, addr)
 	}
 	return addrs, nil
+}
+
+// holdArgs are a registrar child's flags for liveness, and for serving its metrics at
+// health (host:port), whose URL it records.
+func (s *system) holdArgs(health string) []string {
+	s.metrics = append(s.metrics, "http://"+health+"/metrics")
+	return []string{"-health-listen", health, "-liveness-ttl", s.o.livenessTTL.String()}
 }
 
 // backendURLs is every member's client URL, comma-separated.
@@ -177,6 +191,8 @@ func (s *system) describe(f fault) string {
 	switch f.kind {
 	case killRegistrar, freezeRegistrar:
 		parts = append(parts, s.registrars[f.targets[0]].name)
+	case killHolding:
+		parts = append(parts, fmt.Sprintf("%s (holding %d entries)", s.registrars[f.targets[0]].name, s.held.entries(f.targets[0])))
 	case freezeBackend, killBackend:
 		parts = append(parts, s.members[f.member].name)
 	case killAllRegistrars:
@@ -201,8 +217,9 @@ func (s *system) inject(f fault) error {
 	if f.lane == "network" {
 		return s.injectNetwork(f)
 	}
+	s.held.killing(f, time.Since(s.start))
 	switch f.kind {
-	case killRegistrar:
+	case killRegistrar, killHolding:
 		return s.registrars[f.targets[0]].kill()
 	case killAllRegistrars:
 		var errs []error
@@ -247,8 +264,9 @@ func (s *system) heal(f fault) (int64, error) {
 }
 
 func (s *system) healCrash(f fault) error {
+	s.rehomed(f)
 	switch f.kind {
-	case killRegistrar:
+	case killRegistrar, killHolding:
 		return startIfDown(s.registrars[f.targets[0]])
 	case killAllRegistrars:
 		return s.startAll(s.registrars)
