@@ -61,14 +61,19 @@ func (r *driver) grantHold(ctx context.Context, h *hold) (clientv3.LeaseID, erro
 }
 
 // keepHold renews the hold's lease until ctx ends. The client's KeepAlive retries
-// through lost connections by itself; its channel closes early only when the lease
-// is gone, and then a new lease is granted.
+// through lost connections by itself, but ends (its channel closes) both when the
+// lease is gone and when it heard nothing of it for the lease's TTL, though the
+// server may still have it: etcd extends every lease when a member becomes leader,
+// as after a restart. So when it ends, the server is asked at once: a lease it still
+// has is renewed again, and its entries stay; only a lease gone is replaced by a new
+// one, whose writer registers the entries again.
 //
 // The hold stays known after ctx ends: its lease lives ttl more, and writes still
 // under way (a registrar persisting its last writes at shutdown) may use it.
 func (r *driver) keepHold(ctx context.Context, hid registry.HoldID, h *hold) {
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: h.ttl / 3}
 	for ctx.Err() == nil {
+		began := time.Now()
 		ch, err := r.client.KeepAlive(ctx, clientv3.LeaseID(h.lease.Load()))
 		if err == nil {
 			for range ch { //nolint:revive // each answer is a renewal; only the close matters
@@ -77,15 +82,50 @@ func (r *driver) keepHold(ctx context.Context, hid registry.HoldID, h *hold) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.log.Warn("etcd: hold lease lost; granting a new one (the entries it held are gone)", "hold", hid, "err", err)
-		for ctx.Err() == nil {
-			if _, err := r.grantHold(ctx, h); err == nil {
-				b.Reset()
-				break
-			}
-			if !b.Wait(ctx) {
+		if time.Since(began) > h.ttl {
+			b.Reset() // it renewed for a while: not a keepalive that ends at once
+		}
+		if r.leaseAlive(ctx, h, &b) {
+			if !b.Wait(ctx) { // a keepalive that ends at once again must not spin
 				return
 			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("etcd: hold lease lost; granting a new one (the entries it held are gone)", "hold", hid, "err", err)
+		r.regrant(ctx, h, &b)
+	}
+}
+
+// leaseAlive asks the server whether the hold's lease still has time left, at once,
+// then again after each step of b until it answers or ctx ends: while the backend is
+// out, the lease's fate is unknown, and a new lease would leave the old one's
+// entries to expire if the server kept it.
+func (r *driver) leaseAlive(ctx context.Context, h *hold, b *backoff.Backoff) bool {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, h.ttl/3)
+		resp, err := r.client.TimeToLive(tctx, clientv3.LeaseID(h.lease.Load()))
+		cancel()
+		if err == nil {
+			return resp.TTL > 0
+		}
+		if !b.Wait(ctx) {
+			return false
+		}
+	}
+}
+
+// regrant grants the hold a new lease, retrying until it gets one or ctx ends.
+func (r *driver) regrant(ctx context.Context, h *hold, b *backoff.Backoff) {
+	for ctx.Err() == nil {
+		if _, err := r.grantHold(ctx, h); err == nil {
+			b.Reset()
+			return
+		}
+		if !b.Wait(ctx) {
+			return
 		}
 	}
 }
