@@ -48,9 +48,17 @@ func (e *etcdEnv) backend(t *testing.T) *registry.Front {
 // stored reads what etcd holds, through a fresh client.
 func (e *etcdEnv) stored(t *testing.T) []string {
 	t.Helper()
+	return storedIn(t, func(ctx context.Context) (*registry.Front, error) {
+		return etcd.New(ctx, etcd.Options{Endpoints: e.cluster.Endpoints(), Prefix: e.prefix, DialTimeout: 5 * time.Second})
+	})
+}
+
+// storedIn lists, as keys, what the backend open opens holds, and closes it.
+func storedIn(t *testing.T, open func(context.Context) (*registry.Front, error)) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := etcd.New(ctx, etcd.Options{Endpoints: e.cluster.Endpoints(), Prefix: e.prefix, DialTimeout: 5 * time.Second})
+	r, err := open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

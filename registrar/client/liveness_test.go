@@ -64,18 +64,9 @@ func (e *natsEnv) stored(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, err := sbjs.New(ctx, nc, sbjs.Options{CreateStream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	eps, err := r.List(ctx, endpoint.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keysOf(eps)
+	return storedIn(t, func(ctx context.Context) (*registry.Front, error) {
+		return sbjs.New(ctx, nc, sbjs.Options{CreateStream: true})
+	})
 }
 
 // onHeldBackends runs test on etcd and on JetStream, the backends that hold.
