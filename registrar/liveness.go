@@ -206,34 +206,23 @@ func (l *liveness) expired(now time.Time) []registry.Op {
 	return out
 }
 
-// live returns, under the hold, the registrations of the entries of sessions with
-// a stream open here, for checking that the snapshot still has them.
-func (l *liveness) live() []registry.Op {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []registry.Op
-	for _, e := range l.keys {
-		if e.session.streams > 0 {
-			out = append(out, registry.Op{Kind: registry.OpRegister, Endpoint: e.ep, Hold: l.hold})
-		}
-	}
-	return out
+// heldOp is the registration, under the hold, of an entry of a live session, and
+// when it was last written (Unix seconds).
+type heldOp struct {
+	op      registry.Op
+	written int64
 }
 
-// due returns, under the hold, the registrations of at most limit entries of live
-// sessions last written before the Unix second before: a backend whose held
-// entries also expire on their own needs each written again now and then
-// (registry.HoldRefresher). wrote notes them written once they are accepted.
-func (l *liveness) due(before int64, limit int) []registry.Op {
+// live returns the registrations of the entries of sessions with a stream open
+// here: restore checks that the snapshot still has them, and writes again those
+// due on a backend whose held entries also expire on their own.
+func (l *liveness) live() []heldOp {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []registry.Op
+	var out []heldOp
 	for _, e := range l.keys {
-		if len(out) == limit {
-			break
-		}
-		if e.session.streams > 0 && e.written < before {
-			out = append(out, registry.Op{Kind: registry.OpRegister, Endpoint: e.ep, Hold: l.hold})
+		if e.session.streams > 0 {
+			out = append(out, heldOp{registry.Op{Kind: registry.OpRegister, Endpoint: e.ep, Hold: l.hold}, e.written})
 		}
 	}
 	return out

@@ -96,28 +96,28 @@ const restoreEvery = 5
 // agent's next refresh would have undone before liveness was held. On a backend
 // whose held entries also expire on their own it writes again those due (refresh).
 func (r *Registrar) restore(refresh time.Duration) {
-	var missing []registry.Op
 	held := r.live.live()
 	if len(held) == 0 {
 		return
 	}
-	r.view.Read(func(rd view.Reader) {
-		for _, op := range held {
-			if cur, ok := rd.Lookup(op.Endpoint.Key()); !ok || !endpoint.Equal(cur, op.Endpoint) {
-				missing = append(missing, op)
-			}
-		}
-	})
 	now := time.Now()
-	due := r.live.due(refreshDue(refresh, len(held), now))
+	before, limit := refreshDue(refresh, len(held), now)
+	var missing, due []registry.Op
+	r.view.Read(func(rd view.Reader) {
+		missing, due = pick(held, func(e endpoint.Endpoint) bool {
+			cur, ok := rd.Lookup(e.Key())
+			return !ok || !endpoint.Equal(cur, e)
+		}, before, limit)
+	})
 	if len(missing)+len(due) == 0 {
 		return
 	}
-	if _, err := r.view.Accept(append(missing, due...), nil, nil); err != nil {
+	written := append(missing, due...)
+	if _, err := r.view.Accept(written, nil, nil); err != nil {
 		r.log.Warn("registering again entries of live sessions failed; will retry", "entries", len(missing), "refreshed", len(due), "err", err)
 		return
 	}
-	r.live.wrote(due, now.Unix())
+	r.live.wrote(written, now.Unix())
 	r.m.livenessRefreshed.Add(float64(len(due)))
 	if len(missing) > 0 {
 		r.m.livenessRestored.Add(float64(len(missing)))
@@ -125,12 +125,27 @@ func (r *Registrar) restore(refresh time.Duration) {
 	}
 }
 
-// refreshDue returns due's arguments for a backend whose held entries must be
+// pick sorts held into the entries the snapshot lost (missing: lost reports it) and,
+// of the others, at most limit last written before the Unix second before (due).
+func pick(held []heldOp, lost func(endpoint.Endpoint) bool, before int64, limit int) (missing, due []registry.Op) {
+	for _, h := range held {
+		switch {
+		case lost(h.op.Endpoint):
+			missing = append(missing, h.op)
+		case h.written < before && len(due) < limit:
+			due = append(due, h.op)
+		}
+	}
+	return missing, due
+}
+
+// refreshDue returns pick's bounds for a backend whose held entries must be
 // written again once per refresh (0: never), with n entries held: those written
 // more than three quarters of refresh ago (less one pass, so that a short refresh
-// is kept too), as many a restore as spreads all n over a quarter of refresh. Entries written at once (a replica's start) come due at
-// once and are then written over that quarter, each within refresh: each entry
-// about once per 3/4 refresh, and never more than 4n per refresh in a second.
+// is kept too), as many a restore as spreads all n over a quarter of refresh.
+// Entries written at once (a replica's start) come due at once and are then
+// written over that quarter, each within refresh: each entry about once per 3/4
+// refresh, and never more than 4n per refresh in a second.
 func refreshDue(refresh time.Duration, n int, now time.Time) (before int64, limit int) {
 	if refresh <= 0 {
 		return 0, 0
