@@ -77,6 +77,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "also write the tables to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the node's runs to this file (go tool pprof)")
 	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
+	flag.StringVar(&linkTransport, "link-transport", linkTransport, "the nodes' link transport: framed or grpc")
 	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway) or leaf (a hub and two leaf nodes)")
 	flag.Parse()
 	o.scenarios = map[string]bool{}

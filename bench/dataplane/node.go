@@ -21,6 +21,9 @@ type nodeFabric struct {
 	regs []*prometheus.Registry
 }
 
+// linkTransport is the nodes' link transport (-link-transport).
+var linkTransport = node.TransportFramed
+
 // startFabric starts a control plane with topology and perGroup nodes in each group.
 func startFabric(ctx context.Context, topology string, perGroup int, groups ...string) (*nodeFabric, error) {
 	nf := &nodeFabric{}
@@ -28,6 +31,7 @@ func startFabric(ctx context.Context, topology string, perGroup int, groups ...s
 		Topology: topology,
 		Node: func(c *node.Config) {
 			c.Metrics = prometheus.NewRegistry()
+			c.LinkTransport = linkTransport
 			nf.regs = append(nf.regs, c.Metrics)
 		},
 	})

@@ -21,6 +21,8 @@ type nodeOptions struct {
 	// limits.slow_consumer (0 and "": keep the file's).
 	subQueueLen  int
 	slowConsumer string
+	// linkTransport overrides link_transport ("": keep the file's).
+	linkTransport string
 }
 
 func newNodeCmd(a *app) *cobra.Command {
@@ -29,11 +31,15 @@ func newNodeCmd(a *app) *cobra.Command {
 		Use:   "node --config FILE",
 		Short: "Run a reference data-plane node: links, routes and forwarding, driven by the control plane",
 		Long: `Run a data-plane node. It registers with the control plane, dials and accepts the
-links the control plane asks for (gRPC streams), forwards messages along the routes it
+links the control plane asks for, forwards messages along the routes it
 installs, peers with the other nodes of its group (found through the registry), and
 serves local clients ('switchboard pub', 'sub' and 'req'). See docs/dataplane.md for
 the configuration file. A local subscriber that falls --subscriber-queue-len messages
 behind is cut off as a slow consumer (--slow-consumer drop keeps it and drops instead).
+
+Links and peerings run on the node's own framed transport (length-prefixed batches on
+the TCP or TLS connection); --link-transport grpc dials them as gRPC streams instead,
+for a fleet whose older nodes accept only those. The listener accepts both.
 
 Security. With mTLS (tls with ca_file, or spiffe_socket), a node that dials this one is
 who its certificate says: its SPIFFE ID is mapped to a group and a node id by
@@ -60,6 +66,7 @@ meant, and then logs a warning.`,
 	cmd.Flags().BoolVar(&o.insecure, "insecure", false, "allow a plaintext listener on a non-loopback address (logged as a warning): anyone who reaches it can join the group as any node")
 	cmd.Flags().IntVar(&o.subQueueLen, "subscriber-queue-len", 0, fmt.Sprintf("messages queued for each local subscriber before it counts as a slow consumer (default %d; overrides limits.subscriber_queue_len)", node.DefaultSubscriberQueueLen))
 	cmd.Flags().StringVar(&o.slowConsumer, "slow-consumer", "", "what becomes of a subscriber whose queue is full: disconnect (cut it off with RESOURCE_EXHAUSTED; the default) or drop (keep it, drop the copies it has no room for); overrides limits.slow_consumer")
+	cmd.Flags().StringVar(&o.linkTransport, "link-transport", "", "how this node dials links and peerings: framed (the default) or grpc (while other nodes accept only gRPC); overrides link_transport")
 	cmd.Flags().StringVar(&o.peerIdentity, "peer-identity-pattern", "", "regular expression with the groups (?P<group>...) and (?P<node>...) that maps a peer node's SPIFFE ID to its group and node id, with mTLS (default "+node.DefaultPeerIdentity+"; overrides peer_identity_pattern in the file)")
 	return cmd
 }
@@ -106,6 +113,13 @@ func loadNodeConfig(o nodeOptions) (*nodeconfig.File, error) {
 	}
 	if err := applyLimitFlags(file, o); err != nil {
 		return nil, err
+	}
+	switch o.linkTransport {
+	case "":
+	case node.TransportFramed, node.TransportGRPC:
+		file.LinkTransport = o.linkTransport
+	default:
+		return nil, usagef("--link-transport %q: want %s or %s", o.linkTransport, node.TransportFramed, node.TransportGRPC)
 	}
 	file.AllowInsecureRemote = file.AllowInsecureRemote || o.insecure
 	if err := file.CheckListen(); err != nil {

@@ -80,17 +80,26 @@ func TestNodeSlowConsumerFlags(t *testing.T) {
 	}{
 		{[]string{"node", "--config", cfg, "--slow-consumer", "block"}, `--slow-consumer: slow consumer policy "block"`},
 		{[]string{"node", "--config", cfg, "--subscriber-queue-len", "-1"}, "--subscriber-queue-len -1"},
+		{[]string{"node", "--config", cfg, "--link-transport", "quic"}, `--link-transport "quic": want framed or grpc`},
 	} {
 		_, errOut, code := run(t, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("switchboard %s: exit %d, stderr %q; want 2 naming %q", strings.Join(tc.args, " "), code, errOut, tc.want)
 		}
 	}
-	file, err := loadNodeConfig(nodeOptions{config: cfg, subQueueLen: 100, slowConsumer: "drop"})
+	file, err := loadNodeConfig(nodeOptions{config: cfg, subQueueLen: 100, slowConsumer: "drop", linkTransport: "grpc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if file.Limits.SubscriberQueueLen != 100 || file.Limits.SlowConsumer != "drop" {
-		t.Errorf("limits after the flags: %+v", file.Limits)
+	if file.Limits.SubscriberQueueLen != 100 || file.Limits.SlowConsumer != "drop" || file.LinkTransport != "grpc" {
+		t.Errorf("limits and link transport after the flags: %+v, %q", file.Limits, file.LinkTransport)
+	}
+	built, res, err := file.Build(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Close()
+	if built.LinkTransport != "grpc" {
+		t.Errorf("built link transport %q, want grpc", built.LinkTransport)
 	}
 }

@@ -49,6 +49,9 @@ func (p *bufferPool) Get(n int) *[]byte {
 }
 
 func (p *bufferPool) Put(b *[]byte) {
+	if b == nil {
+		return // an empty frame's payload (framed.go)
+	}
 	c := cap(*b)
 	exp := bits.Len(uint(c)) - 1
 	if exp < minPoolExp || exp > maxPoolExp || c != 1<<exp {

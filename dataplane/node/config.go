@@ -27,6 +27,9 @@ const (
 	DefaultLinkGrace          = 10 * time.Second
 	DefaultPublishWait        = 100 * time.Millisecond
 	DefaultDialTimeout        = 5 * time.Second
+	// The link transports (Config.LinkTransport).
+	TransportFramed = "framed"
+	TransportGRPC   = "grpc"
 	// DefaultRequestTimeout is how long a request waits for its answer when the caller
 	// gives no timeout; MaxRequestTimeout the longest it may wait, and so how long a
 	// node keeps the way back for a request it passed on.
@@ -103,6 +106,10 @@ type Config struct {
 	PublishWait time.Duration
 	// DialTimeout bounds the first connection of a new link.
 	DialTimeout time.Duration
+	// LinkTransport is how this node dials links and peerings: TransportFramed (the
+	// default) or TransportGRPC, for a group that still has nodes which only accept
+	// gRPC. The listener accepts both either way.
+	LinkTransport string
 	// Backoff spaces link and peering reconnects, and control-plane reconnects.
 	Backoff dataplane.Backoff
 	// AckTimeout bounds the wait for a route's subscription ack (default 30 s).
@@ -159,6 +166,11 @@ func (c *Config) validate() error {
 	if c.MaxMessageBytes < 0 || c.QueueLen < 0 || c.SubscriberQueueLen < 0 {
 		errs = append(errs, errors.New("limits and queue lengths must not be negative"))
 	}
+	switch c.LinkTransport {
+	case "", TransportFramed, TransportGRPC:
+	default:
+		errs = append(errs, fmt.Errorf("link transport %q: want %s or %s", c.LinkTransport, TransportFramed, TransportGRPC))
+	}
 	if _, err := ParseSlowConsumerPolicy(string(c.SlowConsumer)); err != nil {
 		errs = append(errs, err)
 	}
@@ -185,6 +197,9 @@ func (c *Config) applyDefaults() {
 	c.SlowConsumer, _ = ParseSlowConsumerPolicy(string(c.SlowConsumer))
 	if c.MaxHops == 0 {
 		c.MaxHops = DefaultMaxHops
+	}
+	if c.LinkTransport == "" {
+		c.LinkTransport = TransportFramed
 	}
 	durs := []struct {
 		v *time.Duration

@@ -97,15 +97,18 @@ func (n *Node) Connect(ctx context.Context, linkID, endpoint string, config json
 // gets the outcome of the first attempt, which is not retried. A connection whose
 // keepalive ping goes unanswered breaks the stream, as a closed one does.
 func (n *Node) dialLoop(c *conn, first chan<- error) {
-	cc, err := grpc.NewClient(c.endpoint, slices.Concat(n.dialOpt, []grpc.DialOption{grpc.WithKeepaliveParams(c.keepalive)})...)
-	if err != nil {
-		if first != nil {
-			first <- err
+	var client nodev1.LinkServiceClient // nil: the framed transport
+	if n.cfg.LinkTransport == TransportGRPC {
+		cc, err := grpc.NewClient(c.endpoint, slices.Concat(n.dialOpt, []grpc.DialOption{grpc.WithKeepaliveParams(c.keepalive)})...)
+		if err != nil {
+			if first != nil {
+				first <- err
+			}
+			return
 		}
-		return
+		defer func() { _ = cc.Close() }()
+		client = nodev1.NewLinkServiceClient(cc)
 	}
-	defer func() { _ = cc.Close() }()
-	client := nodev1.NewLinkServiceClient(cc)
 	attempt := 0
 	for c.ctx.Err() == nil {
 		start := time.Now()
@@ -182,26 +185,12 @@ func (n *Node) backoff(k int) time.Duration {
 // runStream opens one stream and serves it; opened says whether the far end answered.
 // Once it has, *first gets nil and is cleared, so that later failures are retried.
 func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<- error) (opened bool, _ error) {
-	c.mu.Lock()
-	md := metadata.Pairs(mdNode, n.id, mdGroup, n.cfg.Group, mdEndpoint, c.endpoint)
-	if c.linkID != "" {
-		md.Append(mdLinkID, c.linkID)
-	}
-	if segs := c.segments(); len(segs) > 0 {
-		md.Append(mdSegments, segs...)
-	}
-	c.mu.Unlock()
-	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(n.ctx, md))
-	defer cancel()
-	s, err := client.Link(sctx)
+	s, peerCtx, done, err := n.openStream(c, client)
 	if err != nil {
 		return false, err
 	}
-	// The header comes back once the far end accepted the stream.
-	if _, err := s.Header(); err != nil {
-		return false, err
-	}
-	if err := n.checkPeerServer(s.Context(), c); err != nil {
+	defer done()
+	if err := n.checkPeerServer(peerCtx, c); err != nil {
 		return false, err
 	}
 	n.failing.remove(c.label()) // a new series of failures warns again
@@ -221,6 +210,45 @@ func (n *Node) runStream(c *conn, client nodev1.LinkServiceClient, first *chan<-
 		case <-time.After(time.Second):
 		}
 	})
+}
+
+// dialedStream is a link stream this node opened, on either transport.
+type dialedStream interface {
+	stream
+	CloseSend() error
+}
+
+// openStream opens a stream of c, on the framed transport when client is nil; it
+// returns once the far end accepted it, with a context that carries the far end's
+// address and TLS state, and done to call when the stream is over.
+func (n *Node) openStream(c *conn, client nodev1.LinkServiceClient) (dialedStream, context.Context, func(), error) {
+	c.mu.Lock()
+	md := metadata.Pairs(mdNode, n.id, mdGroup, n.cfg.Group, mdEndpoint, c.endpoint)
+	if c.linkID != "" {
+		md.Append(mdLinkID, c.linkID)
+	}
+	if segs := c.segments(); len(segs) > 0 {
+		md.Append(mdSegments, segs...)
+	}
+	c.mu.Unlock()
+	if client == nil {
+		f, ctx, err := n.openFramed(c, md)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return f, ctx, f.close, nil
+	}
+	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(n.ctx, md))
+	s, err := client.Link(sctx)
+	if err == nil {
+		// The header comes back once the far end accepted the stream.
+		_, err = s.Header()
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return s, s.Context(), cancel, nil
 }
 
 // checkPeerServer holds the node a peering reached against the one the registry named:

@@ -78,6 +78,25 @@ func dialTLS(t *testing.T, addr string, conf *tls.Config) *client {
 	return &client{t: t, cc: cc, NodeServiceClient: nodev1.NewNodeServiceClient(cc)}
 }
 
+// rawDialer opens a raw link stream on one of the node's transports.
+type rawDialer func(t *testing.T, ctx context.Context, addr string, client *tls.Config, md ...string) nodev1.LinkService_LinkClient
+
+// onTransports runs test with raw streams on the gRPC transport and on the framed one:
+// a node checks who dials it the same way on both.
+func onTransports(t *testing.T, test func(*testing.T, rawDialer)) {
+	t.Run("grpc", func(t *testing.T) { test(t, rawStream) })
+	t.Run("framed", func(t *testing.T) { test(t, rawFramed) })
+}
+
+// rawFramed opens a link stream to addr on the framed transport, as rawStream does on
+// gRPC; a refusal is the error of its first Recv.
+func rawFramed(t *testing.T, ctx context.Context, addr string, client *tls.Config, md ...string) nodev1.LinkService_LinkClient {
+	t.Helper()
+	st := node.RawFramed(ctx, addr, client, metadata.Pairs(md...))
+	t.Cleanup(func() { _ = st.CloseSend() })
+	return st
+}
+
 // rawStream opens a LinkService stream to addr as a node would, with metadata md
 // (key, value, ...), over TLS when client is not nil. It ends with the test.
 func rawStream(t *testing.T, ctx context.Context, addr string, client *tls.Config, md ...string) nodev1.LinkService_LinkClient {
@@ -198,6 +217,10 @@ func payloads(s *sub, d time.Duration) []string {
 // nothing, and the refusal is logged and counted. So is a certificate without a SPIFFE
 // ID. A node whose certificate is of group cloud peers, and gets the broadcast.
 func TestPeerIdentityComesFromTheCertificate(t *testing.T) {
+	onTransports(t, testPeerIdentityComesFromTheCertificate)
+}
+
+func testPeerIdentityComesFromTheCertificate(t *testing.T, raw rawDialer) {
 	var logs syncbuf.Buffer
 	f, ca := mtlsFabric(t, "", slog.New(slog.NewTextHandler(&logs, nil)), 1, "cloud")
 	ctx := deadline(t, 30*time.Second)
@@ -209,7 +232,7 @@ func TestPeerIdentityComesFromTheCertificate(t *testing.T) {
 	// has cloud/n1 broadcast to it.
 	join := func(spiffeID string, md ...string) nodev1.LinkService_LinkClient {
 		_, conf := svid(t, ca, spiffeID)
-		st := rawStream(t, ctx, cloud.Addr(), conf, md...)
+		st := raw(t, ctx, cloud.Addr(), conf, md...)
 		offer(st, 1, "svc")
 		time.Sleep(200 * time.Millisecond) // the offer is in, if the peering was accepted
 		if _, err := pub.publish(ctx, "org/ns/svc", "for cloud only", true); err != nil {
@@ -251,6 +274,10 @@ func TestPeerIdentityComesFromTheCertificate(t *testing.T) {
 // node's own group; a sibling of the dialer (the control plane moves a link to one
 // when its gateway fails) is accepted.
 func TestLinkIDAcceptedOnlyFromItsGroup(t *testing.T) {
+	onTransports(t, testLinkIDAcceptedOnlyFromItsGroup)
+}
+
+func testLinkIDAcceptedOnlyFromItsGroup(t *testing.T, raw rawDialer) {
 	f, ca := mtlsFabric(t, pairAB, nil, 1, "a", "b")
 	ctx := deadline(t, 30*time.Second)
 	link := linkOf(t, ctx, f.Node("a/n1"))
@@ -259,19 +286,19 @@ func TestLinkIDAcceptedOnlyFromItsGroup(t *testing.T) {
 		dialer, acceptor = acceptor, dialer
 	}
 	_, other := svid(t, ca, nodeSVID("c", "x"))
-	st := rawStream(t, ctx, acceptor.Addr(), other, "sb-node", "c/x", "sb-group", "c", "sb-link-id", link.LinkID)
+	st := raw(t, ctx, acceptor.Addr(), other, "sb-node", "c/x", "sb-group", "c", "sb-link-id", link.LinkID)
 	expectRefused(t, st, "group c presenting the link "+dialer.Group+" dials")
-	st = rawStream(t, ctx, dialer.Addr(), other, "sb-node", "c/x", "sb-group", "c", "sb-link-id", link.LinkID)
+	st = raw(t, ctx, dialer.Addr(), other, "sb-node", "c/x", "sb-group", "c", "sb-link-id", link.LinkID)
 	expectRefused(t, st, "group c presenting the dialer's own link to it")
 	_, same := svid(t, ca, nodeSVID(acceptor.Group, "x"))
-	st = rawStream(t, ctx, acceptor.Addr(), same, "sb-node", acceptor.Group+"/x", "sb-group", acceptor.Group, "sb-link-id", "L-new")
+	st = raw(t, ctx, acceptor.Addr(), same, "sb-node", acceptor.Group+"/x", "sb-group", acceptor.Group, "sb-link-id", "L-new")
 	expectRefused(t, st, "a node of the acceptor's own group presenting a link")
 	if got := series(t, acceptor.HealthAddr(), "switchboard_node_peer_identity_denied_total")[`reason="link_assignment"`]; got != 2 {
 		t.Errorf("%s: peer_identity_denied_total{reason=link_assignment} = %v, want 2", acceptor.ID(), got)
 	}
 
 	_, sibling := svid(t, ca, nodeSVID(dialer.Group, "n2"))
-	st = rawStream(t, ctx, acceptor.Addr(), sibling, "sb-node", dialer.Group+"/n2", "sb-group", dialer.Group, "sb-link-id", link.LinkID)
+	st = raw(t, ctx, acceptor.Addr(), sibling, "sb-node", dialer.Group+"/n2", "sb-group", dialer.Group, "sb-link-id", link.LinkID)
 	expectAccepted(t, st, "the dialer's sibling taking the link over")
 }
 
@@ -280,7 +307,9 @@ func TestLinkIDAcceptedOnlyFromItsGroup(t *testing.T) {
 // claim another node of the group as their origin; a link never carries a message
 // published in the receiving node's own group. What breaks the rule is dropped and
 // counted.
-func TestForgedOriginsAreDropped(t *testing.T) {
+func TestForgedOriginsAreDropped(t *testing.T) { onTransports(t, testForgedOriginsAreDropped) }
+
+func testForgedOriginsAreDropped(t *testing.T, raw rawDialer) {
 	f, ca := mtlsFabric(t, "", nil, 1, "cloud")
 	ctx := deadline(t, 30*time.Second)
 	cloud := f.Node("cloud/n1")
@@ -288,7 +317,7 @@ func TestForgedOriginsAreDropped(t *testing.T) {
 	s := dialTLS(t, cloud.Addr(), local).subscribe("org/ns/svc")
 
 	_, peer := svid(t, ca, nodeSVID("cloud", "n2"))
-	st := rawStream(t, ctx, cloud.Addr(), peer, "sb-node", "cloud/n2", "sb-group", "cloud")
+	st := raw(t, ctx, cloud.Addr(), peer, "sb-node", "cloud/n2", "sb-group", "cloud")
 	expectAccepted(t, st, "cloud/n2")
 	send(t, st, 1, message("forged", "cloud/n3", 5), message("own", "cloud/n2", 5), message("relayed", "edge-a/x", 5))
 	waitBatchAck(t, st, 1)
@@ -297,7 +326,7 @@ func TestForgedOriginsAreDropped(t *testing.T) {
 	}
 
 	_, edge := svid(t, ca, nodeSVID("edge-a", "x"))
-	st = rawStream(t, ctx, cloud.Addr(), edge, "sb-node", "edge-a/x", "sb-group", "edge-a", "sb-link-id", "L-raw")
+	st = raw(t, ctx, cloud.Addr(), edge, "sb-node", "edge-a/x", "sb-group", "edge-a", "sb-link-id", "L-raw")
 	expectAccepted(t, st, "edge-a/x's link")
 	send(t, st, 1, message("local", "cloud/n1", 5), message("remote", "edge-b/y", 5))
 	waitBatchAck(t, st, 1)
@@ -314,7 +343,9 @@ func TestForgedOriginsAreDropped(t *testing.T) {
 
 // TestHopCountClampedOnIngress: a message that comes in over a link or a peering with
 // more hops than the node's max_hops gets max_hops, and spends one of them here.
-func TestHopCountClampedOnIngress(t *testing.T) {
+func TestHopCountClampedOnIngress(t *testing.T) { onTransports(t, testHopCountClampedOnIngress) }
+
+func testHopCountClampedOnIngress(t *testing.T, raw rawDialer) {
 	f := startFabricWith(t, fabric.Options{Node: func(c *node.Config) { c.MaxHops = 8 }}, 1, "b")
 	ctx := deadline(t, 30*time.Second)
 	nb := f.Node("b/n1")
@@ -324,7 +355,7 @@ func TestHopCountClampedOnIngress(t *testing.T) {
 		if tc.what == "link" {
 			md = append(md, "sb-link-id", "L-raw")
 		}
-		st := rawStream(t, ctx, nb.Addr(), nil, md...)
+		st := raw(t, ctx, nb.Addr(), nil, md...)
 		send(t, st, 1, message(tc.what, tc.from, math.MaxUint32))
 		m, err := s.next(ctx)
 		if err != nil {

@@ -171,7 +171,8 @@ func (n *Node) grpcServer() *grpc.Server {
 		// ping at most every 10 s.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minPingInterval, PermitWithoutStream: true}))
 	if n.cfg.ServerTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.ServerTLS)))
+		// The listener does the handshake (listenMux).
+		opts = append(opts, grpc.Creds(handshaked{}))
 	}
 	srv := grpc.NewServer(opts...)
 	nodev1.RegisterLinkServiceServer(srv, linkServer{n: n})
@@ -235,7 +236,8 @@ func (n *Node) Run(ctx context.Context) error {
 		return errors.New("node: Run called twice")
 	}
 	serveErr := make(chan error, 1)
-	n.wg.Go(func() { serveErr <- n.srv.Serve(n.lis) })
+	mux := newListenMux(n.lis, n.cfg.ServerTLS, n.acceptFramed)
+	n.wg.Go(func() { serveErr <- n.srv.Serve(mux) })
 	stopHTTP := n.serveHealth()
 	var err error
 	runCtx, stopRun := context.WithCancel(n.ctx)

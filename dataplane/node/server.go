@@ -27,20 +27,25 @@ func first(md metadata.MD, key string) string {
 	return ""
 }
 
-// Link serves one accepted stream. A link's state survives the stream for LinkGrace, so
-// that a dialer that reconnects (or a sibling that takes the link over after a gateway
-// failover) finds its routes and queue still there.
+// Link serves one accepted stream of the gRPC transport.
 func (ls linkServer) Link(s nodev1.LinkService_LinkServer) error {
-	n := ls.n
-	h, err := n.identify(s.Context())
+	return ls.n.serveAccepted(s.Context(), s, func() error { return s.SendHeader(nil) })
+}
+
+// serveAccepted serves one accepted stream of either transport; accept tells the
+// dialer it was accepted. A link's state survives the stream for LinkGrace, so that a
+// dialer that reconnects (or a sibling that takes the link over after a gateway
+// failover) finds its routes and queue still there.
+func (n *Node) serveAccepted(ctx context.Context, s stream, accept func() error) error {
+	h, err := n.identify(ctx)
 	if err != nil {
 		return err
 	}
-	c, err := n.acceptConn(s.Context(), h)
+	c, err := n.acceptConn(ctx, h)
 	if err != nil {
 		return err
 	}
-	if err := s.SendHeader(nil); err != nil {
+	if err := accept(); err != nil {
 		return err
 	}
 	st := c.attach()

@@ -116,3 +116,49 @@ func linkFailedWith(ctx context.Context, t *testing.T, f *fabric.Fabric, g, why 
 	}
 	return false
 }
+
+// TestLinkTransportsMix: nodes that dial on the framed transport and nodes that dial on
+// gRPC (a group part way through an upgrade) link and peer with each other over mTLS,
+// and a broadcast from any node reaches a subscriber at every node.
+func TestLinkTransportsMix(t *testing.T) {
+	ca, err := tlstest.NewCA("fabric")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*tls.Config{}
+	f := startFabricWith(t, fabric.Options{
+		Topology: "links:\n  - group: a\n    neighbors: [b]\n",
+		Node: func(c *node.Config) {
+			c.ServerTLS, c.LinkTLS = nodeTLS(t, ca, c.Group, c.NodeID)
+			clients[c.Group+"/"+c.NodeID] = c.LinkTLS
+			c.LinkTransport = node.TransportFramed
+			if c.Group+"/"+c.NodeID == "a/n2" || c.Group+"/"+c.NodeID == "b/n1" {
+				c.LinkTransport = node.TransportGRPC
+			}
+		},
+	}, 2, "a", "b")
+	ctx := deadline(t, 60*time.Second)
+	ids := []string{"a/n1", "a/n2", "b/n1", "b/n2"}
+	subs, pubs := map[string]*sub{}, map[string]*client{}
+	for _, id := range ids {
+		pubs[id] = dialTLS(t, f.Node(id).Addr(), clients[id])
+		subs[id] = pubs[id].subscribe("org/ns/mix")
+	}
+	waitAllReached(t, ctx, pubs["a/n1"], subs, "org/ns/mix")
+	for _, from := range ids {
+		if _, err := pubs[from].publish(ctx, "org/ns/mix", "from "+from, true); err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range ids {
+			for {
+				m, err := subs[at].next(ctx)
+				if err != nil {
+					t.Fatalf("the broadcast from %s never reached %s: %v", from, at, err)
+				}
+				if string(m.GetPayload()) == "from "+from {
+					break
+				}
+			}
+		}
+	}
+}

@@ -44,6 +44,9 @@ type File struct {
 	Registration Registration `yaml:"registration"`
 	Limits       Limits       `yaml:"limits"`
 	LinkGrace    Duration     `yaml:"link_grace"`
+	// LinkTransport is how the node dials links and peerings: framed (the default)
+	// or grpc, while some nodes of the fleet accept only gRPC.
+	LinkTransport string `yaml:"link_transport"`
 	// PeerIdentityPattern maps a peer node's SPIFFE ID to its group and node id (with
 	// mTLS); empty: node.DefaultPeerIdentity.
 	PeerIdentityPattern string `yaml:"peer_identity_pattern"`
@@ -195,6 +198,11 @@ func (f *File) check() []error {
 			bad("peer_identity_pattern: %v", err)
 		}
 	}
+	switch f.LinkTransport {
+	case "", node.TransportFramed, node.TransportGRPC:
+	default:
+		bad("link_transport %q: want %s or %s", f.LinkTransport, node.TransportFramed, node.TransportGRPC)
+	}
 	return errs
 }
 
@@ -248,7 +256,7 @@ func (f *File) Build(ctx context.Context, log *slog.Logger) (node.Config, *Resou
 		ExternalEndpoint: f.ExternalEndpoint, HealthListen: f.HealthListen, ControlPlane: f.ControlPlane,
 		MaxMessageBytes: f.Limits.MaxMessageBytes, QueueLen: f.Limits.QueueLen,
 		SubscriberQueueLen: f.Limits.SubscriberQueueLen, MaxHops: f.Limits.MaxHops,
-		LinkGrace: time.Duration(f.LinkGrace), SlowConsumer: node.SlowConsumerPolicy(f.Limits.SlowConsumer), Logger: log,
+		LinkGrace: time.Duration(f.LinkGrace), LinkTransport: f.LinkTransport, SlowConsumer: node.SlowConsumerPolicy(f.Limits.SlowConsumer), Logger: log,
 	}
 	fail := func(err error) (node.Config, *Resources, error) {
 		_ = res.Close()

@@ -17,6 +17,7 @@ registry:
 limits:
   max_message_bytes: 4096
 link_grace: 5s
+link_transport: grpc
 `
 
 func TestParseGood(t *testing.T) {
@@ -24,7 +25,7 @@ func TestParseGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.NodeID != "n1" || f.Group != "cloud" || f.Limits.MaxMessageBytes != 4096 || time.Duration(f.LinkGrace) != 5*time.Second || f.Registry.Backend != "memory" {
+	if f.NodeID != "n1" || f.Group != "cloud" || f.Limits.MaxMessageBytes != 4096 || time.Duration(f.LinkGrace) != 5*time.Second || f.Registry.Backend != "memory" || f.LinkTransport != "grpc" {
 		t.Fatalf("parsed %+v", f)
 	}
 }
@@ -46,6 +47,7 @@ func TestParseBad(t *testing.T) {
 		{"node_id: n1\ngroup: g\nlisten: x:1\nlimits: {slow_consumer: block}\n", `limits.slow consumer policy "block": want disconnect or drop`},
 		{"node_id: n1\ngroup: g\nlisten: x:1\npeer_identity_pattern: '^spiffe://(?P<group>[^/]+)/'\n", "named groups"},
 		{"node_id: n1\ngroup: g\nlisten: x:1\npeer_identity_pattern: '('\n", "peer_identity_pattern"},
+		{"node_id: n1\ngroup: g\nlisten: x:1\nlink_transport: quic\n", `link_transport "quic": want framed or grpc`},
 	} {
 		_, err := Parse([]byte(tc.doc))
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

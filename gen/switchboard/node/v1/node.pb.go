@@ -235,6 +235,106 @@ func (x *Message) GetNoResponders() bool {
 	return false
 }
 
+// LinkOpen starts a link stream on the node's framed link transport, the first frame
+// a dialer sends: the same headers a Link call carries as gRPC metadata ("sb-link-id",
+// "sb-node", "sb-group", "sb-endpoint", "sb-segment"), plus "sb-keepalive", the
+// interval and timeout both ends ping and wait at ("10s/5s").
+type LinkOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Headers       []*LinkHeader          `protobuf:"bytes,1,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkOpen) Reset() {
+	*x = LinkOpen{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkOpen) ProtoMessage() {}
+
+func (x *LinkOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkOpen.ProtoReflect.Descriptor instead.
+func (*LinkOpen) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LinkOpen) GetHeaders() []*LinkHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+type LinkHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkHeader) Reset() {
+	*x = LinkHeader{}
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkHeader) ProtoMessage() {}
+
+func (x *LinkHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkHeader.ProtoReflect.Descriptor instead.
+func (*LinkHeader) Descriptor() ([]byte, []int) {
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LinkHeader) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LinkHeader) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type LinkFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Frame:
@@ -252,7 +352,7 @@ type LinkFrame struct {
 
 func (x *LinkFrame) Reset() {
 	*x = LinkFrame{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[2]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +364,7 @@ func (x *LinkFrame) String() string {
 func (*LinkFrame) ProtoMessage() {}
 
 func (x *LinkFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[2]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +377,7 @@ func (x *LinkFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkFrame.ProtoReflect.Descriptor instead.
 func (*LinkFrame) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LinkFrame) GetFrame() isLinkFrame_Frame {
@@ -400,7 +500,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[3]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +512,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[3]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +525,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Batch) GetMessages() []*Message {
@@ -452,7 +552,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +564,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[4]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +577,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BatchAck) GetSeq() uint64 {
@@ -501,7 +601,7 @@ type Interest struct {
 
 func (x *Interest) Reset() {
 	*x = Interest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +613,7 @@ func (x *Interest) String() string {
 func (*Interest) ProtoMessage() {}
 
 func (x *Interest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[5]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +626,7 @@ func (x *Interest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interest.ProtoReflect.Descriptor instead.
 func (*Interest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Interest) GetId() uint64 {
@@ -561,7 +661,7 @@ type InterestAck struct {
 
 func (x *InterestAck) Reset() {
 	*x = InterestAck{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +673,7 @@ func (x *InterestAck) String() string {
 func (*InterestAck) ProtoMessage() {}
 
 func (x *InterestAck) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[6]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +686,7 @@ func (x *InterestAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterestAck.ProtoReflect.Descriptor instead.
 func (*InterestAck) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InterestAck) GetId() uint64 {
@@ -612,7 +712,7 @@ type Relink struct {
 
 func (x *Relink) Reset() {
 	*x = Relink{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +724,7 @@ func (x *Relink) String() string {
 func (*Relink) ProtoMessage() {}
 
 func (x *Relink) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[7]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +737,7 @@ func (x *Relink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relink.ProtoReflect.Descriptor instead.
 func (*Relink) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Relink) GetLinkId() string {
@@ -658,7 +758,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +770,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[8]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +783,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PublishRequest) GetName() *Name {
@@ -716,7 +816,7 @@ type PublishBatch struct {
 
 func (x *PublishBatch) Reset() {
 	*x = PublishBatch{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +828,7 @@ func (x *PublishBatch) String() string {
 func (*PublishBatch) ProtoMessage() {}
 
 func (x *PublishBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[9]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +841,7 @@ func (x *PublishBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishBatch.ProtoReflect.Descriptor instead.
 func (*PublishBatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PublishBatch) GetMessages() []*PublishRequest {
@@ -763,7 +863,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +875,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[10]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +888,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PublishResponse) GetForwarded() uint32 {
@@ -817,7 +917,7 @@ type PublishStreamResponse struct {
 
 func (x *PublishStreamResponse) Reset() {
 	*x = PublishStreamResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +929,7 @@ func (x *PublishStreamResponse) String() string {
 func (*PublishStreamResponse) ProtoMessage() {}
 
 func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[11]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +942,7 @@ func (x *PublishStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStreamResponse.ProtoReflect.Descriptor instead.
 func (*PublishStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PublishStreamResponse) GetAccepted() uint64 {
@@ -882,7 +982,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +994,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[12]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1007,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubscribeRequest) GetName() *Name {
@@ -929,7 +1029,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1041,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[13]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1054,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubscribeResponse) GetSubscriptionId() uint64 {
@@ -980,7 +1080,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1092,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[14]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1105,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UnsubscribeRequest) GetSubscriptionId() uint64 {
@@ -1023,7 +1123,7 @@ type UnsubscribeResponse struct {
 
 func (x *UnsubscribeResponse) Reset() {
 	*x = UnsubscribeResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[15]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1135,7 @@ func (x *UnsubscribeResponse) String() string {
 func (*UnsubscribeResponse) ProtoMessage() {}
 
 func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[15]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1148,7 @@ func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
 func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 type RequestRequest struct {
@@ -1067,7 +1167,7 @@ type RequestRequest struct {
 
 func (x *RequestRequest) Reset() {
 	*x = RequestRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[16]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1179,7 @@ func (x *RequestRequest) String() string {
 func (*RequestRequest) ProtoMessage() {}
 
 func (x *RequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[16]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1192,7 @@ func (x *RequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRequest.ProtoReflect.Descriptor instead.
 func (*RequestRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RequestRequest) GetName() *Name {
@@ -1141,7 +1241,7 @@ type RequestResponse struct {
 
 func (x *RequestResponse) Reset() {
 	*x = RequestResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[17]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1253,7 @@ func (x *RequestResponse) String() string {
 func (*RequestResponse) ProtoMessage() {}
 
 func (x *RequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[17]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1266,7 @@ func (x *RequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestResponse.ProtoReflect.Descriptor instead.
 func (*RequestResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RequestResponse) GetPayload() []byte {
@@ -1214,7 +1314,7 @@ type RequestBatch struct {
 
 func (x *RequestBatch) Reset() {
 	*x = RequestBatch{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1326,7 @@ func (x *RequestBatch) String() string {
 func (*RequestBatch) ProtoMessage() {}
 
 func (x *RequestBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[18]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1339,7 @@ func (x *RequestBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestBatch.ProtoReflect.Descriptor instead.
 func (*RequestBatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RequestBatch) GetRequests() []*RequestRequest {
@@ -1259,7 +1359,7 @@ type RequestResponseBatch struct {
 
 func (x *RequestResponseBatch) Reset() {
 	*x = RequestResponseBatch{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1371,7 @@ func (x *RequestResponseBatch) String() string {
 func (*RequestResponseBatch) ProtoMessage() {}
 
 func (x *RequestResponseBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[19]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1384,7 @@ func (x *RequestResponseBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestResponseBatch.ProtoReflect.Descriptor instead.
 func (*RequestResponseBatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RequestResponseBatch) GetResponses() []*RequestResponse {
@@ -1305,7 +1405,7 @@ type RespondRequest struct {
 
 func (x *RespondRequest) Reset() {
 	*x = RespondRequest{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[20]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1417,7 @@ func (x *RespondRequest) String() string {
 func (*RespondRequest) ProtoMessage() {}
 
 func (x *RespondRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[20]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1430,7 @@ func (x *RespondRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondRequest.ProtoReflect.Descriptor instead.
 func (*RespondRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RespondRequest) GetReplyTo() string {
@@ -1355,7 +1455,7 @@ type RespondResponse struct {
 
 func (x *RespondResponse) Reset() {
 	*x = RespondResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[21]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1467,7 @@ func (x *RespondResponse) String() string {
 func (*RespondResponse) ProtoMessage() {}
 
 func (x *RespondResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[21]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1480,7 @@ func (x *RespondResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondResponse.ProtoReflect.Descriptor instead.
 func (*RespondResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 // Answers sent together over RespondStream.
@@ -1393,7 +1493,7 @@ type RespondBatch struct {
 
 func (x *RespondBatch) Reset() {
 	*x = RespondBatch{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[22]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1505,7 @@ func (x *RespondBatch) String() string {
 func (*RespondBatch) ProtoMessage() {}
 
 func (x *RespondBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[22]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1518,7 @@ func (x *RespondBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondBatch.ProtoReflect.Descriptor instead.
 func (*RespondBatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RespondBatch) GetAnswers() []*RespondRequest {
@@ -1443,7 +1543,7 @@ type RespondFailure struct {
 
 func (x *RespondFailure) Reset() {
 	*x = RespondFailure{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[23]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1555,7 @@ func (x *RespondFailure) String() string {
 func (*RespondFailure) ProtoMessage() {}
 
 func (x *RespondFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[23]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1568,7 @@ func (x *RespondFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondFailure.ProtoReflect.Descriptor instead.
 func (*RespondFailure) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RespondFailure) GetReplyTo() string {
@@ -1507,7 +1607,7 @@ type RespondStreamResponse struct {
 
 func (x *RespondStreamResponse) Reset() {
 	*x = RespondStreamResponse{}
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[24]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1619,7 @@ func (x *RespondStreamResponse) String() string {
 func (*RespondStreamResponse) ProtoMessage() {}
 
 func (x *RespondStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_node_v1_node_proto_msgTypes[24]
+	mi := &file_switchboard_node_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1632,7 @@ func (x *RespondStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondStreamResponse.ProtoReflect.Descriptor instead.
 func (*RespondStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_node_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RespondStreamResponse) GetFailures() []*RespondFailure {
@@ -1586,7 +1686,13 @@ const file_switchboard_node_v1_node_proto_rawDesc = "" +
 	"\breply_to\x18\t \x01(\tR\areplyTo\x12\x1e\n" +
 	"\vin_reply_to\x18\n" +
 	" \x01(\tR\tinReplyTo\x12#\n" +
-	"\rno_responders\x18\v \x01(\bR\fnoResponders\"\xf5\x02\n" +
+	"\rno_responders\x18\v \x01(\bR\fnoResponders\"E\n" +
+	"\bLinkOpen\x129\n" +
+	"\aheaders\x18\x01 \x03(\v2\x1f.switchboard.node.v1.LinkHeaderR\aheaders\"6\n" +
+	"\n" +
+	"LinkHeader\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"\xf5\x02\n" +
 	"\tLinkFrame\x122\n" +
 	"\x05batch\x18\x01 \x01(\v2\x1a.switchboard.node.v1.BatchH\x00R\x05batch\x12=\n" +
 	"\tsubscribe\x18\x02 \x01(\v2\x1d.switchboard.node.v1.InterestH\x00R\tsubscribe\x12A\n" +
@@ -1688,76 +1794,79 @@ func file_switchboard_node_v1_node_proto_rawDescGZIP() []byte {
 	return file_switchboard_node_v1_node_proto_rawDescData
 }
 
-var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_switchboard_node_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_switchboard_node_v1_node_proto_goTypes = []any{
 	(*Name)(nil),                  // 0: switchboard.node.v1.Name
 	(*Message)(nil),               // 1: switchboard.node.v1.Message
-	(*LinkFrame)(nil),             // 2: switchboard.node.v1.LinkFrame
-	(*Batch)(nil),                 // 3: switchboard.node.v1.Batch
-	(*BatchAck)(nil),              // 4: switchboard.node.v1.BatchAck
-	(*Interest)(nil),              // 5: switchboard.node.v1.Interest
-	(*InterestAck)(nil),           // 6: switchboard.node.v1.InterestAck
-	(*Relink)(nil),                // 7: switchboard.node.v1.Relink
-	(*PublishRequest)(nil),        // 8: switchboard.node.v1.PublishRequest
-	(*PublishBatch)(nil),          // 9: switchboard.node.v1.PublishBatch
-	(*PublishResponse)(nil),       // 10: switchboard.node.v1.PublishResponse
-	(*PublishStreamResponse)(nil), // 11: switchboard.node.v1.PublishStreamResponse
-	(*SubscribeRequest)(nil),      // 12: switchboard.node.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),     // 13: switchboard.node.v1.SubscribeResponse
-	(*UnsubscribeRequest)(nil),    // 14: switchboard.node.v1.UnsubscribeRequest
-	(*UnsubscribeResponse)(nil),   // 15: switchboard.node.v1.UnsubscribeResponse
-	(*RequestRequest)(nil),        // 16: switchboard.node.v1.RequestRequest
-	(*RequestResponse)(nil),       // 17: switchboard.node.v1.RequestResponse
-	(*RequestBatch)(nil),          // 18: switchboard.node.v1.RequestBatch
-	(*RequestResponseBatch)(nil),  // 19: switchboard.node.v1.RequestResponseBatch
-	(*RespondRequest)(nil),        // 20: switchboard.node.v1.RespondRequest
-	(*RespondResponse)(nil),       // 21: switchboard.node.v1.RespondResponse
-	(*RespondBatch)(nil),          // 22: switchboard.node.v1.RespondBatch
-	(*RespondFailure)(nil),        // 23: switchboard.node.v1.RespondFailure
-	(*RespondStreamResponse)(nil), // 24: switchboard.node.v1.RespondStreamResponse
+	(*LinkOpen)(nil),              // 2: switchboard.node.v1.LinkOpen
+	(*LinkHeader)(nil),            // 3: switchboard.node.v1.LinkHeader
+	(*LinkFrame)(nil),             // 4: switchboard.node.v1.LinkFrame
+	(*Batch)(nil),                 // 5: switchboard.node.v1.Batch
+	(*BatchAck)(nil),              // 6: switchboard.node.v1.BatchAck
+	(*Interest)(nil),              // 7: switchboard.node.v1.Interest
+	(*InterestAck)(nil),           // 8: switchboard.node.v1.InterestAck
+	(*Relink)(nil),                // 9: switchboard.node.v1.Relink
+	(*PublishRequest)(nil),        // 10: switchboard.node.v1.PublishRequest
+	(*PublishBatch)(nil),          // 11: switchboard.node.v1.PublishBatch
+	(*PublishResponse)(nil),       // 12: switchboard.node.v1.PublishResponse
+	(*PublishStreamResponse)(nil), // 13: switchboard.node.v1.PublishStreamResponse
+	(*SubscribeRequest)(nil),      // 14: switchboard.node.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),     // 15: switchboard.node.v1.SubscribeResponse
+	(*UnsubscribeRequest)(nil),    // 16: switchboard.node.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil),   // 17: switchboard.node.v1.UnsubscribeResponse
+	(*RequestRequest)(nil),        // 18: switchboard.node.v1.RequestRequest
+	(*RequestResponse)(nil),       // 19: switchboard.node.v1.RequestResponse
+	(*RequestBatch)(nil),          // 20: switchboard.node.v1.RequestBatch
+	(*RequestResponseBatch)(nil),  // 21: switchboard.node.v1.RequestResponseBatch
+	(*RespondRequest)(nil),        // 22: switchboard.node.v1.RespondRequest
+	(*RespondResponse)(nil),       // 23: switchboard.node.v1.RespondResponse
+	(*RespondBatch)(nil),          // 24: switchboard.node.v1.RespondBatch
+	(*RespondFailure)(nil),        // 25: switchboard.node.v1.RespondFailure
+	(*RespondStreamResponse)(nil), // 26: switchboard.node.v1.RespondStreamResponse
 }
 var file_switchboard_node_v1_node_proto_depIdxs = []int32{
 	0,  // 0: switchboard.node.v1.Message.name:type_name -> switchboard.node.v1.Name
-	3,  // 1: switchboard.node.v1.LinkFrame.batch:type_name -> switchboard.node.v1.Batch
-	5,  // 2: switchboard.node.v1.LinkFrame.subscribe:type_name -> switchboard.node.v1.Interest
-	5,  // 3: switchboard.node.v1.LinkFrame.unsubscribe:type_name -> switchboard.node.v1.Interest
-	6,  // 4: switchboard.node.v1.LinkFrame.ack:type_name -> switchboard.node.v1.InterestAck
-	7,  // 5: switchboard.node.v1.LinkFrame.relink:type_name -> switchboard.node.v1.Relink
-	4,  // 6: switchboard.node.v1.LinkFrame.batch_ack:type_name -> switchboard.node.v1.BatchAck
-	1,  // 7: switchboard.node.v1.Batch.messages:type_name -> switchboard.node.v1.Message
-	0,  // 8: switchboard.node.v1.Interest.name:type_name -> switchboard.node.v1.Name
-	0,  // 9: switchboard.node.v1.PublishRequest.name:type_name -> switchboard.node.v1.Name
-	8,  // 10: switchboard.node.v1.PublishBatch.messages:type_name -> switchboard.node.v1.PublishRequest
-	0,  // 11: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
-	1,  // 12: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
-	0,  // 13: switchboard.node.v1.RequestRequest.name:type_name -> switchboard.node.v1.Name
-	16, // 14: switchboard.node.v1.RequestBatch.requests:type_name -> switchboard.node.v1.RequestRequest
-	17, // 15: switchboard.node.v1.RequestResponseBatch.responses:type_name -> switchboard.node.v1.RequestResponse
-	20, // 16: switchboard.node.v1.RespondBatch.answers:type_name -> switchboard.node.v1.RespondRequest
-	23, // 17: switchboard.node.v1.RespondStreamResponse.failures:type_name -> switchboard.node.v1.RespondFailure
-	2,  // 18: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
-	8,  // 19: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
-	9,  // 20: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
-	12, // 21: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
-	14, // 22: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
-	16, // 23: switchboard.node.v1.NodeService.Request:input_type -> switchboard.node.v1.RequestRequest
-	20, // 24: switchboard.node.v1.NodeService.Respond:input_type -> switchboard.node.v1.RespondRequest
-	18, // 25: switchboard.node.v1.NodeService.RequestStream:input_type -> switchboard.node.v1.RequestBatch
-	22, // 26: switchboard.node.v1.NodeService.RespondStream:input_type -> switchboard.node.v1.RespondBatch
-	2,  // 27: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
-	10, // 28: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
-	11, // 29: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
-	13, // 30: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
-	15, // 31: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
-	17, // 32: switchboard.node.v1.NodeService.Request:output_type -> switchboard.node.v1.RequestResponse
-	21, // 33: switchboard.node.v1.NodeService.Respond:output_type -> switchboard.node.v1.RespondResponse
-	19, // 34: switchboard.node.v1.NodeService.RequestStream:output_type -> switchboard.node.v1.RequestResponseBatch
-	24, // 35: switchboard.node.v1.NodeService.RespondStream:output_type -> switchboard.node.v1.RespondStreamResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	3,  // 1: switchboard.node.v1.LinkOpen.headers:type_name -> switchboard.node.v1.LinkHeader
+	5,  // 2: switchboard.node.v1.LinkFrame.batch:type_name -> switchboard.node.v1.Batch
+	7,  // 3: switchboard.node.v1.LinkFrame.subscribe:type_name -> switchboard.node.v1.Interest
+	7,  // 4: switchboard.node.v1.LinkFrame.unsubscribe:type_name -> switchboard.node.v1.Interest
+	8,  // 5: switchboard.node.v1.LinkFrame.ack:type_name -> switchboard.node.v1.InterestAck
+	9,  // 6: switchboard.node.v1.LinkFrame.relink:type_name -> switchboard.node.v1.Relink
+	6,  // 7: switchboard.node.v1.LinkFrame.batch_ack:type_name -> switchboard.node.v1.BatchAck
+	1,  // 8: switchboard.node.v1.Batch.messages:type_name -> switchboard.node.v1.Message
+	0,  // 9: switchboard.node.v1.Interest.name:type_name -> switchboard.node.v1.Name
+	0,  // 10: switchboard.node.v1.PublishRequest.name:type_name -> switchboard.node.v1.Name
+	10, // 11: switchboard.node.v1.PublishBatch.messages:type_name -> switchboard.node.v1.PublishRequest
+	0,  // 12: switchboard.node.v1.SubscribeRequest.name:type_name -> switchboard.node.v1.Name
+	1,  // 13: switchboard.node.v1.SubscribeResponse.messages:type_name -> switchboard.node.v1.Message
+	0,  // 14: switchboard.node.v1.RequestRequest.name:type_name -> switchboard.node.v1.Name
+	18, // 15: switchboard.node.v1.RequestBatch.requests:type_name -> switchboard.node.v1.RequestRequest
+	19, // 16: switchboard.node.v1.RequestResponseBatch.responses:type_name -> switchboard.node.v1.RequestResponse
+	22, // 17: switchboard.node.v1.RespondBatch.answers:type_name -> switchboard.node.v1.RespondRequest
+	25, // 18: switchboard.node.v1.RespondStreamResponse.failures:type_name -> switchboard.node.v1.RespondFailure
+	4,  // 19: switchboard.node.v1.LinkService.Link:input_type -> switchboard.node.v1.LinkFrame
+	10, // 20: switchboard.node.v1.NodeService.Publish:input_type -> switchboard.node.v1.PublishRequest
+	11, // 21: switchboard.node.v1.NodeService.PublishStream:input_type -> switchboard.node.v1.PublishBatch
+	14, // 22: switchboard.node.v1.NodeService.Subscribe:input_type -> switchboard.node.v1.SubscribeRequest
+	16, // 23: switchboard.node.v1.NodeService.Unsubscribe:input_type -> switchboard.node.v1.UnsubscribeRequest
+	18, // 24: switchboard.node.v1.NodeService.Request:input_type -> switchboard.node.v1.RequestRequest
+	22, // 25: switchboard.node.v1.NodeService.Respond:input_type -> switchboard.node.v1.RespondRequest
+	20, // 26: switchboard.node.v1.NodeService.RequestStream:input_type -> switchboard.node.v1.RequestBatch
+	24, // 27: switchboard.node.v1.NodeService.RespondStream:input_type -> switchboard.node.v1.RespondBatch
+	4,  // 28: switchboard.node.v1.LinkService.Link:output_type -> switchboard.node.v1.LinkFrame
+	12, // 29: switchboard.node.v1.NodeService.Publish:output_type -> switchboard.node.v1.PublishResponse
+	13, // 30: switchboard.node.v1.NodeService.PublishStream:output_type -> switchboard.node.v1.PublishStreamResponse
+	15, // 31: switchboard.node.v1.NodeService.Subscribe:output_type -> switchboard.node.v1.SubscribeResponse
+	17, // 32: switchboard.node.v1.NodeService.Unsubscribe:output_type -> switchboard.node.v1.UnsubscribeResponse
+	19, // 33: switchboard.node.v1.NodeService.Request:output_type -> switchboard.node.v1.RequestResponse
+	23, // 34: switchboard.node.v1.NodeService.Respond:output_type -> switchboard.node.v1.RespondResponse
+	21, // 35: switchboard.node.v1.NodeService.RequestStream:output_type -> switchboard.node.v1.RequestResponseBatch
+	26, // 36: switchboard.node.v1.NodeService.RespondStream:output_type -> switchboard.node.v1.RespondStreamResponse
+	28, // [28:37] is the sub-list for method output_type
+	19, // [19:28] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_node_v1_node_proto_init() }
@@ -1766,7 +1875,7 @@ func file_switchboard_node_v1_node_proto_init() {
 		return
 	}
 	file_switchboard_node_v1_node_proto_msgTypes[0].OneofWrappers = []any{}
-	file_switchboard_node_v1_node_proto_msgTypes[2].OneofWrappers = []any{
+	file_switchboard_node_v1_node_proto_msgTypes[4].OneofWrappers = []any{
 		(*LinkFrame_Batch)(nil),
 		(*LinkFrame_Subscribe)(nil),
 		(*LinkFrame_Unsubscribe)(nil),
@@ -1780,7 +1889,7 @@ func file_switchboard_node_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_node_v1_node_proto_rawDesc), len(file_switchboard_node_v1_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
