@@ -102,6 +102,7 @@ type nodeTarget struct {
 	subConn *grpc.ClientConn
 	pub     nodev1.NodeService_PublishStreamClient
 	batch   []*nodev1.PublishRequest
+	spare   []*nodev1.PublishRequest // the requests batch reuses
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -235,8 +236,17 @@ func (t *nodeTarget) publish(p []byte, fan bool) error {
 }
 
 func (t *nodeTarget) publishTo(name *nodev1.Name, p []byte, broadcast bool) error {
-	// The payload buffer is reused by the caller: the batch keeps a copy.
-	t.batch = append(t.batch, &nodev1.PublishRequest{Name: name, Payload: append([]byte(nil), p...), Broadcast: broadcast})
+	// The payload buffer is reused by the caller: the batch keeps a copy. A batch is
+	// marshalled within Send, so its requests and their payload buffers serve the
+	// next batch too (as a NATS client copies into its write buffer, without
+	// allocating).
+	i := len(t.batch)
+	if i == len(t.spare) {
+		t.spare = append(t.spare, &nodev1.PublishRequest{})
+	}
+	r := t.spare[i]
+	r.Name, r.Broadcast, r.Payload = name, broadcast, append(r.Payload[:0], p...)
+	t.batch = append(t.batch, r)
 	if len(t.batch) >= 64 {
 		return t.flush()
 	}

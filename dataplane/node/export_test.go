@@ -34,7 +34,7 @@ func RawFramed(ctx context.Context, addr string, conf *tls.Config, md metadata.M
 		}
 		nc = tc
 	}
-	s.f = newFramed(nc, bufio.NewReaderSize(nc, streamBufferSize), 64<<20)
+	s.f = newFramed(nc, bufio.NewReaderSize(nc, framedReadBuffer), 64<<20)
 	s.err = s.f.open(md)
 	return s
 }

@@ -53,6 +53,10 @@ const (
 	// mdKeepalive is the header in which the dialer gives its keepalive interval and
 	// timeout ("10s/5s"); both ends use it.
 	mdKeepalive = "sb-keepalive"
+	// framedReadBuffer is the read buffer of a framed connection: a full batch, or
+	// many small frames, per system call. (32 KiB, reading most of a batch straight
+	// into its pooled buffer, measured no faster.)
+	framedReadBuffer = 256 << 10
 )
 
 // Kinds of frame.
@@ -355,7 +359,7 @@ func (n *Node) openFramed(c *conn, md metadata.MD) (*framed, context.Context, er
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	f := newFramed(nc, bufio.NewReaderSize(nc, streamBufferSize), n.msgLimit())
+	f := newFramed(nc, bufio.NewReaderSize(nc, framedReadBuffer), n.msgLimit())
 	md.Set(mdKeepalive, c.keepalive.Time.String()+"/"+c.keepalive.Timeout.String())
 	if err := f.open(md); err != nil {
 		f.close()

@@ -77,7 +77,7 @@ func (m *listenMux) route(nc net.Conn) {
 		}
 		nc = tc
 	}
-	r := bufio.NewReaderSize(nc, streamBufferSize)
+	r := bufio.NewReaderSize(nc, framedReadBuffer)
 	first, err := r.Peek(len(framesMagic))
 	if err != nil {
 		_ = nc.Close()
