@@ -18,17 +18,28 @@ import (
 	"github.com/switchboard-mesh/switchboard/internal/fabric"
 )
 
-// BenchmarkForwardOneHop moves 1 KiB messages from a PublishStream client of a/n1 to a
-// Subscribe client of b/n1 across one link, as bench/dataplane's throughput run does,
-// with at most 4096 in flight. Everything runs in this process, so allocs/op is every
-// allocation per message on the whole path (clients, both nodes, gRPC), and cpu-ns/op
-// the process's CPU time (user + system) per message: both less noisy than wall time
-// on a shared machine.
-func BenchmarkForwardOneHop(b *testing.B) {
-	f := startFabricB(b, "links:\n  - group: a\n    neighbors: [b]\n", "a", "b")
+// BenchmarkForward moves 1 KiB messages from a PublishStream client of a/n1 to a
+// Subscribe client of the last group's n1, as bench/dataplane's throughput run does,
+// with at most 4096 in flight: across one link, and across a chain of three (two nodes
+// that only forward), on each link transport. Everything runs in this process, so
+// allocs/op is every allocation per message on the whole path (clients, the nodes,
+// gRPC), and cpu-ns/op the process's CPU time (user + system) per message: both less
+// noisy than wall time on a shared machine. The chain's cost less one hop's is what
+// two forwarding nodes and two more links add.
+func BenchmarkForward(b *testing.B) {
+	for _, tr := range []string{node.TransportGRPC, node.TransportFramed} {
+		b.Run("one-hop/"+tr, func(b *testing.B) {
+			benchmarkForward(b, tr, "links:\n  - group: a\n    neighbors: [b]\n", "a", "b")
+		})
+		b.Run("chain/"+tr, func(b *testing.B) { benchmarkForward(b, tr, chain, "a", "b", "c", "d") })
+	}
+}
+
+func benchmarkForward(b *testing.B, transport, topology string, groups ...string) {
+	f := startFabricB(b, topology, transport, groups...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pubCC, subCC := dialB(b, f.Node("a/n1").Addr()), dialB(b, f.Node("b/n1").Addr())
+	pubCC, subCC := dialB(b, f.Node("a/n1").Addr()), dialB(b, f.Node(groups[len(groups)-1]+"/n1").Addr())
 	name, _ := node.ParseName("bench/dp/one")
 	np := node.NameProto(name)
 	st, err := nodev1.NewNodeServiceClient(subCC).Subscribe(ctx, &nodev1.SubscribeRequest{Name: np})
@@ -127,9 +138,10 @@ func syscalls() int64 {
 	return n
 }
 
-func startFabricB(b *testing.B, topology string, groups ...string) *fabric.Fabric {
+func startFabricB(b *testing.B, topology, transport string, groups ...string) *fabric.Fabric {
 	b.Helper()
-	f, err := fabric.Start(context.Background(), fabric.Options{Topology: topology, Logger: testLogger()})
+	f, err := fabric.Start(context.Background(), fabric.Options{Topology: topology, Logger: testLogger(),
+		Node: func(c *node.Config) { c.LinkTransport = transport }})
 	if err != nil {
 		b.Fatal(err)
 	}
