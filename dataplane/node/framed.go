@@ -87,7 +87,7 @@ type framed struct {
 
 	wmu       sync.Mutex
 	hdr       [frameHeaderLen]byte
-	bufs      net.Buffers // a frame's pieces for writev, kept for the next
+	bufs      net.Buffers  // a frame's pieces for writev, kept for the next
 	lastWrite atomic.Int64 // unix nanoseconds
 	stop      chan struct{}
 	closeOnce sync.Once
