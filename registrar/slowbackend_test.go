@@ -297,3 +297,89 @@ func atomicMax(a *atomic.Int64, v int64) {
 		}
 	}
 }
+
+// perOpBackend takes perOp for every op of an Apply, after blocking every Apply while
+// stalled (both honour the Apply's context): a backend whose writes cost by the op,
+// as a KV stream's publishes or an etcd transaction's puts do.
+type perOpBackend struct {
+	registry.Registry
+	perOp   time.Duration
+	stalled atomic.Bool
+	largest atomic.Int64 // the most ops one Apply that succeeded carried
+}
+
+func (b *perOpBackend) Apply(ctx context.Context, ops []registry.Op) error {
+	wait := time.Duration(len(ops)) * b.perOp
+	if b.stalled.Load() {
+		wait = time.Hour
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, ctx.Err())
+	}
+	if err := b.Registry.Apply(ctx, ops); err != nil {
+		return err
+	}
+	for n := int64(len(ops)); ; {
+		old := b.largest.Load()
+		if n <= old || b.largest.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	return nil
+}
+
+func (b *perOpBackend) Watch(ctx context.Context, f endpoint.Filter) (<-chan registry.Event, error) {
+	return b.Registry.(registry.Watcher).Watch(ctx, f)
+}
+
+// TestWritesQueuedBehindAStalledBackendGetThrough: writes pile up while the backend is
+// stalled; once it answers again, at a cost per op, every one of them is persisted,
+// although all of them in one Apply would take longer than BackendTimeout. (A batch
+// that took every waiting write failed on its timeout, was retried whole and grew.)
+func TestWritesQueuedBehindAStalledBackendGetThrough(t *testing.T) {
+	const (
+		queued  = 2000
+		perOp   = time.Millisecond
+		timeout = 300 * time.Millisecond // a whole queue is 2 s of Apply
+	)
+	inner := memory.New()
+	defer inner.Close()
+	b := &perOpBackend{Registry: inner, perOp: perOp}
+	ts := startServer(t, Config{Backend: b, MaxQueue: 2 * queued, BatchInterval: 10 * time.Millisecond, BatchSize: 10,
+		BackendTimeout: timeout, DrainTimeout: time.Second})
+	waitReady(t, ts.Registrar())
+	b.stalled.Store(true)
+	ctx := testCtx(t)
+	for i := 0; i < queued; i += 100 {
+		var eps []endpoint.Endpoint
+		for j := i; j < i+100; j++ {
+			eps = append(eps, ep("east", "web", fmt.Sprintf("10.1.%d.%d", j/250, j%250+1), 80))
+		}
+		if _, err := ts.client.RegisterEndpoint(ctx, &registrarv1.RegisterEndpointRequest{Endpoints: protos(eps...)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * timeout) // a batch or two fails on its timeout meanwhile
+	b.stalled.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := inner.List(context.Background(), endpoint.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == queued {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged writes in the backend 20 s after it answered again (largest Apply that succeeded: %d ops)", len(got), queued, b.largest.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := b.largest.Load(); time.Duration(n)*perOp >= timeout {
+		t.Errorf("an Apply of %d ops succeeded, %s at %s per op: over the timeout", n, time.Duration(n)*perOp, perOp)
+	}
+}

@@ -14,7 +14,13 @@ import (
 
 // writer persists accepted writes in batches: one backend Apply per batch, flushed
 // every interval or as soon as size writes are waiting, whichever comes first. A
-// batch takes everything waiting, coalesced by key, so a burst costs few Applies.
+// batch takes what is waiting, coalesced by key, up to limit ops, so a burst costs
+// few Applies.
+//
+// limit starts at maxApplyOps; a batch that fails halves it (down to size) and one
+// that succeeds doubles it back. Writes pile up while a backend is down or slow: taken
+// whole, they made one Apply longer than its timeout, which failed, was retried whole,
+// and grew with every write accepted meanwhile, so nothing was persisted again.
 type writer struct {
 	view     *view.View
 	backend  registry.Registry
@@ -24,6 +30,29 @@ type writer struct {
 	log      *slog.Logger
 	m        *metrics
 	backoff  backoff.Backoff
+	limit    int // the most ops the next batch takes (0: maxApplyOps)
+}
+
+// maxApplyOps bounds one Apply: a thousand ops take a backend milliseconds when it is
+// well, and stay within the timeout when it is slow.
+const maxApplyOps = 1000
+
+// batchLimit is the most ops the next batch takes.
+func (w *writer) batchLimit() int {
+	if w.limit <= 0 {
+		w.limit = maxApplyOps
+	}
+	return w.limit
+}
+
+// adapt halves the batch limit after a failed batch of n ops, and doubles it back
+// after one that got through.
+func (w *writer) adapt(ok bool, n int) {
+	if ok {
+		w.limit = min(2*w.batchLimit(), maxApplyOps)
+		return
+	}
+	w.limit = max(min(w.batchLimit(), n)/2, w.size, 1)
 }
 
 // run flushes batches until ctx ends.
@@ -63,10 +92,11 @@ func (w *writer) run(ctx context.Context) {
 // flushOnce writes one batch and reports whether the backend took all of it.
 func (w *writer) flushOnce(ctx context.Context) bool {
 	var err error
-	batch := w.view.TakeBatch()
+	batch := w.view.TakeBatch(w.batchLimit())
 	if len(batch) == 0 {
 		return true
 	}
+	defer func() { w.adapt(err == nil, len(batch)) }()
 	ops := make([]registry.Op, len(batch))
 	for i, b := range batch {
 		ops[i] = b.Op

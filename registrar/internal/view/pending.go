@@ -149,12 +149,19 @@ func (s *View) PendingCount() int {
 	return len(s.pending)
 }
 
-// TakeBatch hands every waiting write to the writer, one op per key, in arrival order.
-func (s *View) TakeBatch() []BatchOp {
+// TakeBatch hands the writer up to limit waiting writes (every one when limit is 0),
+// one op per key, in arrival order; the rest wait for the next batch.
+func (s *View) TakeBatch(limit int) []BatchOp {
 	s.mu.Lock()
 	defer s.unlock()
-	out := make([]BatchOp, 0, s.ndirty)
-	for _, k := range s.dirty {
+	n := s.ndirty
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]BatchOp, 0, n)
+	i := 0
+	for ; i < len(s.dirty) && len(out) < n; i++ {
+		k := s.dirty[i]
 		p := s.pending[k]
 		if p == nil || !p.dirty {
 			continue
@@ -164,8 +171,8 @@ func (s *View) TakeBatch() []BatchOp {
 		s.expectEcho(k, p.op, p.id)
 		p.traces = nil
 	}
-	s.dirty = s.dirty[:0]
-	s.ndirty = 0
+	s.dirty = append(s.dirty[:0], s.dirty[i:]...)
+	s.ndirty -= len(out)
 	return out
 }
 

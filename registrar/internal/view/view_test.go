@@ -1,6 +1,8 @@
 package view
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/switchboard-mesh/switchboard/endpoint"
@@ -34,7 +36,7 @@ func TestFullReadOlderThanAWriteIsIgnoredForThatKey(t *testing.T) {
 	if _, err := s.Accept([]registry.Op{registry.Register(a)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	batch := s.TakeBatch()
+	batch := s.TakeBatch(0)
 	s.BatchDone(batch, nil, false) // a is now in the backend and no longer pending
 	s.EndFull(stale, nil)          // the old List result arrives, without a
 	if s.entries[a.Key()] == nil || *events != 1 {
@@ -79,7 +81,7 @@ func TestPendingOverlaysBackend(t *testing.T) {
 		t.Fatalf("a poll brought back an endpoint whose removal is pending (%d events)", *events)
 	}
 	// A write while the previous one is in flight outlives the first's confirmation.
-	first := s.TakeBatch()
+	first := s.TakeBatch(0)
 	a2 := a
 	a2.Weight = 3
 	if _, err := s.Accept([]registry.Op{registry.Register(a2)}, nil, nil); err != nil {
@@ -100,7 +102,7 @@ func TestFailedBatchIsRetriedNotLost(t *testing.T) {
 	if _, err := s.Accept([]registry.Op{registry.Register(a), registry.Register(b)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	batch := s.TakeBatch()
+	batch := s.TakeBatch(0)
 	if s.ndirty != 0 {
 		t.Fatal("taken writes still counted as waiting")
 	}
@@ -108,7 +110,7 @@ func TestFailedBatchIsRetriedNotLost(t *testing.T) {
 	if s.pending[a.Key()] != nil || s.pending[b.Key()] == nil || s.ndirty != 1 {
 		t.Fatalf("after a partial failure: pending %v, %d waiting; want only b, waiting", s.pending, s.ndirty)
 	}
-	retry := s.TakeBatch()
+	retry := s.TakeBatch(0)
 	if len(retry) != 1 || retry[0].Op.Endpoint.Key() != b.Key() {
 		t.Fatalf("retry batch %v, want b", retry)
 	}
@@ -164,7 +166,7 @@ func TestConfirmationAfterTheFeedMovedOnKeepsTheFeedsState(t *testing.T) {
 	if _, err := s.Accept([]registry.Op{registry.Register(a)}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	batch := s.TakeBatch()
+	batch := s.TakeBatch(0)
 	s.Apply(registry.Event{Type: registry.Added, Endpoint: a})   // our write's echo
 	s.Apply(registry.Event{Type: registry.Removed, Endpoint: a}) // another writer removes it
 	s.BatchDone(batch, nil, false)                               // the Apply returns only now
@@ -195,5 +197,33 @@ func TestReadOfAPartLeavesTheOtherParts(t *testing.T) {
 	s.EndFullIn(s.BeginFull(), nil, db) // the part is let go: its entries go, the rest stays
 	if len(s.entries) != 1 || s.entries[own.Key()] == nil {
 		t.Fatalf("after dropping db: entries %v", s.entries)
+	}
+}
+
+// TakeBatch with a limit hands out the oldest waiting writes, and the rest wait, in
+// order, for the next batch; a write that fails goes behind them.
+func TestTakeBatchLimit(t *testing.T) {
+	s, _ := newTestView(t)
+	s.EndFull(s.BeginFull(), nil)
+	var ops []registry.Op
+	for i := range 5 {
+		ops = append(ops, registry.Register(ep("east", "web", fmt.Sprintf("10.0.0.%d", i+1), 80)))
+	}
+	if _, err := s.Accept(ops, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	addrs := func(b []BatchOp) (out []string) {
+		for _, o := range b {
+			out = append(out, o.Op.Endpoint.Address)
+		}
+		return out
+	}
+	first := s.TakeBatch(2)
+	if got := addrs(first); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.2"}) || s.DirtyCount() != 3 {
+		t.Fatalf("TakeBatch(2) = %v, %d left waiting; want the first two, 3 left", got, s.DirtyCount())
+	}
+	s.BatchDone(first, map[endpoint.Key]bool{first[0].Op.Endpoint.Key(): true}, false)
+	if got := addrs(s.TakeBatch(0)); !slices.Equal(got, []string{"10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.1"}) || s.DirtyCount() != 0 {
+		t.Fatalf("TakeBatch(0) = %v, %d left waiting; want the other three, then the failed one", got, s.DirtyCount())
 	}
 }
