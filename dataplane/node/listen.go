@@ -21,7 +21,7 @@ import (
 type listenMux struct {
 	lis     net.Listener
 	tls     *tls.Config // nil: plaintext
-	framed  func(nc net.Conn, r *bufio.Reader)
+	framed  func(nc net.Conn, r *bufio.Reader) // r reads nc, from after the magic
 	conns   chan net.Conn
 	done    chan struct{}
 	closing sync.Once
@@ -77,20 +77,23 @@ func (m *listenMux) route(nc net.Conn) {
 		}
 		nc = tc
 	}
-	r := bufio.NewReaderSize(nc, framedReadBuffer)
+	// A small buffer to peek with: a client's connection keeps it until gRPC has read
+	// what it holds.
+	r := bufio.NewReaderSize(nc, 64)
 	first, err := r.Peek(len(framesMagic))
 	if err != nil {
 		_ = nc.Close()
 		return
 	}
+	pc := &peekedConn{Conn: nc, r: r}
 	if string(first) == framesMagic {
 		_, _ = r.Discard(len(framesMagic))
-		m.framed(nc, r) // clears the deadline once open
+		m.framed(nc, bufio.NewReaderSize(pc, framedReadBuffer)) // clears the deadline once open
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
 	select {
-	case m.conns <- &peekedConn{Conn: nc, r: r}:
+	case m.conns <- pc:
 	case <-m.done:
 		_ = nc.Close()
 	}
