@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -52,7 +53,7 @@ type options struct {
 	requests, requesters                                 int
 	stallSubscribers, stallMessages                      int
 	latencyFor, timeout                                  time.Duration
-	out, cpuprofile, only, natsHops                      string
+	out, cpuprofile, memprofile, only, natsHops          string
 	scenarios                                            map[string]bool
 }
 
@@ -76,6 +77,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "the whole run's limit")
 	flag.StringVar(&o.out, "out", "", "also write the tables to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the node's runs to this file (go tool pprof)")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write a profile of what the node's runs allocated to this file (go tool pprof -sample_index=alloc_space)")
 	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
 	flag.StringVar(&linkTransport, "link-transport", linkTransport, "the nodes' link transport: framed or grpc")
 	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway) or leaf (a hub and two leaf nodes)")
@@ -257,23 +259,43 @@ func runSystem(ctx context.Context, s system, o options) (result, error) {
 	return r, nil
 }
 
-// profile starts a CPU profile of the node's runs when asked; the returned function
-// stops it.
+// profile starts a CPU profile of the node's runs when asked, and counts their
+// allocations for a memory profile; the returned function writes both.
 func profile(o options, system string) (func(), error) {
-	if o.cpuprofile == "" || system != "node" {
+	if system != "node" {
 		return func() {}, nil
 	}
-	f, err := os.Create(o.cpuprofile)
-	if err != nil {
-		return nil, err
+	stopCPU := func() {}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		stopCPU = func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, err
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
+		stopCPU()
+		if o.memprofile == "" {
+			return
+		}
+		f, err := os.Create(o.memprofile)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			_ = f.Close()
+		}
+		if err != nil {
+			log.Printf("memory profile: %v", err)
+		}
 	}, nil
 }
 

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
@@ -183,8 +183,9 @@ func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Du
 	token := n.id + "#" + strconv.FormatUint(n.reqSeq.Add(1), 10)
 	n.paths.add(token, &pending{name: name, done: done, expires: time.Now().Add(timeout)})
 	n.metrics.published.Inc()
-	m := newMsg(name, payload, false, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())
-	m.Raw, m.ReplyTo = appendToken(m.Raw, wire.MessageFieldReplyTo, token), token
+	raw := make([]byte, 0, publishedSize(name, len(payload), n.id)+tokenSize(wire.MessageFieldReplyTo, token))
+	raw = appendPublished(raw, name, payload, false, n.id, n.seq.Add(1), time.Now().UnixNano())
+	m := &msg{Raw: appendToken(raw, wire.MessageFieldReplyTo, token), TTL: n.cfg.MaxHops, ReplyTo: token}
 	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
 	var outcome string
 	var err error
@@ -224,6 +225,11 @@ func noResponders(name dataplane.Name, why string) error {
 	return fmt.Errorf("%w for %s: %s", ErrNoResponders, name, why)
 }
 
+// tokenSize is the size of a reply token field.
+func tokenSize(num protowire.Number, token string) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(token))
+}
+
 // appendToken appends a reply token field to a message's raw encoding.
 func appendToken(b []byte, num protowire.Number, token string) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
@@ -257,7 +263,9 @@ func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) 
 		p.done(r) // the only reply it gets: p was taken
 		return
 	}
-	b := appendPublished(nil, p.name, r.Payload, false, r.Responder, n.seq.Add(1), time.Now().UnixNano())
+	// One allocation: room for the token and the no_responders flag.
+	b := make([]byte, 0, publishedSize(p.name, len(r.Payload), r.Responder)+tokenSize(wire.MessageFieldInReplyTo, token)+2)
+	b = appendPublished(b, p.name, r.Payload, false, r.Responder, n.seq.Add(1), time.Now().UnixNano())
 	b = appendToken(b, wire.MessageFieldInReplyTo, token)
 	if r.noResponders {
 		b = protowire.AppendTag(b, wire.MessageFieldNoResponders, protowire.VarintType)
@@ -313,11 +321,40 @@ func (n *Node) routeReply(q qmsg) {
 
 // decodeReply reads a reply that came back to the requester's node.
 func decodeReply(m *msg) reply {
-	var pm nodev1.Message
-	if err := proto.Unmarshal(m.Raw, &pm); err != nil {
+	// Only the three fields a requester gets are read, the last of each winning as in
+	// protobuf; the payload is copied out of the batch's buffer, which goes back to the
+	// pool. (proto.Unmarshal of the whole message was five allocations a reply.)
+	var (
+		payload, origin []byte
+		noResponders    bool
+	)
+	for b := m.Raw; len(b) > 0; {
+		num, typ, v, rest, err := wire.NextField(b)
+		if err != nil {
+			return reply{noResponders: true}
+		}
+		b = rest
+		switch {
+		case num == wire.MessageFieldPayload && typ == protowire.BytesType:
+			payload = v
+		case num == wire.MessageFieldOrigin && typ == protowire.BytesType:
+			origin = v
+		case num == wire.MessageFieldNoResponders && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(v)
+			if n < 0 {
+				return reply{noResponders: true}
+			}
+			noResponders = x != 0
+		}
+	}
+	if !utf8.Valid(origin) {
 		return reply{noResponders: true}
 	}
-	return reply{Reply: Reply{Payload: pm.GetPayload(), Responder: pm.GetOrigin()}, noResponders: pm.GetNoResponders()}
+	r := reply{Reply: Reply{Responder: string(origin)}, noResponders: noResponders}
+	if len(payload) > 0 {
+		r.Payload = bytes.Clone(payload)
+	}
+	return r
 }
 
 func requestStatus(err error) error {
