@@ -20,7 +20,7 @@ import (
 // the connection through grpcListener, with handshaked as its credentials.
 type listenMux struct {
 	lis     net.Listener
-	tls     *tls.Config // nil: plaintext
+	tls     *tls.Config                        // nil: plaintext
 	framed  func(nc net.Conn, r *bufio.Reader) // r reads nc, from after the magic
 	conns   chan net.Conn
 	done    chan struct{}
