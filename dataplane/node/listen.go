@@ -17,7 +17,7 @@ import (
 // links on the gRPC transport) and the framed link transport. It finishes the TLS
 // handshake itself (offering both "h2" and framesALPN), then tells the two apart by the
 // first bytes: framesMagic, or anything else for gRPC (HTTP/2's preface). gRPC gets
-// the connection through grpcListener, with handshaked as its credentials.
+// the connection through Accept, with handshaked as its credentials.
 type listenMux struct {
 	lis     net.Listener
 	tls     *tls.Config                        // nil: plaintext
