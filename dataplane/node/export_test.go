@@ -1,10 +1,8 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
-	"net"
 
 	"google.golang.org/grpc/metadata"
 
@@ -16,26 +14,9 @@ import (
 // is the error of its first Recv (and of Header), as on a gRPC stream.
 func RawFramed(ctx context.Context, addr string, conf *tls.Config, md metadata.MD) nodev1.LinkService_LinkClient {
 	s := &rawFramed{ctx: ctx}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		s.err = err
-		return s
+	if s.f, _, s.err = dialFramed(ctx, addr, conf, 64<<20); s.err == nil {
+		s.err = s.f.open(md)
 	}
-	if conf != nil {
-		conf = conf.Clone()
-		conf.NextProtos = []string{framesALPN}
-		conf.ServerName, _, _ = net.SplitHostPort(addr)
-		tc := tls.Client(nc, conf)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = nc.Close()
-			s.err = err
-			return s
-		}
-		nc = tc
-	}
-	s.f = newFramed(nc, bufio.NewReaderSize(nc, framedReadBuffer), 64<<20)
-	s.err = s.f.open(md)
 	return s
 }
 

@@ -336,14 +336,33 @@ func (n *Node) openFramed(c *conn, md metadata.MD) (*framed, context.Context, er
 	ctx, cancel := context.WithTimeout(c.ctx, n.cfg.DialTimeout)
 	defer cancel()
 	endpoint := strings.TrimPrefix(strings.TrimPrefix(c.endpoint, "dns:///"), "passthrough:///")
+	f, p, err := dialFramed(ctx, endpoint, n.cfg.LinkTLS, n.msgLimit())
+	if err != nil {
+		return nil, nil, err
+	}
+	md.Set(mdKeepalive, c.keepalive.Time.String()+"/"+c.keepalive.Timeout.String())
+	if err := f.open(md); err != nil {
+		f.close()
+		return nil, nil, err
+	}
+	_ = f.nc.SetDeadline(time.Time{})
+	f.keepalive(c.keepalive.Time, c.keepalive.Timeout)
+	return f, peer.NewContext(context.Background(), p), nil
+}
+
+// dialFramed opens a connection of the framed transport to endpoint: over TLS with
+// conf (its ALPN protocol framesALPN; the server name the endpoint's host unless conf
+// names one) when conf is not nil. The connection's deadline is ctx's, until the
+// caller clears it.
+func dialFramed(ctx context.Context, endpoint string, conf *tls.Config, limit int) (*framed, *peer.Peer, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", endpoint)
 	if err != nil {
 		return nil, nil, err
 	}
 	p := &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr()}
-	if n.cfg.LinkTLS != nil {
-		conf := n.cfg.LinkTLS.Clone()
+	if conf != nil {
+		conf = conf.Clone()
 		conf.NextProtos = []string{framesALPN}
 		if conf.ServerName == "" {
 			conf.ServerName, _, _ = net.SplitHostPort(endpoint)
@@ -359,15 +378,7 @@ func (n *Node) openFramed(c *conn, md metadata.MD) (*framed, context.Context, er
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	f := newFramed(nc, bufio.NewReaderSize(nc, framedReadBuffer), n.msgLimit())
-	md.Set(mdKeepalive, c.keepalive.Time.String()+"/"+c.keepalive.Timeout.String())
-	if err := f.open(md); err != nil {
-		f.close()
-		return nil, nil, err
-	}
-	_ = nc.SetDeadline(time.Time{})
-	f.keepalive(c.keepalive.Time, c.keepalive.Timeout)
-	return f, peer.NewContext(context.Background(), p), nil
+	return newFramed(nc, bufio.NewReaderSize(nc, framedReadBuffer), limit), p, nil
 }
 
 // open sends the magic and the LinkOpen, and waits for the far end's answer.

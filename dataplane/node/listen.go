@@ -68,10 +68,7 @@ func (m *listenMux) route(nc net.Conn) {
 	_ = nc.SetDeadline(time.Now().Add(openTimeout))
 	if m.tls != nil {
 		tc := tls.Server(nc, m.tls)
-		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
-		err := tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
+		if err := tc.Handshake(); err != nil { // within the deadline above
 			_ = nc.Close()
 			return
 		}
@@ -151,10 +148,7 @@ func (handshaked) ServerHandshake(nc net.Conn) (net.Conn, credentials.AuthInfo, 
 	if !ok {
 		return nil, nil, errors.New("plaintext connection on a TLS listener")
 	}
-	return nc, credentials.TLSInfo{
-		State:          tc.ConnectionState(),
-		CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
-	}, nil
+	return nc, tlsInfo(tc.ConnectionState()), nil
 }
 
 func (handshaked) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
