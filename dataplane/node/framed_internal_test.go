@@ -137,12 +137,13 @@ func TestFramedKeepalive(t *testing.T) {
 	case <-time.After(3 * time.Second):
 	}
 	// A peer that never pings, its connection open.
-	_, b = tcpPair(t)
-	b.keepalive(time.Second, 500*time.Millisecond)
-	go func() { got <- b.RecvMsg(&nodev1.LinkFrame{}) }()
+	_, lone := tcpPair(t)
+	lone.keepalive(time.Second, 500*time.Millisecond)
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- lone.RecvMsg(&nodev1.LinkFrame{}) }()
 	start := time.Now()
 	select {
-	case err := <-got:
+	case err := <-gaveUp:
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("silent peer: %v, want UNAVAILABLE", err)
 		}
