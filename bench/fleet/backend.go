@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/switchboard-mesh/switchboard/bench/internal/promtext"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/internal/freeport"
 	"github.com/switchboard-mesh/switchboard/registry"
@@ -159,7 +159,7 @@ func (o *counter) read(ctx context.Context, members []*proc) (counters, error) {
 		c.writes = uint64(resp.Header.Revision)
 		for _, m := range members {
 			if m.alive() {
-				if v, err := metric(ctx, m.addr+"/metrics", "etcd_mvcc_put_total"); err == nil {
+				if v, err := promtext.Fetch(ctx, http.DefaultClient, m.addr+"/metrics", "etcd_mvcc_put_total"); err == nil {
 					c.puts = v
 					break
 				}
@@ -177,27 +177,6 @@ func (o *counter) read(ctx context.Context, members []*proc) (counters, error) {
 		c.writes = info.State.LastSeq
 	}
 	return c, nil
-}
-
-// metric reads one unlabelled counter from a Prometheus text endpoint.
-func metric(ctx context.Context, url, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no %s", url, name)
 }
 
 // leader is the index of the member that leads: etcd's Raft leader, or the leader of

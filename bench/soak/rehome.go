@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/bench/internal/promtext"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -92,40 +92,8 @@ func (h *heldWatch) run(ctx context.Context) {
 }
 
 func (h *heldWatch) read(ctx context.Context, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return parseGauge(resp.Body, heldMetric)
-}
-
-// parseGauge finds an unlabelled gauge in Prometheus's text format.
-func parseGauge(r io.Reader, name string) (int, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		v, ok := strings.CutPrefix(sc.Text(), name+" ")
-		if !ok {
-			continue
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		return int(f), nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no %s in the metrics", name)
+	v, err := promtext.Fetch(ctx, h.client, url, heldMetric)
+	return int(v), err
 }
 
 // observe records replica i's held entries, and the survivors' sum for every kill

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mesh/switchboard/bench/internal/promtext"
 	"github.com/switchboard-mesh/switchboard/endpoint"
 	"github.com/switchboard-mesh/switchboard/registry"
 )
@@ -99,7 +100,7 @@ func TestHeldWatchReadsTheGauge(t *testing.T) {
 	if h.entries(1) != 0 || h.most(1) != 0 {
 		t.Fatalf("the unreachable replica: %d entries; most: %d", h.entries(1), h.most(1))
 	}
-	if _, err := parseGauge(strings.NewReader("registrar_held_sessions 4\n"), heldMetric); err == nil {
+	if _, err := promtext.Value(strings.NewReader("registrar_held_sessions 4\n"), heldMetric); err == nil {
 		t.Fatal("a missing gauge parsed")
 	}
 }
