@@ -108,15 +108,30 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return fmt.Errorf("proto: cannot unmarshal into %T", v)
 	}
+	if r, ok := m.(*nodev1.SubscribeResponse); ok {
+		// A client's deliveries: decoded with a few allocations per response rather
+		// than several per message, the payloads left where they were read (wire.go).
+		b := keep(data)
+		if decodeDelivery(b, r) {
+			return nil
+		}
+		return proto.Unmarshal(b, m)
+	}
 	buf := data.MaterializeToBuffer(sharedPool)
 	defer buf.Free()
-	// A client's deliveries: decoded with a few allocations per response rather than
-	// several per message (wire.go).
-	if r, ok := m.(*nodev1.SubscribeResponse); ok && decodeDelivery(buf.ReadOnlyData(), r) {
-		return nil
-	}
 	// proto.Unmarshal copies what it keeps, so the buffer can go back at once.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// keep returns data's bytes in one slice that is the caller's to keep: a single
+// buffer's own (referenced once more and never freed, so that its pool never has it
+// back and the garbage collector takes it once unused), or else a copy.
+func keep(data mem.BufferSlice) []byte {
+	if len(data) == 1 {
+		data[0].Ref()
+		return data[0].ReadOnlyData()
+	}
+	return data.Materialize()
 }
 
 // marshalWire encodes a message of the forwarding path (wire.go) into a pooled buffer.

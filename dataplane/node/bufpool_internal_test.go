@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"testing"
 
 	"google.golang.org/grpc/mem"
@@ -50,5 +51,43 @@ func TestCodecRoundTrip(t *testing.T) {
 	data.Free()
 	if !proto.Equal(in, out) {
 		t.Fatal("the batch changed in the round trip")
+	}
+}
+
+// TestDeliveryKeepsItsPayloads: a client's delivery is decoded with its payloads left
+// in the bytes gRPC read it into, so those bytes must stay the payloads' once gRPC
+// frees what it read (its pool hands the buffer out again at once): whether the
+// response came in one buffer or in several.
+func TestDeliveryKeepsItsPayloads(t *testing.T) {
+	in := &nodev1.SubscribeResponse{SubscriptionId: 3}
+	for i := range 8 {
+		in.Messages = append(in.Messages, &nodev1.Message{
+			Name: &nodev1.Name{Org: "o", Namespace: "n", Service: "s"}, Payload: bytes.Repeat([]byte{byte('a' + i)}, 1000), Seq: uint64(i + 1),
+		})
+	}
+	b := mustMarshal(t, in)
+	for _, pieces := range []int{1, 3} {
+		var data mem.BufferSlice
+		for i := range pieces {
+			chunk := b[i*len(b)/pieces : (i+1)*len(b)/pieces]
+			buf := sharedPool.Get(len(chunk))
+			copy(*buf, chunk)
+			data = append(data, mem.NewBuffer(buf, sharedPool))
+		}
+		out := &nodev1.SubscribeResponse{}
+		if err := (codec{}).Unmarshal(data, out); err != nil {
+			t.Fatal(err)
+		}
+		data.Free()
+		// Whatever went back to the pool is handed out again, and written over.
+		for range 4 * pieces {
+			buf := sharedPool.Get(len(b) / pieces)
+			for i := range *buf {
+				(*buf)[i] = 'x'
+			}
+		}
+		if !proto.Equal(in, out) {
+			t.Fatalf("%d buffers: the delivery changed once gRPC's buffers were freed", pieces)
+		}
 	}
 }

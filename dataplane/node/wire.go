@@ -373,15 +373,15 @@ func (o *answersOut) appendWire(b []byte) []byte {
 }
 
 // decodeDelivery decodes a SubscribeResponse for a client of the node (the codec of
-// ClientOptions): what protobuf's Unmarshal does, with the response's messages, names,
-// payloads and instance ids each allocated once for the whole response instead of once
-// per message, and strings repeated from one message to the next (names, origins)
-// shared. It reports false, having changed nothing the caller keeps, for anything it
-// does not know (an unknown field, a string that is not UTF-8), which protobuf then
-// decodes.
+// ClientOptions): what protobuf's Unmarshal does, with the response's messages, names
+// and instance ids each allocated once for the whole response instead of once per
+// message, the payloads left in data (which the caller gives up to them), and strings
+// repeated from one message to the next (names, origins) shared. It reports false,
+// having changed nothing the caller keeps, for anything it does not know (an unknown
+// field, a string that is not UTF-8), which protobuf then decodes.
 func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 	var id uint64
-	count, payloads := 0, 0
+	count := 0
 	for b := data; len(b) > 0; {
 		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
@@ -394,12 +394,10 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 				return false
 			}
 		case num == wire.DeliveryFieldMessages && typ == protowire.BytesType:
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n < 0 {
+			if _, n = protowire.ConsumeBytes(b); n < 0 {
 				return false
 			}
 			count++
-			payloads += len(v) // a bound: the payload is part of it
 		default:
 			return false
 		}
@@ -409,7 +407,6 @@ func decodeDelivery(data []byte, r *nodev1.SubscribeResponse) bool {
 		msgs:  make([]nodev1.Message, count),
 		names: make([]nodev1.Name, count),
 		ids:   make([]uint64, count),
-		arena: make([]byte, 0, payloads),
 	}
 	out := make([]*nodev1.Message, 0, count)
 	for b := data; len(b) > 0; {
@@ -440,7 +437,6 @@ type deliveryDecoder struct {
 	msgs  []nodev1.Message
 	names []nodev1.Name
 	ids   []uint64
-	arena []byte
 	segs  []string  // the messages' segments, each message's a slice of it
 	last  [5]string // org, namespace, service, origin, segment
 }
@@ -487,9 +483,7 @@ func (d *deliveryDecoder) message(b []byte, m *nodev1.Message, k int) bool {
 			m.Name = &d.names[k]
 			ok = d.name(v, m.Name, k)
 		case num == wire.MessageFieldPayload && typ == protowire.BytesType:
-			start := len(d.arena)
-			d.arena = append(d.arena, v...)
-			m.Payload = d.arena[start:len(d.arena):len(d.arena)]
+			m.Payload = v[:len(v):len(v)]
 		case num == wire.MessageFieldBroadcast && typ == protowire.VarintType:
 			m.Broadcast = x != 0
 		case num == wire.MessageFieldTTL && typ == protowire.VarintType:
