@@ -30,16 +30,25 @@ type slowBackend struct {
 	slowed  atomic.Int64 // Applies that were delayed
 }
 
+// waitApply holds an Apply up for d, or fails it as a backend that is away does when
+// ctx ends first.
+func waitApply(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, ctx.Err())
+	}
+}
+
 func (b *slowBackend) Apply(ctx context.Context, ops []registry.Op) error {
 	b.applies.Add(1)
 	if d := time.Duration(b.delay.Load()); d > 0 {
 		b.slowed.Add(1)
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", registry.ErrUnavailable, ctx.Err())
+		if err := waitApply(ctx, d); err != nil {
+			return err
 		}
 	}
 	return b.Registry.Apply(ctx, ops)
@@ -313,12 +322,8 @@ func (b *perOpBackend) Apply(ctx context.Context, ops []registry.Op) error {
 	if b.stalled.Load() {
 		wait = time.Hour
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", registry.ErrUnavailable, ctx.Err())
+	if err := waitApply(ctx, wait); err != nil {
+		return err
 	}
 	if err := b.Registry.Apply(ctx, ops); err != nil {
 		return err
