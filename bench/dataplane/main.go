@@ -15,7 +15,9 @@
 //     cloud and edge-b, two nodes each, edges linked to cloud in one segment (the shape
 //     `switchboard dev` runs), publisher on edge-a's gateway, subscriber on edge-b's;
 //     against two NATS clusters joined by a gateway (a super-cluster), or with
-//     -nats-hops leaf a NATS hub and two leaf nodes (edge -> hub -> edge);
+//     -nats-hops leaf a NATS hub and two leaf nodes (edge -> hub -> edge), or with
+//     -nats-hops leaf-hub-pair a hub of two routed servers, a leaf on each (edge -> hub
+//     1 -> hub 2 -> edge, the node's path when cloud's links are on different nodes);
 //
 //   - reqrep: requests/s with -requesters requests in flight, and p50/p99 of the round
 //     trip at the paced -rate, from a requester at a/n1 (server 1) to a responder at
@@ -80,7 +82,7 @@ func main() {
 	flag.StringVar(&o.memprofile, "memprofile", "", "write a profile of what the node's runs allocated to this file (go tool pprof -sample_index=alloc_space)")
 	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
 	flag.StringVar(&linkTransport, "link-transport", linkTransport, "the nodes' link transport: framed or grpc")
-	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway) or leaf (a hub and two leaf nodes)")
+	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway), leaf (a hub and two leaf nodes) or leaf-hub-pair (a hub of two routed servers, a leaf node on each)")
 	flag.Parse()
 	o.scenarios = map[string]bool{}
 	for s := range strings.SplitSeq(scenarios, ",") {
@@ -99,8 +101,8 @@ func main() {
 	if o.only != "" && o.only != "nats" && o.only != "node" {
 		log.Fatalf("-only %q: want nats or node", o.only)
 	}
-	if o.natsHops != "gateway" && o.natsHops != "leaf" {
-		log.Fatalf("-nats-hops %q: want gateway or leaf", o.natsHops)
+	if natsHopShapes[o.natsHops] == nil {
+		log.Fatalf("-nats-hops %q: want gateway, leaf or leaf-hub-pair", o.natsHops)
 	}
 	if o.stallSubscribers < 2 || o.requesters < 1 || o.rate < 1 || o.window < 1 {
 		log.Fatal("-stall-subscribers must be at least 2, -requesters, -rate and -window at least 1")
@@ -150,6 +152,11 @@ type target interface {
 	close()
 }
 
+// natsHopShapes are NATS's setups for hops, by -nats-hops.
+var natsHopShapes = map[string]func(context.Context) (target, string, error){
+	"gateway": startNATSGateways, "leaf": startNATSLeaves, "leaf-hub-pair": startNATSLeavesHubPair,
+}
+
 // system is how to set one system up for each scenario.
 type system struct {
 	key    string
@@ -162,11 +169,8 @@ type system struct {
 func run(ctx context.Context, o options) error {
 	var results []result
 	systems := []system{
-		{key: "nats", link: startNATS, hops: startNATSGateways, reqrep: startNATSReqRep, stall: startNATSStall},
+		{key: "nats", link: startNATS, hops: natsHopShapes[o.natsHops], reqrep: startNATSReqRep, stall: startNATSStall},
 		{key: "node", link: startNodes, hops: startNodeHops, reqrep: startNodeReqRep, stall: startNodeStall},
-	}
-	if o.natsHops == "leaf" {
-		systems[0].hops = startNATSLeaves
 	}
 	for _, s := range systems {
 		if o.only != "" && o.only != s.key {

@@ -109,34 +109,74 @@ func startNATSGateways(ctx context.Context) (target, string, error) {
 // startNATSLeaves starts a hub and two leaf-node servers connected to it, NATS's own
 // edge -> cloud -> edge shape: client -> leaf edge-a -> hub -> leaf edge-b -> client.
 func startNATSLeaves(ctx context.Context) (target, string, error) {
-	hubOpts := &server.Options{LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: server.RANDOM_PORT}}
-	hub, err := startWith(hubOpts)
-	if err != nil {
-		return nil, "", err
+	return startLeafShape(ctx, 1)
+}
+
+// startNATSLeavesHubPair is the same shape with a hub of two servers joined by a route,
+// each leaf on a hub server of its own: client -> leaf -> hub 1 -> route -> hub 2 ->
+// leaf -> client, four servers, as the node's path is when cloud's two links are held
+// by different nodes.
+func startNATSLeavesHubPair(ctx context.Context) (target, string, error) {
+	return startLeafShape(ctx, 2)
+}
+
+// startLeafShape starts a hub of hubs servers (one cluster) and two leaf nodes, the
+// first connected to the first hub server, the second to the last.
+func startLeafShape(ctx context.Context, hubs int) (target, string, error) {
+	var servers []*server.Server
+	var leafURLs []*url.URL
+	for i := range hubs {
+		o := &server.Options{LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: server.RANDOM_PORT}}
+		if hubs > 1 {
+			o.Cluster = server.ClusterOpts{Name: "hub", Host: "127.0.0.1", Port: server.RANDOM_PORT}
+		}
+		if i > 0 {
+			route, err := url.Parse(fmt.Sprintf("nats-route://%s", servers[0].ClusterAddr()))
+			if err != nil {
+				shutdown(servers)
+				return nil, "", err
+			}
+			o.Routes = []*url.URL{route}
+		}
+		hub, err := startWith(o)
+		if err != nil {
+			shutdown(servers)
+			return nil, "", err
+		}
+		servers = append(servers, hub)
+		// The server writes the port it bound back into its options.
+		u, err := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", o.LeafNode.Port))
+		if err != nil {
+			shutdown(servers)
+			return nil, "", err
+		}
+		leafURLs = append(leafURLs, u)
 	}
-	// The server writes the port it bound back into its options.
-	hubURL, err := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", hubOpts.LeafNode.Port))
-	if err != nil {
-		hub.Shutdown()
-		return nil, "", err
-	}
-	servers := []*server.Server{hub}
-	for range 2 {
-		leaf, err := startWith(&server.Options{LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{hubURL}}}}})
+	for _, u := range []*url.URL{leafURLs[0], leafURLs[hubs-1]} {
+		leaf, err := startWith(&server.Options{LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{u}}}}})
 		if err != nil {
 			shutdown(servers)
 			return nil, "", err
 		}
 		servers = append(servers, leaf)
 	}
+	first, last, leafA, leafB := servers[0], servers[hubs-1], servers[hubs], servers[hubs+1]
 	if err := waitFor(ctx, func() bool {
-		return hub.NumLeafNodes() == 2 && servers[1].NumLeafNodes() == 1 && servers[2].NumLeafNodes() == 1
+		leaves := first.NumLeafNodes() == 2
+		if hubs > 1 {
+			leaves = first.NumLeafNodes() == 1 && last.NumLeafNodes() == 1 && first.NumRoutes() > 0 && last.NumRoutes() > 0
+		}
+		return leaves && leafA.NumLeafNodes() == 1 && leafB.NumLeafNodes() == 1
 	}); err != nil {
 		shutdown(servers)
 		return nil, "", fmt.Errorf("leaf nodes: %w", err)
 	}
-	t, err := newNATSTarget("NATS core (hub and 2 leaf nodes)", servers, servers[1], servers[2])
-	return t, "client → leaf → hub → leaf → client", err
+	if hubs == 1 {
+		t, err := newNATSTarget("NATS core (hub and 2 leaf nodes)", servers, leafA, leafB)
+		return t, "client → leaf → hub → leaf → client", err
+	}
+	t, err := newNATSTarget("NATS core (hub of 2 routed servers and 2 leaf nodes)", servers, leafA, leafB)
+	return t, "client → leaf → hub 1 → route → hub 2 → leaf → client", err
 }
 
 // newNATSTarget connects the publisher to pubSrv and the subscriber to subSrv.
