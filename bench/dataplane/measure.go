@@ -104,29 +104,20 @@ func measureStream(ctx context.Context, t target, o options) (streamResult, erro
 	before := received.Load()
 	sentPaced := int64(0)
 	measuring.Store(true)
-	tick := time.NewTicker(time.Second / time.Duration(o.rate))
-	end := time.After(o.latencyFor)
-pace:
-	for {
-		select {
-		case <-tick.C:
-			if err := t.publish(stamp(payload), false); err != nil {
-				tick.Stop()
-				return r, err
-			}
-			if err := t.flush(); err != nil {
-				tick.Stop()
-				return r, err
-			}
-			sentPaced++
-		case <-end:
-			break pace
-		case <-ctx.Done():
-			tick.Stop()
-			return r, ctx.Err()
+	var sendErr error
+	pace(ctx, o.rate, o.latencyFor, func() bool {
+		if sendErr = t.publish(stamp(payload), false); sendErr == nil {
+			sendErr = t.flush()
 		}
+		sentPaced++
+		return sendErr == nil
+	})
+	if sendErr != nil {
+		return r, sendErr
 	}
-	tick.Stop()
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
 	_ = waitFor(ctx, func() bool { return received.Load()-before >= sentPaced }, 5*time.Second)
 	latMu.Lock()
 	measuring.Store(false)

@@ -90,31 +90,21 @@ func measureReqRep(ctx context.Context, q replier, o options) (reqrepResult, err
 	time.Sleep(200 * time.Millisecond)
 	var mu sync.Mutex
 	var ds []time.Duration
-	tick := time.NewTicker(time.Second / time.Duration(o.rate))
-	end := time.After(o.latencyFor)
-pace:
-	for {
-		select {
-		case <-tick.C:
-			wg.Go(func() {
-				p := make([]byte, o.size)
-				t0 := time.Now()
-				if err := q.request(ctx, p, requestTimeout); err != nil {
-					fail(err)
-					return
-				}
-				d := time.Since(t0)
-				mu.Lock()
-				ds = append(ds, d)
-				mu.Unlock()
-			})
-		case <-end:
-			break pace
-		case <-ctx.Done():
-			break pace
-		}
-	}
-	tick.Stop()
+	pace(ctx, o.rate, o.latencyFor, func() bool {
+		wg.Go(func() {
+			p := make([]byte, o.size)
+			t0 := time.Now()
+			if err := q.request(ctx, p, requestTimeout); err != nil {
+				fail(err)
+				return
+			}
+			d := time.Since(t0)
+			mu.Lock()
+			ds = append(ds, d)
+			mu.Unlock()
+		})
+		return true
+	})
 	wg.Wait() // every request ends within requestTimeout
 	if ctx.Err() != nil {
 		return r, ctx.Err()
