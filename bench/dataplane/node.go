@@ -100,14 +100,17 @@ type nodeTarget struct {
 	nf      *nodeFabric
 	pubConn *grpc.ClientConn
 	subConn *grpc.ClientConn
-	pub     nodev1.NodeService_PublishStreamClient
-	batch   []*nodev1.PublishRequest
-	spare   []*nodev1.PublishRequest // the requests batch reuses
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	name1   *nodev1.Name
-	nameFan *nodev1.Name
+	subAddr string
+	// fanConns are the fan-out subscribers' connections, one each.
+	fanConns []*grpc.ClientConn
+	pub      nodev1.NodeService_PublishStreamClient
+	batch    []*nodev1.PublishRequest
+	spare    []*nodev1.PublishRequest // the requests batch reuses
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	name1    *nodev1.Name
+	nameFan  *nodev1.Name
 }
 
 // startNodes: groups a and b linked directly, one node each.
@@ -183,7 +186,8 @@ func newNodeTarget(label string, nf *nodeFabric, pubID, subID string) (target, e
 		t.close()
 		return nil, err
 	}
-	if t.subConn, err = dial(nf.f.Node(subID).Addr()); err != nil {
+	t.subAddr = nf.f.Node(subID).Addr()
+	if t.subConn, err = dial(t.subAddr); err != nil {
 		t.close()
 		return nil, err
 	}
@@ -203,9 +207,18 @@ func (t *nodeTarget) subscribe(ctx context.Context, k int, got func([]byte)) err
 	if k > 1 {
 		name = t.nameFan
 	}
-	c := nodev1.NewNodeServiceClient(t.subConn)
 	for range k {
-		st, err := c.Subscribe(t.ctx, &nodev1.SubscribeRequest{Name: name})
+		// Each fan-out subscriber has a connection of its own, as separate clients do
+		// (and as the NATS anchor's do).
+		cc := t.subConn
+		if k > 1 {
+			var err error
+			if cc, err = dial(t.subAddr); err != nil {
+				return err
+			}
+			t.fanConns = append(t.fanConns, cc)
+		}
+		st, err := nodev1.NewNodeServiceClient(cc).Subscribe(t.ctx, &nodev1.SubscribeRequest{Name: name})
 		if err != nil {
 			return err
 		}
@@ -285,7 +298,7 @@ func (t *nodeTarget) close() {
 		t.cancel()
 	}
 	t.wg.Wait()
-	for _, cc := range []*grpc.ClientConn{t.pubConn, t.subConn} {
+	for _, cc := range append(t.fanConns, t.pubConn, t.subConn) {
 		if cc != nil {
 			_ = cc.Close()
 		}
