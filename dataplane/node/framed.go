@@ -212,6 +212,11 @@ func (f *framed) RecvMsg(v any) error {
 			return io.EOF
 		case frameStatus:
 			return statusFrame(buf)
+		case frameData:
+			if buf == nil {
+				// A message whose fields are all unset: proto encodes it as nothing.
+				return codec{}.Unmarshal(mem.BufferSlice{}, v)
+			}
 		}
 		b := mem.NewBuffer(buf, sharedPool)
 		err = codec{}.Unmarshal(mem.BufferSlice{b}, v)

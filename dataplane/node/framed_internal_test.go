@@ -108,6 +108,26 @@ func TestFramedStreamEndsWithoutEnd(t *testing.T) {
 	}
 }
 
+// TestFramedStreamEmptyMessage: a data frame without payload is a message whose
+// fields are all unset (proto encodes one as nothing), for a link's frames as for the
+// client API's messages; it once crashed the reader.
+func TestFramedStreamEmptyMessage(t *testing.T) {
+	a, b := tcpPair(t)
+	if _, err := a.nc.Write(frameHeader(frameData, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SendMsg(&nodev1.RespondResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	lf := &nodev1.LinkFrame{Frame: &nodev1.LinkFrame_Relink{}}
+	if err := b.RecvMsg(lf); err != nil || lf.GetFrame() != nil {
+		t.Fatalf("empty data frame read as %v, %v; want an empty LinkFrame", lf, err)
+	}
+	if err := b.RecvMsg(&nodev1.RespondResponse{}); err != nil {
+		t.Fatalf("empty RespondResponse: %v", err)
+	}
+}
+
 // TestFramedStreamRefusesBadFrames: an unknown kind, a ping with a payload, a frame
 // over the limit end the stream before the payload is read.
 func TestFramedStreamRefusesBadFrames(t *testing.T) {
