@@ -60,3 +60,33 @@ func TestLocalClientsOnlyOfTheNodesGroup(t *testing.T) {
 		t.Errorf("no warning for the refused clients; log:\n%s", logs.String())
 	}
 }
+
+// TestFramedClientsOnlyOfTheNodesGroup: the client API on the framed transport admits
+// the same certificates as on gRPC.
+func TestFramedClientsOnlyOfTheNodesGroup(t *testing.T) {
+	f, ca := mtlsFabric(t, "", testLogger(), 1, "cloud")
+	ctx := deadline(t, 30*time.Second)
+	addr := f.Node("cloud/n1").Addr()
+	framedTLS := func(spiffeID string) *client {
+		_, conf := svid(t, ca, spiffeID)
+		return &client{t: t, NodeServiceClient: nodev1.NewNodeServiceClient(node.NewFramedClient(addr, node.FramedOptions{TLS: conf}))}
+	}
+	for _, spiffeID := range []string{nodeSVID("edge-a", "e1"), "spiffe://edge-a/app/web", ""} {
+		c := framedTLS(spiffeID)
+		if _, err := c.publish(ctx, "org/ns/svc", "from elsewhere", false); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("framed publish with certificate %q: %v, want PERMISSION_DENIED", spiffeID, err)
+		}
+		_, err := c.Subscribe(ctx, &nodev1.SubscribeRequest{Name: nameOf(t, "org/ns/svc")})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("framed subscribe with certificate %q: %v, want PERMISSION_DENIED", spiffeID, err)
+		}
+	}
+	c := framedTLS("spiffe://cloud/app/web")
+	s := c.subscribe("org/ns/svc")
+	if _, err := c.publish(ctx, "org/ns/svc", "from cloud", false); err != nil {
+		t.Fatalf("framed publish from cloud's own application: %v", err)
+	}
+	if m, err := s.next(ctx); err != nil || string(m.GetPayload()) != "from cloud" {
+		t.Fatalf("framed subscriber of cloud got %v, %v", m, err)
+	}
+}

@@ -44,10 +44,13 @@ import (
 // connection's, checked by the same code as a gRPC stream's; the control plane sees
 // the same links either way. The node's listener serves both transports: a framed
 // dialer starts with framesMagic (after the TLS handshake, whose ALPN is framesALPN).
+// The same stream carries a call of the client API too (framedapi.go).
 const (
 	framesALPN     = "switchboard-link/1"
 	framesMagic    = "SBLINK/1"
 	frameHeaderLen = 5
+	// finalWriteWait bounds writing the status that ends an accepted stream.
+	finalWriteWait = 5 * time.Second
 	// openTimeout bounds an accepted connection's TLS handshake, magic and LinkOpen.
 	openTimeout = 10 * time.Second
 	// mdKeepalive is the header in which the dialer gives its keepalive interval and
@@ -70,7 +73,7 @@ const (
 
 // errNoEnd is a connection that ended between frames without an end frame: its peer
 // died or the path broke, as a gRPC stream that ends without a status.
-var errNoEnd = status.Error(codes.Unavailable, "link connection closed without an end of stream")
+var errNoEnd = status.Error(codes.Unavailable, "framed connection closed without an end of stream")
 
 // framed is one link stream on a connection of its own. SendMsg is called by one
 // goroutine at a time (the conn's writer), RecvMsg by one (its reader); the keepalive
@@ -180,7 +183,7 @@ func (f *framed) writeFrame(kind byte, data mem.BufferSlice) error {
 	f.lastWrite.Store(time.Now().UnixNano())
 	if err != nil {
 		f.close()
-		return status.Errorf(codes.Unavailable, "link connection: %v", err)
+		return status.Errorf(codes.Unavailable, "framed connection: %v", err)
 	}
 	return nil
 }
@@ -256,11 +259,11 @@ func (f *framed) readFrame() (byte, *[]byte, error) {
 		case errors.Is(err, io.EOF):
 			return 0, nil, errNoEnd
 		case errors.As(err, &ne) && ne.Timeout():
-			return 0, nil, status.Errorf(codes.Unavailable, "link connection: keepalive: nothing heard for %s", f.idle)
+			return 0, nil, status.Errorf(codes.Unavailable, "framed connection: keepalive: nothing heard for %s", f.idle)
 		case errors.Is(err, errMalformedFrame):
 			return 0, nil, status.Error(codes.Internal, err.Error())
 		}
-		return 0, nil, status.Errorf(codes.Unavailable, "link connection: %v", err)
+		return 0, nil, status.Errorf(codes.Unavailable, "framed connection: %v", err)
 	}
 	return kind, buf, nil
 }
@@ -417,7 +420,8 @@ func (f *framed) open(md metadata.MD) error {
 }
 
 // acceptFramed serves a connection of the framed transport that listenMux routed
-// here, from its LinkOpen on, with the same checks as a gRPC stream.
+// here, from its LinkOpen on, with the same checks as a gRPC stream: a link, or a call
+// of the client API when the LinkOpen names a method.
 func (n *Node) acceptFramed(nc net.Conn, r *bufio.Reader) {
 	f := newFramed(nc, r, n.msgLimit())
 	defer f.close()
@@ -427,7 +431,7 @@ func (n *Node) acceptFramed(nc net.Conn, r *bufio.Reader) {
 		interval, timeout, err = parseKeepalive(first(md, mdKeepalive))
 	}
 	if err != nil {
-		n.cfg.Logger.Debug("framed link connection refused", "node", n.id, "peer", nc.RemoteAddr().String(), "err", err)
+		n.cfg.Logger.Debug("framed connection refused", "node", n.id, "peer", nc.RemoteAddr().String(), "err", err)
 		_ = f.writeStatus(status.New(codes.InvalidArgument, err.Error()))
 		return
 	}
@@ -438,7 +442,15 @@ func (n *Node) acceptFramed(nc net.Conn, r *bufio.Reader) {
 		p.AuthInfo = tlsInfo(*st)
 	}
 	ctx := metadata.NewIncomingContext(peer.NewContext(n.ctx, p), md)
-	err = n.serveAccepted(ctx, f, func() error { return f.writeStatus(status.New(codes.OK, "")) })
+	if method := first(md, mdMethod); method != "" {
+		err = n.serveCall(ctx, f, method) // framedapi.go
+	} else {
+		err = n.serveAccepted(ctx, f, func() error { return f.writeStatus(status.New(codes.OK, "")) })
+	}
+	// A client that stopped reading (a slow consumer cut off) would hold the last
+	// write up for ever: it gets a while to read what is queued, then the connection
+	// closes without it.
+	_ = nc.SetWriteDeadline(time.Now().Add(finalWriteWait))
 	switch {
 	case n.killed.Load():
 		// A crash says nothing.

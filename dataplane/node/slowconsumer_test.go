@@ -42,7 +42,8 @@ func stalledSub(t *testing.T, c *client, name string) nodev1.NodeService_Subscri
 // runSlowConsumer publishes broadcasts from pubNode to two subscribers on subNode,
 // one of which stalls: the stalled one is cut off with RESOURCE_EXHAUSTED naming the
 // bound, counted, and the other gets every message; the publisher is never refused.
-func runSlowConsumer(t *testing.T, topology, pubNode, subNode string, groups ...string) {
+// The subscribers are clients of clientOf's transport.
+func runSlowConsumer(t *testing.T, clientOf func(*testing.T, *fabric.Fabric, string) *client, topology, pubNode, subNode string, groups ...string) {
 	f := startFabricWith(t, fabric.Options{Topology: topology, Node: func(c *node.Config) {
 		c.SubscriberQueueLen = slowBound
 		c.HealthListen = "127.0.0.1:0"
@@ -106,11 +107,18 @@ func runSlowConsumer(t *testing.T, topology, pubNode, subNode string, groups ...
 // the subscribers' node keeps delivering to the healthy one while the stalled one is
 // cut off.
 func TestSlowConsumerCutOffBehindLink(t *testing.T) {
-	runSlowConsumer(t, "links:\n  - group: a\n    neighbors: [b]\n", "a/n1", "b/n1", "a", "b")
+	runSlowConsumer(t, clientOf, "links:\n  - group: a\n    neighbors: [b]\n", "a/n1", "b/n1", "a", "b")
+}
+
+// TestSlowConsumerCutOffFramed: the same with subscribers on the framed transport,
+// where a stalled subscriber fills its connection's socket buffers rather than a
+// stream's window.
+func TestSlowConsumerCutOffFramed(t *testing.T) {
+	runSlowConsumer(t, framedClientOf, "links:\n  - group: a\n    neighbors: [b]\n", "a/n1", "b/n1", "a", "b")
 }
 
 // TestSlowConsumerCutOffLocalPublisher: publisher and subscribers on one node. A
 // stalled subscriber used to hold every later broadcast up for the publish wait.
 func TestSlowConsumerCutOffLocalPublisher(t *testing.T) {
-	runSlowConsumer(t, "links: []\n", "a/n1", "a/n1", "a")
+	runSlowConsumer(t, clientOf, "links: []\n", "a/n1", "a/n1", "a")
 }
