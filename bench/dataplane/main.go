@@ -82,6 +82,7 @@ func main() {
 	flag.StringVar(&o.memprofile, "memprofile", "", "write a profile of what the node's runs allocated to this file (go tool pprof -sample_index=alloc_space)")
 	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
 	flag.StringVar(&linkTransport, "link-transport", linkTransport, "the nodes' link transport: framed or grpc")
+	flag.StringVar(&clientTransport, "client-transport", clientTransport, "the transport the bench's clients call the node's API on: framed or grpc")
 	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway), leaf (a hub and two leaf nodes) or leaf-hub-pair (a hub of two routed servers, a leaf node on each)")
 	flag.Parse()
 	o.scenarios = map[string]bool{}

@@ -79,10 +79,29 @@ func (nf *nodeFabric) close() {
 	}
 }
 
-// dial connects a client to a node with the node's buffer pool and codec on the
-// client side too: with gRPC's defaults a 1 MiB buffer is cleared for every batch
-// (dataplane/node/bufpool.go).
-func dial(addr string) (*grpc.ClientConn, error) {
+// clientTransport is how the bench's clients call the node's API: "framed" (the
+// framed transport, a connection per call) or "grpc".
+var clientTransport = "framed"
+
+// clientConn is a client's connection to a node, on either transport.
+type clientConn interface {
+	grpc.ClientConnInterface
+	Close() error
+}
+
+// framedConn is a FramedClient as a clientConn: its calls close their connections
+// when they end, so there is nothing else to close.
+type framedConn struct{ *node.FramedClient }
+
+func (framedConn) Close() error { return nil }
+
+// dial connects a client to a node. On gRPC, with the node's buffer pool and codec
+// on the client side too: with gRPC's defaults a 1 MiB buffer is cleared for every
+// batch (dataplane/node/bufpool.go).
+func dial(addr string) (clientConn, error) {
+	if clientTransport == "framed" {
+		return framedConn{node.NewFramedClient(addr, node.FramedOptions{})}, nil
+	}
 	return grpc.NewClient(addr, append(node.ClientOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 }
 
@@ -98,11 +117,11 @@ func mustName(s string) *nodev1.Name {
 type nodeTarget struct {
 	label   string
 	nf      *nodeFabric
-	pubConn *grpc.ClientConn
-	subConn *grpc.ClientConn
+	pubConn clientConn
+	subConn clientConn
 	subAddr string
 	// fanConns are the fan-out subscribers' connections, one each.
-	fanConns []*grpc.ClientConn
+	fanConns []clientConn
 	pub      nodev1.NodeService_PublishStreamClient
 	batch    []*nodev1.PublishRequest
 	spare    []*nodev1.PublishRequest // the requests batch reuses

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"google.golang.org/grpc"
 
 	"github.com/switchboard-mesh/switchboard/dataplane/node"
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
@@ -179,8 +178,8 @@ func (q *natsReplier) close() {
 // batch, so answers overlap as NATS's buffered msg.Respond lets them.
 type nodeReplier struct {
 	nf        *nodeFabric
-	reqConn   *grpc.ClientConn
-	rspConn   *grpc.ClientConn
+	reqConn   clientConn
+	rspConn   clientConn
 	requester *node.Requester
 	subject   *nodev1.Name
 	cancel    context.CancelFunc
@@ -270,7 +269,7 @@ func (q *nodeReplier) close() {
 		q.cancel()
 	}
 	q.wg.Wait()
-	for _, cc := range []*grpc.ClientConn{q.reqConn, q.rspConn} {
+	for _, cc := range []clientConn{q.reqConn, q.rspConn} {
 		if cc != nil {
 			_ = cc.Close()
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	nodev1 "github.com/switchboard-mesh/switchboard/gen/switchboard/node/v1"
@@ -330,7 +329,7 @@ func (t *natsStall) close() {
 type nodeStall struct {
 	*nodeTarget
 	subject *nodev1.Name
-	conns   []*grpc.ClientConn
+	conns   []clientConn
 	gates   []*gate
 	ends    []chan struct{}
 	errs    []error
