@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mesh/switchboard/dataplane"
@@ -16,18 +17,31 @@ func init() { subcommands = append(subcommands, newPubCmd) }
 
 // nodeClientFlags are the flags of the commands that talk to a node's client API.
 type nodeClientFlags struct {
-	addr string
-	tls  clientTLSFlags
+	addr   string
+	framed bool
+	tls    clientTLSFlags
 }
 
 func (f *nodeClientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.addr, "node", "127.0.0.1:46357", "the node's client API address")
+	cmd.Flags().BoolVar(&f.framed, "framed", false, "call the node on its framed transport instead of gRPC (lower latency; a connection per call)")
 	f.tls.register(cmd.Flags(), "")
 }
 
+// nodeConn is a connection to a node's client API, on either transport.
+type nodeConn interface {
+	grpc.ClientConnInterface
+	Close() error
+}
+
+// framedConn is a FramedClient as a nodeConn: each call closes its own connection.
+type framedConn struct{ *node.FramedClient }
+
+func (framedConn) Close() error { return nil }
+
 // open parses the name pub or sub was given (a usage error if malformed) and
 // connects to the node.
-func (f *nodeClientFlags) open(arg string) (dataplane.Name, *grpc.ClientConn, error) {
+func (f *nodeClientFlags) open(arg string) (dataplane.Name, nodeConn, error) {
 	name, err := node.ParseName(arg)
 	if err != nil {
 		return name, nil, usageError{err}
@@ -36,13 +50,17 @@ func (f *nodeClientFlags) open(arg string) (dataplane.Name, *grpc.ClientConn, er
 	return name, cc, err
 }
 
-func (f *nodeClientFlags) dial() (*grpc.ClientConn, error) {
-	creds, err := f.tls.credentials()
+func (f *nodeClientFlags) dial() (nodeConn, error) {
+	conf, err := f.tls.config()
 	if err != nil {
 		return nil, err
 	}
-	if creds == nil {
-		creds = insecure.NewCredentials()
+	if f.framed {
+		return framedConn{node.NewFramedClient(f.addr, node.FramedOptions{TLS: conf})}, nil
+	}
+	creds := insecure.NewCredentials()
+	if conf != nil {
+		creds = credentials.NewTLS(conf)
 	}
 	return grpc.NewClient(f.addr, append(node.ClientOptions(), grpc.WithTransportCredentials(creds))...)
 }

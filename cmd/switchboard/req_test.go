@@ -14,8 +14,19 @@ import (
 
 // TestReqAnsweredBySubReply: `req` gets the answer of a `sub --reply` on another
 // group's node, across the link; a request nobody subscribes to fails at once, and
-// one above the message limit is refused naming it.
+// one above the message limit is refused naming it. The same on the framed transport
+// (--framed).
 func TestReqAnsweredBySubReply(t *testing.T) {
+	t.Run("grpc", func(t *testing.T) { testReqAnsweredBySubReply(t) })
+	t.Run("framed", func(t *testing.T) { testReqAnsweredBySubReply(t, "--framed") })
+}
+
+// withFlags puts flags after the command's name, args[0].
+func withFlags(flags []string, args ...string) []string {
+	return append(append([]string{args[0]}, flags...), args[1:]...)
+}
+
+func testReqAnsweredBySubReply(t *testing.T, transport ...string) {
 	f, err := fabric.Start(context.Background(), fabric.Options{Topology: "links:\n  - group: a\n    neighbors: [b]\n",
 		Node: func(c *node.Config) { c.MaxMessageBytes = 100 }})
 	if err != nil {
@@ -30,11 +41,11 @@ func TestReqAnsweredBySubReply(t *testing.T) {
 	requester, responder := f.Node("a/n1").Addr(), f.Node("b/n1").Addr()
 	subDone := make(chan string, 1)
 	go func() {
-		out, errOut, _ := run(t, "sub", "--node", responder, "--count", "1", "--reply", "pong", "org/ns/echo")
+		out, errOut, _ := run(t, withFlags(transport, "sub", "--node", responder, "--count", "1", "--reply", "pong", "org/ns/echo")...)
 		subDone <- out + errOut
 	}()
 	for {
-		out, errOut, code := run(t, "req", "--node", requester, "--timeout", "1s", "org/ns/echo", "ping")
+		out, errOut, code := run(t, withFlags(transport, "req", "--node", requester, "--timeout", "1s", "org/ns/echo", "ping")...)
 		if code == 0 {
 			if out != "pong\n" {
 				t.Fatalf("req printed %q, want pong", out)
@@ -57,11 +68,11 @@ func TestReqAnsweredBySubReply(t *testing.T) {
 	}
 	// A timeout of a minute, longer than run's own deadline: only an answer at once
 	// passes.
-	_, errOut, code := run(t, "req", "--node", requester, "--timeout", "1m", "org/ns/nobody", "ping")
+	_, errOut, code := run(t, withFlags(transport, "req", "--node", requester, "--timeout", "1m", "org/ns/nobody", "ping")...)
 	if code != 1 || !strings.Contains(errOut, "no responders for org/ns/nobody") {
 		t.Errorf("req to nobody: exit %d, %q; want 1 naming no responders", code, errOut)
 	}
-	_, errOut, code = run(t, "req", "--node", requester, "org/ns/echo", strings.Repeat("x", 101))
+	_, errOut, code = run(t, withFlags(transport, "req", "--node", requester, "org/ns/echo", strings.Repeat("x", 101))...)
 	if code != 2 || !strings.Contains(errOut, "the limit is 100 bytes") {
 		t.Errorf("oversized req: exit %d, %q; want 2 naming the limit", code, errOut)
 	}

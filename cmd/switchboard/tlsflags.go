@@ -27,6 +27,15 @@ func (f *clientTLSFlags) register(fs *pflag.FlagSet, prefix string) {
 
 // credentials returns nil when no TLS flag is set (plaintext).
 func (f *clientTLSFlags) credentials() (credentials.TransportCredentials, error) {
+	cfg, err := f.config()
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// config returns nil when no TLS flag is set (plaintext).
+func (f *clientTLSFlags) config() (*tls.Config, error) {
 	if f.ca == "" && f.cert == "" && f.key == "" {
 		return nil, nil
 	}
@@ -52,5 +61,5 @@ func (f *clientTLSFlags) credentials() (credentials.TransportCredentials, error)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, nil
 }
