@@ -425,7 +425,10 @@ func (f *framed) open(md metadata.MD) error {
 func (n *Node) acceptFramed(nc net.Conn, r *bufio.Reader) {
 	f := newFramed(nc, r, n.msgLimit())
 	defer f.close()
+	// A node that stops does not wait out a connection still opening (openTimeout).
+	opening := context.AfterFunc(n.ctx, f.close)
 	md, err := readOpen(r)
+	opening()
 	var interval, timeout time.Duration
 	if err == nil {
 		interval, timeout, err = parseKeepalive(first(md, mdKeepalive))

@@ -24,11 +24,19 @@ type listenMux struct {
 	framed  func(nc net.Conn, r *bufio.Reader) // r reads nc, from after the magic
 	conns   chan net.Conn
 	done    chan struct{}
+	ctx     context.Context // ends with done
+	cancel  context.CancelFunc
 	closing sync.Once
+	// routes counts the connections being routed or served on the framed transport;
+	// only acceptLoop adds to it, and looped closes when acceptLoop returns, so that
+	// wait never runs beside an Add.
+	routes sync.WaitGroup
+	looped chan struct{}
 }
 
 func newListenMux(lis net.Listener, conf *tls.Config, framed func(net.Conn, *bufio.Reader)) *listenMux {
-	m := &listenMux{lis: lis, framed: framed, conns: make(chan net.Conn), done: make(chan struct{})}
+	m := &listenMux{lis: lis, framed: framed, conns: make(chan net.Conn), done: make(chan struct{}), looped: make(chan struct{})}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if conf != nil {
 		m.tls = conf.Clone()
 		m.tls.NextProtos = append([]string{"h2", framesALPN}, slices.DeleteFunc(slices.Clone(conf.NextProtos), func(p string) bool {
@@ -42,6 +50,7 @@ func newListenMux(lis net.Listener, conf *tls.Config, framed func(net.Conn, *buf
 // acceptLoop accepts until the listener closes; other failures (out of file
 // descriptors) are retried after a pause, as net/http does.
 func (m *listenMux) acceptLoop() {
+	defer close(m.looped)
 	pause := 5 * time.Millisecond
 	for {
 		nc, err := m.lis.Accept()
@@ -59,13 +68,15 @@ func (m *listenMux) acceptLoop() {
 			continue
 		}
 		pause = 5 * time.Millisecond
-		go m.route(nc)
+		m.routes.Go(func() { m.route(nc) })
 	}
 }
 
 // route finishes the connection's TLS handshake and hands it to its transport.
 func (m *listenMux) route(nc net.Conn) {
 	_ = nc.SetDeadline(time.Now().Add(openTimeout))
+	// A listener that closes does not wait out a connection still routing.
+	routing := context.AfterFunc(m.ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	if m.tls != nil {
 		tc := tls.Server(nc, m.tls)
 		if err := tc.Handshake(); err != nil { // within the deadline above
@@ -80,6 +91,10 @@ func (m *listenMux) route(nc net.Conn) {
 	first, err := r.Peek(len(framesMagic))
 	if err != nil {
 		_ = nc.Close()
+		return
+	}
+	if !routing() {
+		_ = nc.Close() // the listener closed
 		return
 	}
 	pc := &peekedConn{Conn: nc, r: r}
@@ -109,12 +124,22 @@ func (m *listenMux) Accept() (net.Conn, error) {
 func (m *listenMux) Close() error {
 	m.closing.Do(func() {
 		close(m.done)
+		m.cancel()
 		_ = m.lis.Close()
 	})
 	return nil
 }
 
 func (m *listenMux) Addr() net.Addr { return m.lis.Addr() }
+
+// wait closes the listener and waits until every connection it accepted has been
+// handed to gRPC or has ended on the framed transport: a framed stream's goroutines
+// are the node's (Node.wg), and must have started before the node waits for them.
+func (m *listenMux) wait() {
+	_ = m.Close()
+	<-m.looped
+	m.routes.Wait()
+}
 
 // peekedConn is a connection whose first bytes were read to route it: they are read
 // again from r, and then the connection itself (gRPC buffers its reads: a second

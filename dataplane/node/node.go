@@ -257,6 +257,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.shutdown(stopRun, &helpers)
 	stopHTTP()
+	mux.wait()
 	n.wg.Wait()
 	return err
 }
