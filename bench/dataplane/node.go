@@ -89,18 +89,12 @@ type clientConn interface {
 	Close() error
 }
 
-// framedConn is a FramedClient as a clientConn: its calls close their connections
-// when they end, so there is nothing else to close.
-type framedConn struct{ *node.FramedClient }
-
-func (framedConn) Close() error { return nil }
-
 // dial connects a client to a node. On gRPC, with the node's buffer pool and codec
 // on the client side too: with gRPC's defaults a 1 MiB buffer is cleared for every
 // batch (dataplane/node/bufpool.go).
 func dial(addr string) (clientConn, error) {
 	if clientTransport == "framed" {
-		return framedConn{node.NewFramedClient(addr, node.FramedOptions{})}, nil
+		return node.NewFramedClient(addr, node.FramedOptions{}), nil
 	}
 	return grpc.NewClient(addr, append(node.ClientOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 }

@@ -34,11 +34,6 @@ type nodeConn interface {
 	Close() error
 }
 
-// framedConn is a FramedClient as a nodeConn: each call closes its own connection.
-type framedConn struct{ *node.FramedClient }
-
-func (framedConn) Close() error { return nil }
-
 // open parses the name pub or sub was given (a usage error if malformed) and
 // connects to the node.
 func (f *nodeClientFlags) open(arg string) (dataplane.Name, nodeConn, error) {
@@ -56,7 +51,7 @@ func (f *nodeClientFlags) dial() (nodeConn, error) {
 		return nil, err
 	}
 	if f.framed {
-		return framedConn{node.NewFramedClient(f.addr, node.FramedOptions{TLS: conf})}, nil
+		return node.NewFramedClient(f.addr, node.FramedOptions{TLS: conf}), nil
 	}
 	creds := insecure.NewCredentials()
 	if conf != nil {

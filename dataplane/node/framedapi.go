@@ -177,6 +177,10 @@ func NewFramedClient(addr string, o FramedOptions) *FramedClient {
 	return &FramedClient{addr: addr, o: o}
 }
 
+// Close does nothing: each call closes its own connection when it ends. It lets a
+// FramedClient stand where a *grpc.ClientConn is closed.
+func (c *FramedClient) Close() error { return nil }
+
 // Invoke makes a unary call.
 func (c *FramedClient) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	s, err := c.NewStream(ctx, &grpc.StreamDesc{}, method)
