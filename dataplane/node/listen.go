@@ -76,7 +76,8 @@ func (m *listenMux) acceptLoop() {
 func (m *listenMux) route(nc net.Conn) {
 	_ = nc.SetDeadline(time.Now().Add(openTimeout))
 	// A listener that closes does not wait out a connection still routing.
-	routing := context.AfterFunc(m.ctx, func() { _ = nc.SetDeadline(time.Now()) })
+	raw := nc // nc becomes the TLS connection below; its deadlines are raw's
+	routing := context.AfterFunc(m.ctx, func() { _ = raw.SetDeadline(time.Now()) })
 	if m.tls != nil {
 		tc := tls.Server(nc, m.tls)
 		if err := tc.Handshake(); err != nil { // within the deadline above
