@@ -49,8 +49,10 @@ const (
 	framesALPN     = "switchboard-link/1"
 	framesMagic    = "SBLINK/1"
 	frameHeaderLen = 5
-	// finalWriteWait bounds writing the status that ends an accepted stream.
-	finalWriteWait = 5 * time.Second
+	// finalWriteWait and finalCallWriteWait bound writing the frame that ends an
+	// accepted link, and a call of the client API.
+	finalWriteWait     = 5 * time.Second
+	finalCallWriteWait = 30 * time.Second
 	// openTimeout bounds an accepted connection's TLS handshake, magic and LinkOpen.
 	openTimeout = 10 * time.Second
 	// mdKeepalive is the header in which the dialer gives its keepalive interval and
@@ -445,15 +447,18 @@ func (n *Node) acceptFramed(nc net.Conn, r *bufio.Reader) {
 		p.AuthInfo = tlsInfo(*st)
 	}
 	ctx := metadata.NewIncomingContext(peer.NewContext(n.ctx, p), md)
+	// The last write waits for the far end to read what is queued before it: a link's
+	// far end always reads, so for a while; a client that stopped reading (a slow
+	// consumer cut off) may start again, so longer, unless the node stops.
+	wait := finalWriteWait
 	if method := first(md, mdMethod); method != "" {
 		err = n.serveCall(ctx, f, method) // framedapi.go
+		wait = finalCallWriteWait
+		defer context.AfterFunc(n.ctx, f.close)()
 	} else {
 		err = n.serveAccepted(ctx, f, func() error { return f.writeStatus(status.New(codes.OK, "")) })
 	}
-	// A client that stopped reading (a slow consumer cut off) would hold the last
-	// write up for ever: it gets a while to read what is queued, then the connection
-	// closes without it.
-	_ = nc.SetWriteDeadline(time.Now().Add(finalWriteWait))
+	_ = nc.SetWriteDeadline(time.Now().Add(wait))
 	switch {
 	case n.killed.Load():
 		// A crash says nothing.
