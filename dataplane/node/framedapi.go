@@ -200,8 +200,7 @@ func (c *FramedClient) Invoke(ctx context.Context, method string, args, reply an
 func (c *FramedClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.o.DialTimeout)
 	defer cancel()
-	// The node's frames are bounded by its message limit plus a batch's worth.
-	f, _, err := dialFramed(dctx, c.addr, c.o.TLS, c.o.MaxMessageBytes+maxBatchBytes+64<<10)
+	f, _, err := dialFramed(dctx, c.addr, c.o.TLS, msgLimitFor(c.o.MaxMessageBytes))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()

@@ -159,7 +159,10 @@ func linkKeepalive(interval, timeout time.Duration) keepalive.ClientParameters {
 }
 
 // msgLimit is the gRPC message size limit: a whole batch of the largest messages.
-func (n *Node) msgLimit() int { return n.cfg.MaxMessageBytes + maxBatchBytes + 64<<10 }
+func (n *Node) msgLimit() int { return msgLimitFor(n.cfg.MaxMessageBytes) }
+
+// msgLimitFor is the message size limit of a node with the given max_message_bytes.
+func msgLimitFor(maxMessageBytes int) int { return maxMessageBytes + maxBatchBytes + 64<<10 }
 
 func (n *Node) grpcServer() *grpc.Server {
 	opts := append(serverOptions(), grpc.MaxRecvMsgSize(n.msgLimit()), grpc.MaxSendMsgSize(n.msgLimit()),
