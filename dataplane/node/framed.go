@@ -14,8 +14,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -90,18 +92,32 @@ type framed struct {
 	idle     time.Duration
 	interval time.Duration
 
-	wmu       sync.Mutex
-	hdr       [frameHeaderLen]byte
-	bufs      net.Buffers  // a frame's pieces for writev, kept for the next
+	// raw, on TCP, writes without waiting (tryWriteFrame): writev writes bufs, and
+	// leaves what it wrote, or why not, in wn and werr (a method value made once, not
+	// a closure for every frame).
+	raw    syscall.RawConn
+	writev func(fd uintptr) bool
+	wn     int
+	werr   error
+
+	wmu  sync.Mutex
+	hdr  [frameHeaderLen]byte
+	bufs net.Buffers // a frame's pieces for writev, kept for the next
+	// pending is the rest of a frame that tryWriteFrame could not write at once; it
+	// is written before anything else.
+	pending   []byte
 	lastWrite atomic.Int64 // unix nanoseconds
 	stop      chan struct{}
 	closeOnce sync.Once
 }
 
 func newFramed(nc net.Conn, r *bufio.Reader, limit int) *framed {
-	_, plain := nc.(*net.TCPConn)
+	tc, plain := nc.(*net.TCPConn)
 	f := &framed{nc: nc, r: r, plain: plain, limit: limit, stop: make(chan struct{})}
-	if !plain {
+	if plain {
+		f.raw, _ = tc.SyscallConn()
+		f.writev = f.writevNow
+	} else {
 		f.w = bufio.NewWriterSize(nc, streamBufferSize)
 	}
 	return f
@@ -160,18 +176,16 @@ func (f *framed) SendMsg(v any) error {
 func (f *framed) writeFrame(kind byte, data mem.BufferSlice) error {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	f.hdr[0] = kind
-	binary.BigEndian.PutUint32(f.hdr[1:], uint32(data.Len()))
+	if err := f.writePending(); err != nil {
+		return err
+	}
 	var err error
 	if f.plain {
-		f.bufs = append(f.bufs[:0], f.hdr[:])
-		for _, b := range data {
-			f.bufs = append(f.bufs, b.ReadOnlyData())
-		}
-		bufs := f.bufs // WriteTo consumes its receiver
+		bufs := f.pieces(kind, data) // WriteTo consumes its receiver
 		_, err = bufs.WriteTo(f.nc)
 		clear(f.bufs)
 	} else {
+		f.setHeader(kind, data.Len())
 		_, err = f.w.Write(f.hdr[:])
 		for _, b := range data {
 			if err == nil {
@@ -182,6 +196,87 @@ func (f *framed) writeFrame(kind byte, data mem.BufferSlice) error {
 			err = f.w.Flush()
 		}
 	}
+	f.lastWrite.Store(time.Now().UnixNano())
+	if err != nil {
+		f.close()
+		return status.Errorf(codes.Unavailable, "framed connection: %v", err)
+	}
+	return nil
+}
+
+func (f *framed) setHeader(kind byte, n int) {
+	f.hdr[0] = kind
+	binary.BigEndian.PutUint32(f.hdr[1:], uint32(n))
+}
+
+// pieces are a frame's header and payload, for writev. Callers hold wmu.
+func (f *framed) pieces(kind byte, data mem.BufferSlice) net.Buffers {
+	f.setHeader(kind, data.Len())
+	f.bufs = append(f.bufs[:0], f.hdr[:])
+	for _, b := range data {
+		f.bufs = append(f.bufs, b.ReadOnlyData())
+	}
+	return f.bufs
+}
+
+// tryWriteFrame writes a data frame on TCP without waiting: it reports false, having
+// written nothing, when another write is under way or unfinished, or the connection
+// is TLS or broken. When true, the frame is the connection's: written, or as much of
+// it as the socket took, the rest left to a goroutine that writes it before anything
+// else. So a writer that must not be held up (a link's reader, writing for a
+// subscriber) may try it, and hand the frame to its queue when it cannot.
+func (f *framed) tryWriteFrame(data mem.BufferSlice) bool {
+	if f.raw == nil || !f.wmu.TryLock() {
+		return false
+	}
+	defer f.wmu.Unlock()
+	if len(f.pending) > 0 {
+		return false
+	}
+	bufs := f.pieces(frameData, data)
+	defer clear(f.bufs)
+	err := f.raw.Write(f.writev)
+	n, werr := max(f.wn, 0), f.werr
+	f.werr = nil
+	if err != nil || (werr != nil && !errors.Is(werr, unix.EAGAIN) && !errors.Is(werr, unix.EINTR)) {
+		f.close()
+		return false
+	}
+	f.lastWrite.Store(time.Now().UnixNano())
+	for _, b := range bufs {
+		if n >= len(b) {
+			n -= len(b)
+			continue
+		}
+		f.pending = append(f.pending, b[n:]...)
+		n = 0
+	}
+	if len(f.pending) > 0 {
+		go f.finishPending()
+	}
+	return true
+}
+
+// writevNow writes bufs with one writev, whether the socket has room or not.
+func (f *framed) writevNow(fd uintptr) bool {
+	f.wn, f.werr = unix.Writev(int(fd), f.bufs)
+	return true // never wait for the socket
+}
+
+// finishPending writes what tryWriteFrame left, unless another write did first.
+func (f *framed) finishPending() {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	_ = f.writePending()
+}
+
+// writePending writes the rest of a frame tryWriteFrame left. Callers hold wmu.
+func (f *framed) writePending() error {
+	if len(f.pending) == 0 {
+		return nil
+	}
+	_, err := f.nc.Write(f.pending)
+	f.pending = f.pending[:0]
 	f.lastWrite.Store(time.Now().UnixNano())
 	if err != nil {
 		f.close()

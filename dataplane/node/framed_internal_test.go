@@ -257,3 +257,55 @@ func (nopConn) RemoteAddr() net.Addr             { return nil }
 func (nopConn) SetDeadline(time.Time) error      { return nil }
 func (nopConn) SetReadDeadline(time.Time) error  { return nil }
 func (nopConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestTryWriteFrameNeverWaits: a write that must not wait writes to a peer that does
+// not read until the socket is full, and then refuses; the frame the socket took only
+// in part is finished before anything else, so once the peer reads, every frame
+// arrives whole and in order — those written without waiting, then those written
+// after them by a writer that waits.
+func TestTryWriteFrameNeverWaits(t *testing.T) {
+	a, b := tcpPair(t)
+	frame := func(i int) mem.BufferSlice {
+		p := bytes.Repeat([]byte{byte(i)}, 8<<10)
+		binary.BigEndian.PutUint32(p, uint32(i))
+		return mem.BufferSlice{mem.SliceBuffer(p)}
+	}
+	sent := 0
+	for a.tryWriteFrame(frame(sent)) {
+		sent++
+		if sent > 100000 {
+			t.Fatal("the socket never filled up")
+		}
+	}
+	if sent == 0 {
+		t.Fatal("nothing was written without waiting")
+	}
+	// Nothing else writes: the refusal means a frame is unfinished (or being
+	// finished).
+	// A writer that waits comes after the unfinished frame.
+	const after = 20
+	wrote := make(chan error, 1)
+	go func() {
+		for i := range after {
+			if err := a.writeFrame(frameData, frame(sent+i)); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	_ = b.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for i := range sent + after {
+		kind, buf, err := b.readFrame()
+		if err != nil {
+			t.Fatalf("frame %d of %d: %v", i, sent+after, err)
+		}
+		if got := binary.BigEndian.Uint32(*buf); kind != frameData || got != uint32(i) || len(*buf) != 8<<10 || (*buf)[len(*buf)-1] != byte(i) {
+			t.Fatalf("frame %d: kind %d, number %d, %d bytes", i, kind, got, len(*buf))
+		}
+		sharedPool.Put(buf)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
