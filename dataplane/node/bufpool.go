@@ -110,8 +110,11 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	if r, ok := m.(*nodev1.SubscribeResponse); ok {
 		// A client's deliveries: decoded with a few allocations per response rather
-		// than several per message, the payloads left where they were read (wire.go).
-		b := keep(data)
+		// than several per message, the payloads left in one copy of the response
+		// (wire.go). The copy is of the response's size: the pooled buffers it was
+		// read into, twice the size of a 1 KiB message's delivery, go back to the
+		// pool, where keeping them would have made the pool miss once a delivery.
+		b := data.Materialize()
 		if decodeDelivery(b, r) {
 			return nil
 		}
@@ -121,17 +124,6 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	defer buf.Free()
 	// proto.Unmarshal copies what it keeps, so the buffer can go back at once.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
-}
-
-// keep returns data's bytes in one slice that is the caller's to keep: a single
-// buffer's own (referenced once more and never freed, so that its pool never has it
-// back and the garbage collector takes it once unused), or else a copy.
-func keep(data mem.BufferSlice) []byte {
-	if len(data) == 1 {
-		data[0].Ref()
-		return data[0].ReadOnlyData()
-	}
-	return data.Materialize()
 }
 
 // marshalWire encodes a message of the forwarding path (wire.go) into a pooled buffer.
