@@ -40,7 +40,7 @@ func (n *Node) Publish(name dataplane.Name, payload []byte, broadcast bool) (for
 	if err := n.checkSize(payload); err != nil {
 		return 0, 0, err
 	}
-	return n.publish(qmsg{m: newMsg(name, payload, broadcast, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano())}, name)
+	return n.publish(qmsg{m: newMsg(name, payload, broadcast, n.cfg.MaxHops, n.id, n.seq.Add(1), time.Now().UnixNano()), alone: true}, name)
 }
 
 func (n *Node) checkSize(payload []byte) error {
@@ -138,7 +138,7 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) e
 		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), time.Now().UnixNano())
 		m := &msgs[i]
 		m.Raw, m.TTL, m.Broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
-		fwd, drop, err := n.publish(qmsg{m, cu}, r.name)
+		fwd, drop, err := n.publish(qmsg{m, cu, len(in.reqs) == 1}, r.name)
 		switch {
 		case errors.Is(err, ErrNoRoute):
 			resp.Unroutable++
@@ -163,6 +163,7 @@ func (cs clientServer) Subscribe(req *nodev1.SubscribeRequest, s nodev1.NodeServ
 	if err := s.Send(&nodev1.SubscribeResponse{SubscriptionId: sub.id}); err != nil {
 		return err
 	}
+	sub.gate.set(framedOf(s.Context()))
 	return cs.n.deliverTo(s, sub)
 }
 
@@ -201,7 +202,10 @@ func (n *Node) sendLoop(s nodev1.NodeService_SubscribeServer, sub *localSub) err
 			batch, held = fillDelivery(sub, batch, held)
 			// Encoded by the codec within SendMsg, from the messages' wire form.
 			out.msgs = batch
+			sub.gate.mu.Lock()
 			err := s.SendMsg(out)
+			sub.gate.queued.Add(-int64(len(batch)))
+			sub.gate.mu.Unlock()
 			out.msgs = nil
 			if err != nil {
 				sub.m.dropped(reasonLinkBroken).Add(float64(len(batch)))
@@ -246,7 +250,7 @@ func (cs clientServer) Unsubscribe(_ context.Context, req *nodev1.UnsubscribeReq
 // to its instance and its share of those sent to any instance.
 func (n *Node) SubscribeLocal(name dataplane.Name) *localSub {
 	s := &localSub{name: name, ch: make(chan qmsg, n.cfg.SubscriberQueueLen), done: make(chan struct{}), m: n.metrics.local,
-		policy: n.cfg.SlowConsumer, onSlow: n.cutOff, onRequest: n.paths.gaveTo}
+		policy: n.cfg.SlowConsumer, onSlow: n.cutOff, onRequest: n.paths.gaveTo, delivered: n.metrics.delivered}
 	n.annMu.Lock()
 	defer n.annMu.Unlock()
 	n.mu.Lock()

@@ -89,6 +89,13 @@ type conn struct {
 
 	dropped      atomic.Uint64
 	originWarned atomic.Bool
+
+	// gate lets a copy that comes alone be written inline (inline.go); under its mu,
+	// the stream state it is sent in, and the batch it is sent as.
+	gate      inlineGate
+	inlineSt  *streamState
+	inlineOut batchOut
+	one       [1]*msg
 }
 
 func (n *Node) newConn(kind connKind, linkID, endpoint, remote string) *conn {
@@ -148,10 +155,15 @@ func (c *conn) enqueue(q qmsg, wait time.Duration) bool {
 		c.drop(reasonLinkClosed, 1)
 		return false
 	}
+	if q.alone && c.writeInline(q) {
+		return true
+	}
 	q.cu.hold()
+	c.gate.queued.Add(1)
 	if sendWithin(c.msgs, q, wait, c.ctx.Done()) {
 		return true
 	}
+	c.gate.queued.Add(-1)
 	c.drop(reasonQueueFull, 1)
 	q.cu.release()
 	return false
@@ -164,12 +176,62 @@ func (c *conn) tryEnqueue(q qmsg) bool {
 	if c.qclosed {
 		return false
 	}
+	if q.alone && c.writeInline(q) {
+		return true
+	}
 	q.cu.hold()
+	c.gate.queued.Add(1)
 	if sendWithin(c.msgs, q, 0, nil) {
 		return true
 	}
+	c.gate.queued.Add(-1)
 	q.cu.release()
 	return false
+}
+
+// writeInline sends q, as a batch of its own, on the current stream when nothing is
+// queued before it and the stream can take it at once (inline.go); false: q is to
+// be queued.
+func (c *conn) writeInline(q qmsg) bool {
+	f := c.gate.enter()
+	if f == nil {
+		return false
+	}
+	defer c.gate.mu.Unlock()
+	st := c.inlineSt
+	var held []*custody
+	if q.cu != nil {
+		q.cu.hold()
+		held = []*custody{q.cu}
+	}
+	c.one[0] = q.m
+	seq := st.tx.next(1, held)
+	c.inlineOut.msgs, c.inlineOut.seq = c.one[:], seq
+	data, err := codec{}.Marshal(&c.inlineOut)
+	c.inlineOut.msgs, c.one[0] = nil, nil
+	ok := err == nil && f.tryWriteFrame(data)
+	data.Free()
+	if !ok {
+		if st.tx.unsent(seq) {
+			releaseAll(held)
+		}
+		return false
+	}
+	c.met().out.Add(1)
+	return true
+}
+
+// inlineTo lets copies be written inline on s, a stream of state st, until the
+// returned func is called.
+func (c *conn) inlineTo(s stream, st *streamState) func() {
+	f, ok := s.(*framed)
+	if !ok || f.raw == nil {
+		return func() {}
+	}
+	c.gate.mu.Lock()
+	c.gate.f, c.inlineSt = f, st
+	c.gate.mu.Unlock()
+	return func() { c.gate.clear(f) }
 }
 
 // sendWithin sends q on ch if there is room, or else once room frees up within wait (0:
@@ -360,6 +422,7 @@ var errSuperseded = errors.New("stream replaced by a newer one")
 func (c *conn) write(s stream, st *streamState, reader chan error) error {
 	batch := make([]*msg, 0, maxBatchMessages)
 	out := &batchOut{}
+	defer c.inlineTo(s, st)()
 	for {
 		if err := c.sendCtrl(s, st); err != nil {
 			return err
@@ -374,7 +437,11 @@ func (c *conn) write(s stream, st *streamState, reader chan error) error {
 		case q := <-c.msgs:
 			var held []*custody
 			batch, held = c.fill(append(batch[:0], q.m), q.cu)
-			if err := c.sendBatch(s, st, out, batch, held); err != nil {
+			c.gate.mu.Lock()
+			err := c.sendBatch(s, st, out, batch, held)
+			c.gate.queued.Add(-int64(len(batch)))
+			c.gate.mu.Unlock()
+			if err != nil {
 				return err
 			}
 			clear(batch)
@@ -469,7 +536,7 @@ func (c *conn) read(s stream, st *streamState) error {
 					c.refuseOrigin(r.origin)
 					continue
 				}
-				c.n.receive(&r.m, r.name, r.bad, c, cu)
+				c.n.receive(qmsg{&r.m, cu, len(f.msgs) == 1}, r.name, r.bad, c)
 			}
 			cu.release()
 			continue
@@ -587,6 +654,7 @@ func (c *conn) close() {
 	for k := 0; ; k++ {
 		select {
 		case q := <-c.msgs:
+			c.gate.queued.Add(-1)
 			q.cu.release()
 		default:
 			if k > 0 {

@@ -23,6 +23,8 @@ import (
 type qmsg struct {
 	m  *msg
 	cu *custody
+	// alone: the copy's batch held only it, so it may be written inline (inline.go).
+	alone bool
 }
 
 // custody is one received batch: the copies of its messages still held somewhere in

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchboard-mesh/switchboard/dataplane"
 )
 
@@ -50,6 +52,13 @@ type localSub struct {
 	// stream drains it (and counts it), or refused.
 	mu     sync.RWMutex
 	closed bool
+
+	// gate lets a copy that comes alone be written inline (inline.go); under its mu,
+	// the delivery it is sent as. delivered counts the copies sent.
+	gate      inlineGate
+	inlineOut deliveryOut
+	one       [1]*msg
+	delivered prometheus.Counter
 }
 
 // end stops deliveries and counts and releases what was still queued. why, when not
@@ -68,6 +77,7 @@ func (s *localSub) end(why error) {
 		for {
 			select {
 			case q := <-s.ch:
+				s.gate.queued.Add(-1)
 				s.m.dropped(reason).Inc()
 				q.cu.release()
 			default:
@@ -84,12 +94,42 @@ func (s *localSub) tryDeliver(q qmsg) bool {
 		return false
 	}
 	s.takesRequest(q)
+	return s.writeInline(q) || s.queue(q, 0)
+}
+
+// queue puts q in the subscriber's queue, waiting up to wait for room.
+func (s *localSub) queue(q qmsg, wait time.Duration) bool {
 	q.cu.hold()
-	if sendWithin(s.ch, q, 0, nil) {
+	s.gate.queued.Add(1)
+	if sendWithin(s.ch, q, wait, s.done) {
 		return true
 	}
+	s.gate.queued.Add(-1)
 	q.cu.release()
 	return false
+}
+
+// writeInline delivers q, in a delivery of its own, when nothing is queued before it
+// and the subscriber's stream takes it at once (inline.go); false: q is to be queued.
+func (s *localSub) writeInline(q qmsg) bool {
+	if !q.alone {
+		return false
+	}
+	f := s.gate.enter()
+	if f == nil {
+		return false
+	}
+	defer s.gate.mu.Unlock()
+	s.one[0] = q.m
+	s.inlineOut.msgs = s.one[:]
+	data, err := codec{}.Marshal(&s.inlineOut)
+	s.inlineOut.msgs, s.one[0] = nil, nil
+	ok := err == nil && f.tryWriteFrame(data)
+	data.Free()
+	if ok {
+		s.delivered.Inc()
+	}
+	return ok
 }
 
 // takesRequest records a request about to be queued for s. Called under s.mu's read
@@ -116,8 +156,7 @@ func (s *localSub) deliver(q qmsg, wait time.Duration) bool {
 		return false
 	}
 	s.takesRequest(q)
-	q.cu.hold()
-	if sendWithin(s.ch, q, wait, s.done) {
+	if s.writeInline(q) || s.queue(q, wait) {
 		return true
 	}
 	if s.policy == SlowConsumerDisconnect {
@@ -128,7 +167,6 @@ func (s *localSub) deliver(q qmsg, wait time.Duration) bool {
 	} else {
 		s.m.dropped(reasonQueueFull).Inc()
 	}
-	q.cu.release()
 	return false
 }
 
@@ -138,9 +176,10 @@ type outcome struct {
 	routable           bool
 }
 
-// receive forwards a message that arrived over conn from, in the batch cu.
-// bad, when not nil, is why its name could not be read.
-func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *custody) {
+// receive forwards q, a message that arrived over conn from. bad, when not nil, is
+// why its name could not be read.
+func (n *Node) receive(q qmsg, name dataplane.Name, bad error, from *conn) {
+	m := q.m
 	if bad != nil {
 		from.drop(reasonMalformed, 1)
 		return
@@ -157,13 +196,13 @@ func (n *Node) receive(m *msg, name dataplane.Name, bad error, from *conn, cu *c
 	}
 	switch {
 	case m.InReplyTo != "":
-		n.routeReply(qmsg{m, cu})
+		n.routeReply(q)
 		return
 	case m.ReplyTo != "":
-		n.forwardRequest(qmsg{m, cu}, name, from)
+		n.forwardRequest(q, name, from)
 		return
 	}
-	o := n.forward(qmsg{m, cu}, name, from, 0)
+	o := n.forward(q, name, from, 0)
 	if !o.routable {
 		n.metrics.dropped(reasonNoRoute).Inc()
 	}

@@ -58,7 +58,7 @@ func (n *Node) serveCall(ctx context.Context, f *framed, method string) error {
 	if err := f.writeStatus(status.New(codes.OK, "")); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, framedKey{}, f))
 	defer cancel()
 	go n.endCall(ctx, cancel, f)
 	cs := &callStream{f: f, ctx: ctx, watch: !isStream || !sd.ClientStreams}
@@ -71,6 +71,15 @@ func (n *Node) serveCall(ctx context.Context, f *framed, method string) error {
 		return err
 	}
 	return f.SendMsg(resp)
+}
+
+// framedKey is the context key of a call's framed connection.
+type framedKey struct{}
+
+// framedOf is the framed connection a call of ctx runs on (nil: it runs on gRPC).
+func framedOf(ctx context.Context) *framed {
+	f, _ := ctx.Value(framedKey{}).(*framed)
+	return f
 }
 
 // endCall ends a call's context when its connection fails or closes, as gRPC ends a

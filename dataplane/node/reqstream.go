@@ -36,6 +36,11 @@ type reqStream struct {
 	answers []streamAnswer           // to send
 	eof     bool                     // the client sends no more requests
 	over    bool                     // given up: answers are no longer sent
+	// f is the stream when an answer may be written inline (inline.go; nil: never),
+	// as inlineOut.
+	f         *framed
+	inlineOut answersOut
+	one       [1]streamAnswer
 }
 
 // streamCall is a request of a RequestStream in flight.
@@ -48,6 +53,9 @@ type streamCall struct {
 func (cs clientServer) RequestStream(s nodev1.NodeService_RequestStreamServer) error {
 	rs := &reqStream{n: cs.n, slots: make(chan struct{}, maxStreamInFlight), stop: make(chan struct{}),
 		kick: make(chan struct{}, 1), calls: map[*streamCall]struct{}{}}
+	if f := framedOf(s.Context()); f != nil && f.raw != nil {
+		rs.f = f
+	}
 	sent := make(chan error, 1)
 	go func() { sent <- rs.sendLoop(s) }()
 	err := rs.recvLoop(s)
@@ -81,7 +89,7 @@ func (rs *reqStream) recvLoop(s grpc.ServerStream) error {
 			return err
 		}
 		for i := range in.reqs {
-			if !rs.start(s, &in.reqs[i]) {
+			if !rs.start(s, &in.reqs[i], len(in.reqs) == 1) {
 				in.free()
 				return status.FromContextError(s.Context().Err()).Err()
 			}
@@ -91,7 +99,8 @@ func (rs *reqStream) recvLoop(s grpc.ServerStream) error {
 }
 
 // start makes one request; false when the stream ended while it waited for a slot.
-func (rs *reqStream) start(s grpc.ServerStream, r *publishReq) bool {
+// alone: it came in a batch of its own.
+func (rs *reqStream) start(s grpc.ServerStream, r *publishReq, alone bool) bool {
 	select {
 	case rs.slots <- struct{}{}:
 	case <-s.Context().Done():
@@ -103,22 +112,22 @@ func (rs *reqStream) start(s grpc.ServerStream, r *publishReq) bool {
 	rs.calls[c] = struct{}{}
 	rs.mu.Unlock()
 	if r.bad != nil {
-		rs.finish(c, failedAnswer(c.id, r.bad))
+		rs.finish(c, failedAnswer(c.id, r.bad), false)
 		return true
 	}
 	name := r.name
 	timeout := requestTimeout(time.Duration(r.timeoutMs) * time.Millisecond)
-	token, err := n.startRequest(name, r.payload, timeout, func(rep reply) {
+	token, err := n.startRequest(name, r.payload, timeout, alone, func(rep reply) {
 		a := streamAnswer{ID: c.id}
 		if got, err := n.replied(name, rep); err != nil {
 			a = failedAnswer(c.id, err)
 		} else {
 			a.Payload, a.Responder = got.Payload, got.Responder
 		}
-		rs.finish(c, a)
+		rs.finish(c, a, rep.alone)
 	})
 	if err != nil {
-		rs.finish(c, failedAnswer(c.id, err))
+		rs.finish(c, failedAnswer(c.id, err), false)
 		return true
 	}
 	rs.mu.Lock()
@@ -127,7 +136,7 @@ func (rs *reqStream) start(s grpc.ServerStream, r *publishReq) bool {
 		c.timer = time.AfterFunc(timeout, func() {
 			// Whoever takes the token answers: here, the timeout.
 			if n.paths.take(token, false) != nil {
-				rs.finish(c, failedAnswer(c.id, n.timedOut(name, timeout)))
+				rs.finish(c, failedAnswer(c.id, n.timedOut(name, timeout)), false)
 			}
 		})
 	}
@@ -140,8 +149,9 @@ func failedAnswer(id uint64, err error) streamAnswer {
 	return streamAnswer{ID: id, Code: uint32(st.Code()), Error: st.Message()}
 }
 
-// finish queues c's answer for the sender.
-func (rs *reqStream) finish(c *streamCall, a streamAnswer) {
+// finish sends c's answer: queued for the sender, or, when it came alone and none is
+// queued, written inline (inline.go) unless the sender is writing.
+func (rs *reqStream) finish(c *streamCall, a streamAnswer, alone bool) {
 	rs.mu.Lock()
 	if _, ok := rs.calls[c]; !ok || rs.over {
 		rs.mu.Unlock()
@@ -151,10 +161,33 @@ func (rs *reqStream) finish(c *streamCall, a streamAnswer) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	rs.answers = append(rs.answers, a)
+	sent := alone && len(rs.answers) == 0 && rs.writeInline(a)
+	if !sent {
+		rs.answers = append(rs.answers, a)
+	}
+	// The sender ends the stream once the last answer is sent.
+	wake := !sent || (rs.eof && len(rs.calls) == 0)
 	rs.mu.Unlock()
 	<-rs.slots
-	rs.poke()
+	if wake {
+		rs.poke()
+	}
+}
+
+// writeInline writes a as a batch of its own if the stream takes it at once. Answers
+// need no order (each names its request), so the sender may be between batches.
+// Callers hold rs.mu.
+func (rs *reqStream) writeInline(a streamAnswer) bool {
+	if rs.f == nil {
+		return false
+	}
+	rs.one[0] = a
+	rs.inlineOut.answers = rs.one[:]
+	data, err := codec{}.Marshal(&rs.inlineOut)
+	rs.inlineOut.answers, rs.one[0] = nil, streamAnswer{}
+	ok := err == nil && rs.f.tryWriteFrame(data)
+	data.Free()
+	return ok
 }
 
 func (rs *reqStream) poke() {
@@ -245,7 +278,7 @@ func (cs clientServer) RespondStream(s nodev1.NodeService_RespondStreamServer) e
 		}
 		resp.Failures = resp.Failures[:0]
 		for _, a := range in.answers {
-			if err := n.respond(string(a.token), a.payload, true); err != nil {
+			if err := n.respond(string(a.token), a.payload, true, len(in.answers) == 1); err != nil {
 				refused++
 				st := status.Convert(requestStatus(err))
 				resp.Failures = append(resp.Failures, &nodev1.RespondFailure{ReplyTo: string(a.token), Code: uint32(st.Code()), Error: st.Message()})

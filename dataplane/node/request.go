@@ -48,6 +48,7 @@ type Reply struct {
 type reply struct {
 	Reply
 	noResponders bool
+	alone        bool // it came in a batch of its own (qmsg.alone)
 }
 
 // pending is a request this node made or passed on, until answered or expired.
@@ -145,7 +146,7 @@ func requestTimeout(timeout time.Duration) time.Duration {
 func (n *Node) Request(ctx context.Context, name dataplane.Name, payload []byte, timeout time.Duration) (Reply, error) {
 	timeout = requestTimeout(timeout)
 	wait := make(chan reply, 1)
-	token, err := n.startRequest(name, payload, timeout, func(r reply) { wait <- r })
+	token, err := n.startRequest(name, payload, timeout, true, func(r reply) { wait <- r })
 	if err != nil {
 		return Reply{}, err
 	}
@@ -172,7 +173,8 @@ func (n *Node) Request(ctx context.Context, name dataplane.Name, payload []byte,
 // takes the token from n.paths: the answer, a no_responders reply, or the caller
 // giving up (its timeout), which then does not call done but reports the request's
 // end itself. Both Request and RequestStream make their requests through it.
-func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Duration, done func(reply)) (string, error) {
+// alone: the request came in a batch of its own (qmsg.alone).
+func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Duration, alone bool, done func(reply)) (string, error) {
 	if err := checkComponents(name); err != nil {
 		return "", fmt.Errorf("%w %q: %w", ErrBadName, name, err)
 	}
@@ -186,7 +188,7 @@ func (n *Node) startRequest(name dataplane.Name, payload []byte, timeout time.Du
 	raw := make([]byte, 0, publishedSize(name, len(payload), n.id)+tokenSize(wire.MessageFieldReplyTo, token))
 	raw = appendPublished(raw, name, payload, false, n.id, n.seq.Add(1), time.Now().UnixNano())
 	m := &msg{Raw: appendToken(raw, wire.MessageFieldReplyTo, token), TTL: n.cfg.MaxHops, ReplyTo: token}
-	o := n.forward(qmsg{m: m}, name, nil, n.cfg.PublishWait)
+	o := n.forward(qmsg{m: m, alone: alone}, name, nil, n.cfg.PublishWait)
 	var outcome string
 	var err error
 	switch {
@@ -237,11 +239,14 @@ func appendToken(b []byte, num protowire.Number, token string) []byte {
 }
 
 // Respond answers request token, which a local subscriber of this node received.
-func (n *Node) Respond(token string, payload []byte) error { return n.respond(token, payload, false) }
+func (n *Node) Respond(token string, payload []byte) error {
+	return n.respond(token, payload, false, true)
+}
 
 // respond answers request token; borrowed: payload is not the caller's to give away
-// (it is in a buffer of a stream's batch), and is copied if kept.
-func (n *Node) respond(token string, payload []byte, borrowed bool) error {
+// (it is in a buffer of a stream's batch), and is copied if kept; alone: the answer
+// came in a batch of its own (qmsg.alone).
+func (n *Node) respond(token string, payload []byte, borrowed, alone bool) error {
 	if err := n.checkSize(payload); err != nil {
 		return err
 	}
@@ -252,14 +257,15 @@ func (n *Node) respond(token string, payload []byte, borrowed bool) error {
 	if borrowed && p.from == nil {
 		payload = bytes.Clone(payload) // the requester's answer, kept until sent
 	}
-	n.sendReply(p, token, reply{Reply: Reply{Payload: payload, Responder: n.id}}, n.cfg.PublishWait)
+	n.sendReply(p, token, reply{Reply: Reply{Payload: payload, Responder: n.id}}, n.cfg.PublishWait, alone)
 	return nil
 }
 
 // sendReply hands r to the requester, when it is on this node, or sends it back the
 // way the request came.
-func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) {
+func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration, alone bool) {
 	if p.from == nil {
+		r.alone = alone
 		p.done(r) // the only reply it gets: p was taken
 		return
 	}
@@ -271,20 +277,20 @@ func (n *Node) sendReply(p *pending, token string, r reply, wait time.Duration) 
 		b = protowire.AppendTag(b, wire.MessageFieldNoResponders, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
-	p.from.enqueue(qmsg{m: &msg{Raw: b, TTL: n.cfg.MaxHops, InReplyTo: token}}, wait)
+	p.from.enqueue(qmsg{m: &msg{Raw: b, TTL: n.cfg.MaxHops, InReplyTo: token}, alone: alone}, wait)
 }
 
 // failRequest tells the requester of token that nobody will answer.
 func (n *Node) failRequest(token string) {
 	if p := n.paths.take(token, false); p != nil {
-		n.sendReply(p, token, reply{Reply: Reply{Responder: n.id}, noResponders: true}, 0)
+		n.sendReply(p, token, reply{Reply: Reply{Responder: n.id}, noResponders: true}, 0, false)
 	}
 }
 
 // subscriberLeft fails the requests s was given and has not answered.
 func (n *Node) subscriberLeft(s *localSub) {
 	for token, p := range n.paths.of(s) {
-		n.sendReply(p, token, reply{Reply: Reply{Responder: n.id}, noResponders: true}, 0)
+		n.sendReply(p, token, reply{Reply: Reply{Responder: n.id}, noResponders: true}, 0, false)
 	}
 }
 
@@ -315,7 +321,9 @@ func (n *Node) routeReply(q qmsg) {
 	case p.from != nil:
 		p.from.enqueue(q, 0)
 	default:
-		p.done(decodeReply(q.m))
+		r := decodeReply(q.m)
+		r.alone = q.alone
+		p.done(r)
 	}
 }
 
