@@ -106,7 +106,7 @@ func (cs clientServer) PublishStream(s nodev1.NodeService_PublishStreamServer) e
 		if err != nil {
 			return err
 		}
-		err = n.publishBatch(&in, resp)
+		err = n.publishBatch(&in, resp, alone(len(in.reqs), framedOf(s.Context())))
 		in.free()
 		if err != nil {
 			return err
@@ -114,7 +114,9 @@ func (cs clientServer) PublishStream(s nodev1.NodeService_PublishStreamServer) e
 	}
 }
 
-func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) error {
+// publishBatch publishes a batch; single: it is a batch of one that may be written
+// inline (alone).
+func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse, single bool) error {
 	size := 0
 	for _, r := range in.reqs {
 		size += publishedSize(r.name, len(r.payload), n.id)
@@ -138,7 +140,7 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse) e
 		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), time.Now().UnixNano())
 		m := &msgs[i]
 		m.Raw, m.TTL, m.Broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
-		fwd, drop, err := n.publish(qmsg{m, cu, len(in.reqs) == 1}, r.name)
+		fwd, drop, err := n.publish(qmsg{m, cu, single}, r.name)
 		switch {
 		case errors.Is(err, ErrNoRoute):
 			resp.Unroutable++

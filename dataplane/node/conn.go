@@ -536,7 +536,7 @@ func (c *conn) read(s stream, st *streamState) error {
 					c.refuseOrigin(r.origin)
 					continue
 				}
-				c.n.receive(qmsg{&r.m, cu, len(f.msgs) == 1}, r.name, r.bad, c)
+				c.n.receive(qmsg{&r.m, cu, alone(len(f.msgs), s)}, r.name, r.bad, c)
 			}
 			cu.release()
 			continue

@@ -16,8 +16,20 @@ import (
 // weighs most while a garbage collection takes one of them). nats-server's reader
 // writes its subscribers' sockets itself in the same way.
 //
-// The batching is unchanged under load: a copy of a batch of many, or one that finds
-// the queue not empty, is queued, and the writer sends the queue in one.
+// The batching is unchanged under load: a copy of a batch of many, one read while more
+// is waiting in its connection's read buffer (a burst: nats-server's reader, too,
+// writes once per read, not once per message), or one that finds the queue not empty,
+// is queued, and the writer sends the queue in one.
+
+// alone reports whether a copy read from s in a batch of k may be written inline: it
+// is the batch's only one, and nothing more is waiting to be read on s's connection.
+func alone(k int, s any) bool {
+	if k != 1 {
+		return false
+	}
+	f, ok := s.(*framed)
+	return !ok || f == nil || f.r.Buffered() == 0
+}
 
 // inlineGate orders a stream's inline writes with its writer's: both write holding
 // mu, and a copy may be written inline only when none is queued or in the writer's

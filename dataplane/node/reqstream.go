@@ -89,7 +89,7 @@ func (rs *reqStream) recvLoop(s grpc.ServerStream) error {
 			return err
 		}
 		for i := range in.reqs {
-			if !rs.start(s, &in.reqs[i], len(in.reqs) == 1) {
+			if !rs.start(s, &in.reqs[i], alone(len(in.reqs), framedOf(s.Context()))) {
 				in.free()
 				return status.FromContextError(s.Context().Err()).Err()
 			}
@@ -278,7 +278,7 @@ func (cs clientServer) RespondStream(s nodev1.NodeService_RespondStreamServer) e
 		}
 		resp.Failures = resp.Failures[:0]
 		for _, a := range in.answers {
-			if err := n.respond(string(a.token), a.payload, true, len(in.answers) == 1); err != nil {
+			if err := n.respond(string(a.token), a.payload, true, alone(len(in.answers), framedOf(s.Context()))); err != nil {
 				refused++
 				st := status.Convert(requestStatus(err))
 				resp.Failures = append(resp.Failures, &nodev1.RespondFailure{ReplyTo: string(a.token), Code: uint32(st.Code()), Error: st.Message()})
