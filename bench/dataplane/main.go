@@ -80,7 +80,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "also write the tables to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the node's runs to this file (go tool pprof)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write a profile of what the node's runs allocated to this file (go tool pprof -sample_index=alloc_space)")
-	flag.StringVar(&o.only, "only", "", "run one system only: nats or node")
+	flag.StringVar(&o.only, "only", "", "run one system only: nats or node; or floor, with -scenarios link: two bare Go relays over TCP in place of a system, the least such a path costs on this host")
 	flag.StringVar(&linkTransport, "link-transport", linkTransport, "the nodes' link transport: framed or grpc")
 	flag.StringVar(&clientTransport, "client-transport", clientTransport, "the transport the bench's clients call the node's API on: framed or grpc")
 	flag.StringVar(&o.natsHops, "nats-hops", "gateway", "NATS's shape for hops: gateway (two clusters joined by a gateway), leaf (a hub and two leaf nodes) or leaf-hub-pair (a hub of two routed servers, a leaf node on each)")
@@ -99,8 +99,11 @@ func main() {
 	if len(o.scenarios) == 0 {
 		log.Fatal("no scenario selected")
 	}
-	if o.only != "" && o.only != "nats" && o.only != "node" {
-		log.Fatalf("-only %q: want nats or node", o.only)
+	switch {
+	case o.only != "" && o.only != "nats" && o.only != "node" && o.only != "floor":
+		log.Fatalf("-only %q: want nats, node or floor", o.only)
+	case o.only == "floor" && (len(o.scenarios) != 1 || !o.has("link")):
+		log.Fatal("-only floor runs the link scenario only (-scenarios link)")
 	}
 	if natsHopShapes[o.natsHops] == nil {
 		log.Fatalf("-nats-hops %q: want gateway, leaf or leaf-hub-pair", o.natsHops)
@@ -172,9 +175,10 @@ func run(ctx context.Context, o options) error {
 	systems := []system{
 		{key: "nats", link: startNATS, hops: natsHopShapes[o.natsHops], reqrep: startNATSReqRep, stall: startNATSStall},
 		{key: "node", link: startNodes, hops: startNodeHops, reqrep: startNodeReqRep, stall: startNodeStall},
+		{key: "floor", link: startFloor}, // only when asked for (floor.go)
 	}
 	for _, s := range systems {
-		if o.only != "" && o.only != s.key {
+		if o.only != s.key && (o.only != "" || s.key == "floor") {
 			continue
 		}
 		stop, err := profile(o, s.key)

@@ -143,8 +143,11 @@ func ratio(a, b float64) float64 {
 
 // shortName is "NATS" or "node".
 func shortName(system string) string {
-	if strings.HasPrefix(system, "NATS") || system == "nats" {
+	switch {
+	case strings.HasPrefix(system, "NATS") || system == "nats":
 		return "NATS"
+	case strings.HasPrefix(system, "floor"):
+		return "floor"
 	}
 	return "node"
 }
