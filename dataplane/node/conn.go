@@ -207,10 +207,8 @@ func (c *conn) writeInline(q qmsg) bool {
 	c.one[0] = q.m
 	seq := st.tx.next(1, held)
 	c.inlineOut.msgs, c.inlineOut.seq = c.one[:], seq
-	data, err := codec{}.Marshal(&c.inlineOut)
+	ok := f.tryWriteMsg(&c.inlineOut)
 	c.inlineOut.msgs, c.one[0] = nil, nil
-	ok := err == nil && f.tryWriteFrame(data)
-	data.Free()
 	if !ok {
 		if st.tx.unsent(seq) {
 			releaseAll(held)

@@ -122,10 +122,8 @@ func (s *localSub) writeInline(q qmsg) bool {
 	defer s.gate.mu.Unlock()
 	s.one[0] = q.m
 	s.inlineOut.msgs = s.one[:]
-	data, err := codec{}.Marshal(&s.inlineOut)
+	ok := f.tryWriteMsg(&s.inlineOut)
 	s.inlineOut.msgs, s.one[0] = nil, nil
-	ok := err == nil && f.tryWriteFrame(data)
-	data.Free()
 	if ok {
 		s.delivered.Inc()
 	}

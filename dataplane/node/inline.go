@@ -31,6 +31,13 @@ func alone(k int, s any) bool {
 	return !ok || f == nil || f.r.Buffered() == 0
 }
 
+// tryWriteMsg writes w as a data frame if it can without waiting (tryWriteFrame).
+func (f *framed) tryWriteMsg(w wireMarshaler) bool {
+	data := marshalWire(w)
+	defer data.Free()
+	return f.tryWriteFrame(data)
+}
+
 // inlineGate orders a stream's inline writes with its writer's: both write holding
 // mu, and a copy may be written inline only when none is queued or in the writer's
 // hands (queued), so that it cannot pass one.

@@ -183,10 +183,8 @@ func (rs *reqStream) writeInline(a streamAnswer) bool {
 	}
 	rs.one[0] = a
 	rs.inlineOut.answers = rs.one[:]
-	data, err := codec{}.Marshal(&rs.inlineOut)
+	ok := rs.f.tryWriteMsg(&rs.inlineOut)
 	rs.inlineOut.answers, rs.one[0] = nil, streamAnswer{}
-	ok := err == nil && rs.f.tryWriteFrame(data)
-	data.Free()
 	return ok
 }
 
