@@ -12,9 +12,8 @@ import (
 // publisher's handler, a link's reader — writes it itself instead, on the framed
 // transport over TCP, with a write that never waits (tryWriteFrame). So a message
 // that crosses a link is not handed to a parked goroutine on either node: on a host
-// whose processors are busy, each such hand-over is a wake-up that may come late (it
-// weighs most while a garbage collection takes one of them). nats-server's reader
-// writes its subscribers' sockets itself in the same way.
+// whose processors are busy, each such hand-over is a wake-up that may come late.
+// nats-server's reader writes its subscribers' sockets itself in the same way.
 //
 // The batching is unchanged under load: a copy of a batch of many, one read while more
 // is waiting in its connection's read buffer (a burst: nats-server's reader, too,
