@@ -42,28 +42,16 @@ func startFloor(ctx context.Context) (target, error) {
 		return nil, err
 	}
 	t.lis = []net.Listener{l1, l2}
-	var d net.Dialer
-	link, err := d.DialContext(ctx, "tcp", l2.Addr().String())
+	link, linkIn, err := t.connect(ctx, l2)
 	if err != nil {
 		t.close()
 		return nil, err
 	}
-	linkIn, err := l2.Accept()
+	pub, pubIn, err := t.connect(ctx, l1)
 	if err != nil {
 		t.close()
 		return nil, err
 	}
-	pub, err := d.DialContext(ctx, "tcp", l1.Addr().String())
-	if err != nil {
-		t.close()
-		return nil, err
-	}
-	pubIn, err := l1.Accept()
-	if err != nil {
-		t.close()
-		return nil, err
-	}
-	t.conns = append(t.conns, link, linkIn, pub, pubIn)
 	t.pub = bufio.NewWriterSize(pub, 64<<10)
 	t.wg.Go(func() { relay(pubIn, link) })
 	t.wg.Go(func() {
@@ -73,6 +61,22 @@ func startFloor(ctx context.Context) (target, error) {
 		}
 	})
 	return t, nil
+}
+
+// connect dials l and accepts the connection: both ends, closed with the target.
+func (t *floorTarget) connect(ctx context.Context, l net.Listener) (dialed, accepted net.Conn, err error) {
+	var d net.Dialer
+	if dialed, err = d.DialContext(ctx, "tcp", l.Addr().String()); err != nil {
+		return nil, nil, err
+	}
+	if accepted, err = l.Accept(); err != nil {
+		_ = dialed.Close()
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	t.conns = append(t.conns, dialed, accepted)
+	t.mu.Unlock()
+	return dialed, accepted, nil
 }
 
 // relay copies frames from in to out, each written as soon as it is read.
@@ -103,19 +107,10 @@ func (t *floorTarget) subscribe(ctx context.Context, k int, got func([]byte)) er
 	if k != 1 {
 		return errors.New("the floor has one subscriber")
 	}
-	var d net.Dialer
-	sub, err := d.DialContext(ctx, "tcp", t.lis[1].Addr().String())
+	sub, subIn, err := t.connect(ctx, t.lis[1])
 	if err != nil {
 		return err
 	}
-	subIn, err := t.lis[1].Accept()
-	if err != nil {
-		_ = sub.Close()
-		return err
-	}
-	t.mu.Lock()
-	t.conns = append(t.conns, sub, subIn)
-	t.mu.Unlock()
 	t.subReady <- subIn
 	t.wg.Go(func() {
 		r := bufio.NewReaderSize(sub, 64<<10)
