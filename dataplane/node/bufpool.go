@@ -71,6 +71,9 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	if w, ok := v.(wireMarshaler); ok {
 		return marshalWire(w), nil
 	}
+	if m, ok := v.(vtMarshaler); ok {
+		return marshalVT(m)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("proto: cannot marshal %T", v)
@@ -124,6 +127,34 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	defer buf.Free()
 	// proto.Unmarshal copies what it keeps, so the buffer can go back at once.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// vtMarshaler is a message with vtprotobuf's generated encoder (the node's messages,
+// gen/switchboard/node/v1/node_vtproto.pb.go): a client's publish batch of 256 1 KiB
+// messages in 13–15 µs against protobuf's 31–37 (BenchmarkPublishBatchMarshal). The
+// node's messages have no maps, so its encoding is protobuf's deterministic one.
+type vtMarshaler interface {
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+}
+
+// marshalVT encodes m with vtprotobuf's encoder, which writes from the end of a
+// buffer of exactly its size.
+func marshalVT(m vtMarshaler) (mem.BufferSlice, error) {
+	size := m.SizeVT()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b := make([]byte, size)
+		if _, err := m.MarshalToSizedBufferVT(b); err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := sharedPool.Get(size)
+	if _, err := m.MarshalToSizedBufferVT(*buf); err != nil {
+		sharedPool.Put(buf)
+		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, sharedPool)}, nil
 }
 
 // marshalWire encodes a message of the forwarding path (wire.go) into a pooled buffer.
