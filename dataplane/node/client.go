@@ -128,6 +128,9 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse, s
 	defer cu.release()
 	arena := (*buf)[:0]
 	msgs := make([]msg, len(in.reqs))
+	// One reading of the clock for the batch, whose messages came in together: a
+	// reading per message was 2 % of a throughput run's CPU.
+	at := time.Now().UnixNano()
 	for i, r := range in.reqs {
 		err := r.bad
 		if err == nil {
@@ -137,7 +140,7 @@ func (n *Node) publishBatch(in *publishIn, resp *nodev1.PublishStreamResponse, s
 			return publishStatus(fmt.Errorf("message %d: %w", resp.Accepted+1, err))
 		}
 		start := len(arena)
-		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), time.Now().UnixNano())
+		arena = appendPublished(arena, r.name, r.payload, r.broadcast, n.id, n.seq.Add(1), at)
 		m := &msgs[i]
 		m.Raw, m.TTL, m.Broadcast = arena[start:len(arena):len(arena)], n.cfg.MaxHops, r.broadcast
 		fwd, drop, err := n.publish(qmsg{m, cu, single}, r.name)
