@@ -65,7 +65,7 @@ func main() {
 	var o options
 	var scenarios string
 	flag.StringVar(&scenarios, "scenarios", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
-	flag.IntVar(&o.messages, "messages", 200000, "messages per throughput run (link, hops)")
+	flag.IntVar(&o.messages, "messages", 1000000, "messages per throughput run (link, hops)")
 	flag.IntVar(&o.size, "size", 1024, "payload bytes")
 	flag.IntVar(&o.window, "window", 4096, "messages in flight at most (throughput runs)")
 	flag.IntVar(&o.rate, "rate", 2000, "messages/s (requests/s for reqrep) of the latency runs")
