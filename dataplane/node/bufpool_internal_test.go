@@ -40,10 +40,17 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	small := publishBatchFixture(2, 10)
 	small.Messages[1].Broadcast = true
-	for _, in := range []proto.Message{link, publishBatchFixture(maxBatchMessages, 1024), small} {
+	for _, tc := range []struct {
+		in     proto.Message
+		pooled bool
+	}{{link, true}, {publishBatchFixture(maxBatchMessages, 1024), true}, {small, false}} {
+		in := tc.in
 		data, err := codec{}.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if mem.IsBelowBufferPoolingThreshold(data.Len()) == tc.pooled {
+			t.Fatalf("%T: %d bytes, pooled %v: not the case this one is for", in, data.Len(), !tc.pooled)
 		}
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(in)
 		if err != nil {
