@@ -155,17 +155,10 @@ func (c *conn) enqueue(q qmsg, wait time.Duration) bool {
 		c.drop(reasonLinkClosed, 1)
 		return false
 	}
-	if q.alone && c.writeInline(q) {
+	if c.put(q, wait, c.ctx.Done()) {
 		return true
 	}
-	q.cu.hold()
-	c.gate.queued.Add(1)
-	if sendWithin(c.msgs, q, wait, c.ctx.Done()) {
-		return true
-	}
-	c.gate.queued.Add(-1)
 	c.drop(reasonQueueFull, 1)
-	q.cu.release()
 	return false
 }
 
@@ -173,15 +166,18 @@ func (c *conn) enqueue(q qmsg, wait time.Duration) bool {
 func (c *conn) tryEnqueue(q qmsg) bool {
 	c.qmu.RLock()
 	defer c.qmu.RUnlock()
-	if c.qclosed {
-		return false
-	}
+	return !c.qclosed && c.put(q, 0, nil)
+}
+
+// put writes q inline or queues it, waiting up to wait for room unless done closes;
+// false: refused, q's custody as it was. Callers hold qmu's read lock, the queue open.
+func (c *conn) put(q qmsg, wait time.Duration, done <-chan struct{}) bool {
 	if q.alone && c.writeInline(q) {
 		return true
 	}
 	q.cu.hold()
 	c.gate.queued.Add(1)
-	if sendWithin(c.msgs, q, 0, nil) {
+	if sendWithin(c.msgs, q, wait, done) {
 		return true
 	}
 	c.gate.queued.Add(-1)
