@@ -98,6 +98,7 @@ func (cs clientServer) PublishStream(s nodev1.NodeService_PublishStreamServer) e
 	n := cs.n
 	resp := &nodev1.PublishStreamResponse{}
 	var in publishIn
+	src := framedOf(s.Context())
 	for {
 		err := s.RecvMsg(&in)
 		if errors.Is(err, io.EOF) {
@@ -106,7 +107,7 @@ func (cs clientServer) PublishStream(s nodev1.NodeService_PublishStreamServer) e
 		if err != nil {
 			return err
 		}
-		err = n.publishBatch(&in, resp, alone(len(in.reqs), framedOf(s.Context())))
+		err = n.publishBatch(&in, resp, alone(len(in.reqs), src))
 		in.free()
 		if err != nil {
 			return err

@@ -520,6 +520,7 @@ func (c *conn) read(s stream, st *streamState) error {
 		if f.isBatch {
 			c.met().in.Add(float64(len(f.msgs)))
 			cu := st.rx.received(f.seq, f.buf)
+			single := alone(len(f.msgs), s)
 			for i := range f.msgs {
 				r := &f.msgs[i]
 				// A reply goes back the way its request came, which may enter
@@ -530,7 +531,7 @@ func (c *conn) read(s stream, st *streamState) error {
 					c.refuseOrigin(r.origin)
 					continue
 				}
-				c.n.receive(qmsg{&r.m, cu, alone(len(f.msgs), s)}, r.name, r.bad, c)
+				c.n.receive(qmsg{&r.m, cu, single}, r.name, r.bad, c)
 			}
 			cu.release()
 			continue

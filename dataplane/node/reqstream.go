@@ -80,6 +80,7 @@ func (cs clientServer) RequestStream(s nodev1.NodeService_RequestStreamServer) e
 // requests.
 func (rs *reqStream) recvLoop(s grpc.ServerStream) error {
 	in := publishIn{requests: true}
+	src := framedOf(s.Context())
 	for {
 		err := s.RecvMsg(&in)
 		if errors.Is(err, io.EOF) {
@@ -88,8 +89,9 @@ func (rs *reqStream) recvLoop(s grpc.ServerStream) error {
 		if err != nil {
 			return err
 		}
+		single := alone(len(in.reqs), src)
 		for i := range in.reqs {
-			if !rs.start(s, &in.reqs[i], alone(len(in.reqs), framedOf(s.Context()))) {
+			if !rs.start(s, &in.reqs[i], single) {
 				in.free()
 				return status.FromContextError(s.Context().Err()).Err()
 			}
@@ -266,6 +268,7 @@ func (cs clientServer) RespondStream(s nodev1.NodeService_RespondStreamServer) e
 	var in respondIn
 	var answered, refused uint64
 	resp := &nodev1.RespondStreamResponse{}
+	src := framedOf(s.Context())
 	for {
 		err := s.RecvMsg(&in)
 		if errors.Is(err, io.EOF) {
@@ -275,8 +278,9 @@ func (cs clientServer) RespondStream(s nodev1.NodeService_RespondStreamServer) e
 			return err
 		}
 		resp.Failures = resp.Failures[:0]
+		single := alone(len(in.answers), src)
 		for _, a := range in.answers {
-			if err := n.respond(string(a.token), a.payload, true, alone(len(in.answers), framedOf(s.Context()))); err != nil {
+			if err := n.respond(string(a.token), a.payload, true, single); err != nil {
 				refused++
 				st := status.Convert(requestStatus(err))
 				resp.Failures = append(resp.Failures, &nodev1.RespondFailure{ReplyTo: string(a.token), Code: uint32(st.Code()), Error: st.Message()})
